@@ -1,0 +1,107 @@
+//! The driver interface: what projection and query code need from a store, and nothing
+//! more. Both drivers keep the same semantics: every write carries a timestamp, the
+//! newest timestamp wins per row, a delete is a timestamped tombstone that shadows
+//! older writes (and wins a tie, as in CQL), rows may expire (TTL), and a batch of
+//! writes given to [`Driver::write`] is applied atomically by the embedded driver.
+
+use std::ops::Bound;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::table::{Table, Val};
+
+/// Why a store call failed. `Unavailable` is transient (retry, or answer 503);
+/// `Corrupt` means stored data could not be read back.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// One row as read back: its clustering key, its body and its write timestamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub clustering: Vec<Val>,
+    pub body: String,
+    pub ts: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Write the row; `expires_at` is a wall-clock instant in microseconds (TTL).
+    Put { body: String, expires_at: Option<i64> },
+    /// A tombstone.
+    Delete,
+}
+
+#[derive(Clone, Debug)]
+pub struct Mutation {
+    pub table: &'static Table,
+    pub partition: Vec<Val>,
+    pub clustering: Vec<Val>,
+    pub op: Op,
+    pub ts: i64,
+}
+
+impl Mutation {
+    /// The LWW rule of both drivers: higher timestamp wins; on a tie a tombstone wins,
+    /// then the greater body (CQL's rule for equal timestamps).
+    pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
+        let (mine_tombstone, mine_body): (bool, &[u8]) = match &self.op {
+            Op::Delete => (true, b""),
+            Op::Put { body, .. } => (false, body.as_bytes()),
+        };
+        (self.ts, mine_tombstone, mine_body) > (ts, tombstone, body)
+    }
+}
+
+/// A clustering range in the table's clustering order: `start` is where a scan begins,
+/// `end` where it stops. A bound may name a prefix of the clustering key.
+#[derive(Clone, Debug)]
+pub struct ScanRange {
+    pub start: Bound<Vec<Val>>,
+    pub end: Bound<Vec<Val>>,
+}
+
+impl ScanRange {
+    pub fn all() -> ScanRange {
+        ScanRange { start: Bound::Unbounded, end: Bound::Unbounded }
+    }
+
+    /// Everything strictly after `key` in clustering order.
+    pub fn after(key: Option<&[Val]>) -> ScanRange {
+        ScanRange { start: key.map_or(Bound::Unbounded, |key| Bound::Excluded(key.to_vec())), end: Bound::Unbounded }
+    }
+}
+
+#[async_trait]
+pub trait Driver: Send + Sync + 'static {
+    /// One row by its full key; None when absent, deleted or expired.
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError>;
+
+    /// Up to `limit` live rows of one partition, in clustering order, within `range`.
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError>;
+
+    /// Applies mutations under the LWW rule. The embedded driver applies the whole
+    /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// Answers when the store can serve (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The bound every call of this driver honours.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(2)
+    }
+}
+
+/// Wall-clock microseconds, for TTL checks.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_micros() as i64)
+        .unwrap_or_default()
+}

@@ -1,0 +1,198 @@
+//! The embedded driver: every table in one redb file of the data dir.
+//!
+//! Why redb: the read model is many small ordered range scans (one partition, newest
+//! first) and point reads, served while one writer applies batches. redb is a copy-on-
+//! write B-tree with MVCC: readers never wait for the writer, a commit is atomic and
+//! durable (so the log position is committed in the same write as its rows), and it is
+//! pure Rust (fast to build, no C++ toolchain). fjall (an LSM tree) writes faster but
+//! needs its own compaction tuning and gives no simpler atomicity across partitions;
+//! rocksdb does both well but costs a long C++ build and much memory for a small
+//! embedded process.
+//!
+//! Keys: table id, partition columns, clustering columns (order-preserving encoding,
+//! see `table.rs`). Values: write timestamp, tombstone flag, expiry, body.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
+
+const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
+
+const HEADER: usize = 8 + 1 + 8;
+const NO_EXPIRY: i64 = i64::MAX;
+
+#[derive(Clone)]
+pub struct EmbeddedDriver {
+    database: Arc<Database>,
+}
+
+fn storage(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+struct Stored<'a> {
+    ts: i64,
+    tombstone: bool,
+    expires_at: i64,
+    body: &'a [u8],
+}
+
+fn decode_value(bytes: &[u8]) -> Result<Stored<'_>, StoreError> {
+    if bytes.len() < HEADER {
+        return Err(StoreError::Corrupt("row value shorter than its header".into()));
+    }
+    let ts = i64::from_be_bytes(bytes[0..8].try_into().map_err(|_| StoreError::Corrupt("ts".into()))?);
+    let expires_at = i64::from_be_bytes(bytes[9..17].try_into().map_err(|_| StoreError::Corrupt("expiry".into()))?);
+    Ok(Stored { ts, tombstone: bytes[8] == 1, expires_at, body: &bytes[HEADER..] })
+}
+
+fn encode_value(ts: i64, op: &Op) -> Vec<u8> {
+    let (tombstone, expires_at, body) = match op {
+        Op::Put { body, expires_at } => (0u8, expires_at.unwrap_or(NO_EXPIRY), body.as_bytes()),
+        Op::Delete => (1u8, NO_EXPIRY, &b""[..]),
+    };
+    let mut value = Vec::with_capacity(HEADER + body.len());
+    value.extend_from_slice(&ts.to_be_bytes());
+    value.push(tombstone);
+    value.extend_from_slice(&expires_at.to_be_bytes());
+    value.extend_from_slice(body);
+    value
+}
+
+fn row_key(table: &Table, partition: &[Val], clustering: &[Val]) -> Vec<u8> {
+    let mut key = partition_prefix(table, partition);
+    append_clustering(&mut key, table, clustering);
+    key
+}
+
+fn to_row(table: &Table, prefix_len: usize, key: &[u8], stored: &Stored<'_>) -> Result<Row, StoreError> {
+    let clustering = decode_clustering(table, &key[prefix_len..]).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))?;
+    let body = String::from_utf8(stored.body.to_vec()).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))?;
+    Ok(Row { clustering, body, ts: stored.ts })
+}
+
+impl EmbeddedDriver {
+    /// Opens (or creates) the store file.
+    pub fn open(path: &Path) -> Result<EmbeddedDriver, StoreError> {
+        let mut builder = Database::builder();
+        // The page cache is the bulk of resident memory; 64 MiB keeps the demo world
+        // and the hot partitions of much larger ones in memory.
+        builder.set_cache_size(64 << 20);
+        let database = builder.create(path).map_err(storage)?;
+        let write = database.begin_write().map_err(storage)?;
+        write.open_table(ROWS).map_err(storage)?;
+        write.commit().map_err(storage)?;
+        Ok(EmbeddedDriver { database: Arc::new(database) })
+    }
+
+    fn get_sync(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        let read = self.database.begin_read().map_err(storage)?;
+        let rows = read.open_table(ROWS).map_err(storage)?;
+        let key = row_key(table, partition, clustering);
+        let Some(value) = rows.get(key.as_slice()).map_err(storage)? else {
+            return Ok(None);
+        };
+        let stored = decode_value(value.value())?;
+        if stored.tombstone || stored.expires_at <= now_micros() {
+            return Ok(None);
+        }
+        let prefix_len = key.len() - {
+            let mut suffix = Vec::new();
+            append_clustering(&mut suffix, table, clustering);
+            suffix.len()
+        };
+        to_row(table, prefix_len, &key, &stored).map(Some)
+    }
+
+    fn scan_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let prefix = partition_prefix(table, partition);
+        let with = |clustering: &[Val]| {
+            let mut key = prefix.clone();
+            append_clustering(&mut key, table, clustering);
+            key
+        };
+        let start = match &range.start {
+            Bound::Unbounded => prefix.clone(),
+            Bound::Included(clustering) => with(clustering),
+            Bound::Excluded(clustering) => match prefix_successor(&with(clustering)) {
+                Some(key) => key,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let end: Option<Vec<u8>> = match &range.end {
+            Bound::Unbounded => prefix_successor(&prefix),
+            Bound::Included(clustering) => prefix_successor(&with(clustering)),
+            Bound::Excluded(clustering) => Some(with(clustering)),
+        };
+        let read = self.database.begin_read().map_err(storage)?;
+        let rows = read.open_table(ROWS).map_err(storage)?;
+        let now = now_micros();
+        let mut found = Vec::with_capacity(limit.min(256));
+        let iterator = match &end {
+            Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
+            None => rows.range::<&[u8]>(start.as_slice()..),
+        }
+        .map_err(storage)?;
+        for entry in iterator {
+            let (key, value) = entry.map_err(storage)?;
+            let stored = decode_value(value.value())?;
+            if stored.tombstone || stored.expires_at <= now {
+                continue;
+            }
+            found.push(to_row(table, prefix.len(), key.value(), &stored)?);
+            if found.len() >= limit {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    fn write_sync(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        let write = self.database.begin_write().map_err(storage)?;
+        {
+            let mut rows = write.open_table(ROWS).map_err(storage)?;
+            for mutation in &mutations {
+                let key = row_key(mutation.table, &mutation.partition, &mutation.clustering);
+                if let Some(value) = rows.get(key.as_slice()).map_err(storage)? {
+                    let stored = decode_value(value.value())?;
+                    if !mutation.supersedes(stored.ts, stored.tombstone, stored.body) {
+                        continue;
+                    }
+                }
+                rows.insert(key.as_slice(), encode_value(mutation.ts, &mutation.op).as_slice()).map_err(storage)?;
+            }
+        }
+        write.commit().map_err(storage)
+    }
+}
+
+#[async_trait]
+impl Driver for EmbeddedDriver {
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        self.get_sync(table, partition, clustering)
+    }
+
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.scan_sync(table, partition, range, limit)
+    }
+
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        let driver = self.clone();
+        tokio::task::spawn_blocking(move || driver.write_sync(mutations))
+            .await
+            .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.database.begin_read().map(|_| ()).map_err(storage)
+    }
+}

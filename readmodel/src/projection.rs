@@ -1,0 +1,711 @@
+//! The projection: events in, row writes out, written once for both drivers.
+//!
+//! The contract's rules live here:
+//! 1. last version wins per entity: every entity's last applied version is kept in
+//!    `projection_entities`; an event at or below it changes nothing;
+//! 2. deletes shadow: a delete keeps the entity's version, so an older upsert arriving
+//!    later is stale, and a higher one brings it back;
+//! 3. unknown fields are ignored by the types (`recap-schemas`).
+//!
+//! Rows owned by one entity are written with the entity's version as timestamp; rows
+//! derived from several (what a member sees of a team) with the event's stream
+//! position; both drivers keep newest-timestamp-wins with shadowing tombstones.
+//!
+//! Visibility is decided here, not at read time: a share is materialised into the
+//! partitions of every account that may see it (the team's current members and the
+//! direct recipients, never the owner), and withdrawn when a member leaves, the team is
+//! deleted or the share is withdrawn. Reads then stay one partition, O(page).
+//!
+//! A [`Batch`] accumulates the writes of many events and reads its own writes, so a
+//! whole batch commits as one atomic write together with the stream position.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use recap_schemas::{ActionItem, Envelope, Event, Meeting, Share, Team};
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{Driver, Mutation, Op, ScanRange, StoreError};
+use crate::table::{Clock, Table, Val};
+use crate::tables::*;
+use crate::views::{self, render};
+use crate::words::words;
+
+/// What applying one event did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The event changed the read model.
+    Applied,
+    /// The event was at or below its entity's last version: nothing changed.
+    Stale,
+}
+
+/// The key of one row.
+pub type RowKey = (u8, Vec<Val>, Vec<Val>);
+
+/// A row to write.
+pub struct RowWrite {
+    pub table: &'static Table,
+    pub partition: Vec<Val>,
+    pub clustering: Vec<Val>,
+    pub body: String,
+}
+
+impl RowWrite {
+    fn key(&self) -> RowKey {
+        (self.table.id, self.partition.clone(), self.clustering.clone())
+    }
+}
+
+/// The projection's memory of one entity.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct EntityState {
+    v: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    deleted: bool,
+    /// The rows this entity owns now (deleted when a newer version no longer has them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rows: Vec<RowKey>,
+    /// The highest delete version ever applied (a transcript at or below it is shadowed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    last_delete: u64,
+    /// What later events of other entities need from this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<serde_json::Value>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// The timestamps of the event being applied.
+#[derive(Clone, Copy)]
+struct Stamp {
+    version: i64,
+    position: i64,
+}
+
+impl Stamp {
+    fn for_table(self, table: &Table) -> i64 {
+        match table.clock {
+            Clock::Version => self.version,
+            Clock::Position => self.position,
+            Clock::Wall => crate::driver::now_micros(),
+        }
+    }
+}
+
+struct Pending {
+    table: &'static Table,
+    op: Op,
+    ts: i64,
+}
+
+/// Writes of a batch of events, readable before they are committed.
+pub struct Batch {
+    driver: Arc<dyn Driver>,
+    pending: BTreeMap<(u8, Vec<Val>), BTreeMap<Vec<Val>, Pending>>,
+    entities: BTreeMap<(&'static str, String), Option<EntityState>>,
+    writes: usize,
+}
+
+impl Batch {
+    pub fn new(driver: Arc<dyn Driver>) -> Batch {
+        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0 }
+    }
+
+    /// How many row writes the batch holds.
+    pub fn len(&self) -> usize {
+        self.writes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.writes == 0
+    }
+
+    /// Records the stream position this batch reaches, committed with its rows.
+    pub fn set_position(&mut self, source: &str, position: i64) {
+        self.put_raw(&POSITIONS, vec![Val::text(source)], vec![], position.to_string(), position);
+    }
+
+    /// The rows to write, in key order.
+    pub fn into_mutations(self) -> Vec<Mutation> {
+        let mut mutations = Vec::with_capacity(self.writes);
+        for ((_, partition), rows) in self.pending {
+            for (clustering, pending) in rows {
+                mutations.push(Mutation { table: pending.table, partition: partition.clone(), clustering, op: pending.op, ts: pending.ts });
+            }
+        }
+        mutations
+    }
+
+    // ---- reads through the overlay ---------------------------------------------
+
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
+        if let Some(pending) = self.pending.get(&(table.id, partition.to_vec())).and_then(|rows| rows.get(clustering)) {
+            return Ok(match &pending.op {
+                Op::Put { body, .. } => Some(body.clone()),
+                Op::Delete => None,
+            });
+        }
+        Ok(self.driver.get(table, partition, clustering).await?.map(|row| row.body))
+    }
+
+    async fn scan_all(&self, table: &'static Table, partition: &[Val]) -> Result<Vec<(Vec<Val>, String)>, StoreError> {
+        let mut rows: BTreeMap<Vec<Val>, String> = BTreeMap::new();
+        for row in self.driver.scan(table, partition, &ScanRange::all(), usize::MAX).await? {
+            rows.insert(row.clustering, row.body);
+        }
+        if let Some(pending) = self.pending.get(&(table.id, partition.to_vec())) {
+            for (clustering, pending) in pending {
+                match &pending.op {
+                    Op::Put { body, .. } => rows.insert(clustering.clone(), body.clone()),
+                    Op::Delete => rows.remove(clustering),
+                };
+            }
+        }
+        Ok(rows.into_iter().collect())
+    }
+
+    // ---- writes into the overlay -----------------------------------------------
+
+    fn record(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, op: Op, ts: i64) {
+        let rows = self.pending.entry((table.id, partition.clone())).or_default();
+        let candidate = Mutation { table, partition, clustering, op, ts };
+        // Within a batch the projection's decisions are sequential: a later write of the
+        // same row wins unless it is older than the one before (LWW across entities).
+        if let Some(existing) = rows.get(&candidate.clustering) {
+            if existing.ts > candidate.ts {
+                return;
+            }
+        } else {
+            self.writes += 1;
+        }
+        rows.insert(candidate.clustering, Pending { table, op: candidate.op, ts: candidate.ts });
+    }
+
+    fn put_raw(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, body: String, ts: i64) {
+        self.record(table, partition, clustering, Op::Put { body, expires_at: None }, ts);
+    }
+
+    fn put(&mut self, row: RowWrite, stamp: Stamp) {
+        let ts = stamp.for_table(row.table);
+        self.put_raw(row.table, row.partition, row.clustering, row.body, ts);
+    }
+
+    fn delete(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, ts: i64) {
+        self.record(table, partition, clustering, Op::Delete, ts);
+    }
+
+    fn delete_key(&mut self, key: &RowKey, stamp: Stamp) {
+        if let Some(table) = by_id(key.0) {
+            let ts = stamp.for_table(table);
+            self.delete(table, key.1.clone(), key.2.clone(), ts);
+        }
+    }
+
+    /// Makes the entity own exactly `rows`: deletes what it owned and no longer does.
+    fn replace_rows(&mut self, old: &[RowKey], new: Vec<RowWrite>, stamp: Stamp) -> Vec<RowKey> {
+        let keys: Vec<RowKey> = new.iter().map(RowWrite::key).collect();
+        let keep: BTreeSet<&RowKey> = keys.iter().collect();
+        for key in old {
+            if !keep.contains(key) {
+                self.delete_key(key, stamp);
+            }
+        }
+        for row in new {
+            self.put(row, stamp);
+        }
+        keys
+    }
+
+    // ---- entity states ---------------------------------------------------------
+
+    async fn entity(&mut self, kind: &'static str, id: &str) -> Result<Option<EntityState>, StoreError> {
+        if let Some(state) = self.entities.get(&(kind, id.to_string())) {
+            return Ok(state.clone());
+        }
+        let state = match self.get(&ENTITIES, &[Val::text(kind), Val::text(id)], &[]).await? {
+            Some(body) => Some(serde_json::from_str(&body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))?),
+            None => None,
+        };
+        self.entities.insert((kind, id.to_string()), state.clone());
+        Ok(state)
+    }
+
+    fn save_entity(&mut self, kind: &'static str, id: &str, state: EntityState, stamp: Stamp) {
+        let body = serde_json::to_string(&state).unwrap_or_default();
+        self.put_raw(&ENTITIES, vec![Val::text(kind), Val::text(id)], vec![], body, stamp.for_table(&ENTITIES));
+        self.entities.insert((kind, id.to_string()), Some(state));
+    }
+
+    /// The entity's state when `version` is newer than everything applied to it.
+    async fn newer(&mut self, kind: &'static str, id: &str, version: u64) -> Result<Option<EntityState>, StoreError> {
+        let state = self.entity(kind, id).await?.unwrap_or_default();
+        Ok((version > state.v).then_some(state))
+    }
+
+    // ---- the events ------------------------------------------------------------
+
+    /// Applies one event at `position` of its stream partition.
+    pub async fn apply(&mut self, envelope: &Envelope, position: i64) -> Result<Applied, StoreError> {
+        let version = envelope.version;
+        let stamp = Stamp { version: version as i64, position };
+        match &envelope.event {
+            Event::AccountUpserted(event) => {
+                let Some(mut state) = self.newer("account", &event.account_id, version).await? else { return Ok(Applied::Stale) };
+                let body = serde_json::json!({ "plan": event.plan }).to_string();
+                let row = RowWrite { table: &ACCOUNTS, partition: vec![Val::text(&event.account_id)], clustering: vec![], body };
+                state.rows = self.replace_rows(&state.rows, vec![row], stamp);
+                state.v = version;
+                self.save_entity("account", &event.account_id, state, stamp);
+            }
+            Event::TokenCreated(event) => {
+                let Some(state) = self.newer("token", &event.token_id, version).await? else { return Ok(Applied::Stale) };
+                let token = TokenData { account_id: event.account_id.clone(), token_id: event.token_id.clone(), token_sha256: Some(event.token_sha256.clone()), revoked: false };
+                self.write_token(state, token, stamp);
+            }
+            Event::TokenRevoked(event) => {
+                let Some(state) = self.newer("token", &event.token_id, version).await? else { return Ok(Applied::Stale) };
+                let known: Option<TokenData> = state.data.clone().and_then(|data| serde_json::from_value(data).ok());
+                let token = TokenData {
+                    account_id: event.account_id.clone(),
+                    token_id: event.token_id.clone(),
+                    token_sha256: known.and_then(|known| known.token_sha256),
+                    revoked: true,
+                };
+                self.write_token(state, token, stamp);
+            }
+            Event::MeetingUpserted(event) => {
+                let Some(mut state) = self.newer("meeting", &event.meeting.id, version).await? else { return Ok(Applied::Stale) };
+                let rows = meeting_rows(&event.account_id, &event.meeting);
+                state.rows = self.replace_rows(&state.rows, rows, stamp);
+                state.v = version;
+                state.deleted = false;
+                self.save_entity("meeting", &event.meeting.id, state, stamp);
+            }
+            Event::MeetingDeleted(event) => {
+                let Some(mut state) = self.newer("meeting", &event.meeting_id, version).await? else { return Ok(Applied::Stale) };
+                state.rows = self.replace_rows(&state.rows, Vec::new(), stamp);
+                state.v = version;
+                state.deleted = true;
+                state.last_delete = version;
+                self.save_entity("meeting", &event.meeting_id, state, stamp);
+                // The transcript goes with the meeting unless it is newer than the delete.
+                if let Some(mut transcript) = self.entity("transcript", &event.meeting_id).await? {
+                    if transcript.v <= version && !transcript.rows.is_empty() {
+                        transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
+                        self.save_entity("transcript", &event.meeting_id, transcript, stamp);
+                    }
+                }
+            }
+            Event::MeetingTranscriptSet(event) => {
+                let Some(mut state) = self.newer("transcript", &event.meeting_id, version).await? else { return Ok(Applied::Stale) };
+                let meeting = self.entity("meeting", &event.meeting_id).await?.unwrap_or_default();
+                if version <= meeting.last_delete {
+                    return Ok(Applied::Stale);
+                }
+                let rows = transcript_rows(&event.account_id, &event.meeting_id, &event.transcript);
+                state.rows = self.replace_rows(&state.rows, rows, stamp);
+                state.v = version;
+                self.save_entity("transcript", &event.meeting_id, state, stamp);
+            }
+            Event::ActionItemUpserted(event) => {
+                let Some(mut state) = self.newer("action_item", &event.item.id, version).await? else { return Ok(Applied::Stale) };
+                let rows = action_item_rows(&event.account_id, &event.item, None);
+                state.rows = self.replace_rows(&state.rows, rows, stamp);
+                state.v = version;
+                state.deleted = false;
+                self.save_entity("action_item", &event.item.id, state, stamp);
+            }
+            Event::ActionItemDeleted(event) => {
+                let Some(mut state) = self.newer("action_item", &event.item_id, version).await? else { return Ok(Applied::Stale) };
+                state.rows = self.replace_rows(&state.rows, Vec::new(), stamp);
+                state.v = version;
+                state.deleted = true;
+                self.save_entity("action_item", &event.item_id, state, stamp);
+            }
+            Event::TeamUpserted(event) => return self.team_upserted(&event.team, version, stamp).await,
+            Event::TeamDeleted(event) => return self.team_deleted(&event.team_id, version, stamp).await,
+            Event::TeamMemberUpserted(event) => return self.member_upserted(&event.team_id, &event.account_id, &event.role, version, stamp).await,
+            Event::TeamMemberRemoved(event) => return self.member_removed(&event.team_id, &event.account_id, version, stamp).await,
+            Event::NoteShared(event) => return self.note_shared(&event.share, version, stamp).await,
+            Event::NoteUnshared(event) => return self.note_unshared(&event.share_id, version, stamp).await,
+            Event::TeamActionItemUpserted(event) => {
+                let Some(mut state) = self.newer("team_item", &event.item.id, version).await? else { return Ok(Applied::Stale) };
+                let row = RowWrite {
+                    table: &TEAM_ACTION_ITEMS,
+                    partition: vec![Val::text(&event.team_id), Val::text(event.item.status.as_str())],
+                    clustering: vec![Val::Int(event.item.created_at.micros()), Val::text(&event.item.id)],
+                    body: render(&views::TeamActionItemView::of(&event.item)),
+                };
+                state.rows = self.replace_rows(&state.rows, vec![row], stamp);
+                state.v = version;
+                state.deleted = false;
+                self.save_entity("team_item", &event.item.id, state, stamp);
+            }
+            Event::TeamActionItemDeleted(event) => {
+                let Some(mut state) = self.newer("team_item", &event.item_id, version).await? else { return Ok(Applied::Stale) };
+                state.rows = self.replace_rows(&state.rows, Vec::new(), stamp);
+                state.v = version;
+                state.deleted = true;
+                self.save_entity("team_item", &event.item_id, state, stamp);
+            }
+        }
+        Ok(Applied::Applied)
+    }
+
+    fn write_token(&mut self, mut state: EntityState, token: TokenData, stamp: Stamp) {
+        let mut rows = Vec::new();
+        if let Some(sha) = &token.token_sha256 {
+            let body = serde_json::json!({ "account_id": token.account_id, "token_id": token.token_id, "revoked": token.revoked }).to_string();
+            rows.push(RowWrite { table: &TOKENS_BY_HASH, partition: vec![Val::text(sha)], clustering: vec![], body });
+        }
+        state.rows = self.replace_rows(&state.rows, rows, stamp);
+        state.v = stamp.version as u64;
+        state.data = serde_json::to_value(&token).ok();
+        self.save_entity("token", &token.token_id, state, stamp);
+    }
+
+    // ---- teams and sharing -----------------------------------------------------
+
+    /// The team, when it exists and is not deleted.
+    async fn active_team(&mut self, team_id: &str) -> Result<Option<Team>, StoreError> {
+        let Some(state) = self.entity("team", team_id).await? else { return Ok(None) };
+        if state.deleted {
+            return Ok(None);
+        }
+        Ok(state.data.and_then(|data| serde_json::from_value(data).ok()))
+    }
+
+    /// The share, when it is published.
+    async fn active_share(&mut self, share_id: &str) -> Result<Option<Share>, StoreError> {
+        let Some(state) = self.entity("share", share_id).await? else { return Ok(None) };
+        if state.deleted {
+            return Ok(None);
+        }
+        Ok(state.data.and_then(|data| serde_json::from_value(data).ok()))
+    }
+
+    /// The team's members (account id, role), whatever the team's state.
+    async fn members(&self, team_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self.scan_all(&TEAM_MEMBERS, &[Val::text(team_id)]).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(clustering, body)| {
+                let account = clustering.first()?.as_text()?.to_string();
+                let role = serde_json::from_str::<serde_json::Value>(&body).ok()?.get("role")?.as_str()?.to_string();
+                Some((account, role))
+            })
+            .collect())
+    }
+
+    async fn team_share_ids(&self, team_id: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self.scan_all(&TEAM_SHARES, &[Val::text(team_id)]).await?;
+        Ok(rows.into_iter().filter_map(|(clustering, _)| Some(clustering.first()?.as_text()?.to_string())).collect())
+    }
+
+    /// Who sees the share: the team's members while the team exists, and the direct
+    /// recipients, never the owner.
+    async fn audience(&mut self, share: &Share) -> Result<BTreeSet<String>, StoreError> {
+        let mut audience: BTreeSet<String> = share.recipient_account_ids.iter().cloned().collect();
+        if let Some(team) = &share.team {
+            if self.active_team(&team.id).await?.is_some() {
+                audience.extend(self.members(&team.id).await?.into_iter().map(|(account, _)| account));
+            }
+        }
+        audience.remove(&share.owner_account_id);
+        Ok(audience)
+    }
+
+    fn grant(&mut self, account_id: &str, share: &Share, stamp: Stamp) {
+        for row in share_rows(account_id, share) {
+            self.put(row, stamp);
+        }
+    }
+
+    fn withdraw(&mut self, account_id: &str, share: &Share, stamp: Stamp) {
+        for row in share_rows(account_id, share) {
+            let ts = stamp.for_table(row.table);
+            self.delete(row.table, row.partition, row.clustering, ts);
+        }
+    }
+
+    /// Rewrites the Team row of every member (name, plan, role, member count).
+    async fn write_team_rows(&mut self, team: &Team, stamp: Stamp) -> Result<(), StoreError> {
+        let members = self.members(&team.id).await?;
+        let count = members.len() as i64;
+        for (account, role) in &members {
+            let body = render(&views::TeamRecord::of(team, role, count));
+            self.put(RowWrite { table: &TEAMS_BY_ACCOUNT, partition: vec![Val::text(account)], clustering: vec![Val::text(&team.id)], body }, stamp);
+        }
+        Ok(())
+    }
+
+    async fn team_upserted(&mut self, team: &Team, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut state) = self.newer("team", &team.id, version).await? else { return Ok(Applied::Stale) };
+        let was_active = state.v > 0 && !state.deleted;
+        state.v = version;
+        state.deleted = false;
+        state.data = serde_json::to_value(team).ok();
+        self.save_entity("team", &team.id, state, stamp);
+        if !was_active {
+            // The team is back (or new): its members see its shares.
+            let members = self.members(&team.id).await?;
+            for share_id in self.team_share_ids(&team.id).await? {
+                let Some(share) = self.active_share(&share_id).await? else { continue };
+                for (account, _) in &members {
+                    if *account != share.owner_account_id {
+                        self.grant(account, &share, stamp);
+                    }
+                }
+            }
+        }
+        self.write_team_rows(team, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    async fn team_deleted(&mut self, team_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut state) = self.newer("team", team_id, version).await? else { return Ok(Applied::Stale) };
+        let was_active = state.v > 0 && !state.deleted;
+        state.v = version;
+        state.deleted = true;
+        state.data = None;
+        self.save_entity("team", team_id, state, stamp);
+        let members = self.members(team_id).await?;
+        if was_active {
+            for share_id in self.team_share_ids(team_id).await? {
+                let Some(share) = self.active_share(&share_id).await? else { continue };
+                for (account, _) in &members {
+                    if !share.recipient_account_ids.contains(account) {
+                        self.withdraw(account, &share, stamp);
+                    }
+                }
+            }
+        }
+        // Memberships and team action items are gone; their versions are kept, so
+        // only newer member and item events bring them back.
+        for (account, _) in &members {
+            let ts = stamp.for_table(&TEAMS_BY_ACCOUNT);
+            self.delete(&TEAMS_BY_ACCOUNT, vec![Val::text(account)], vec![Val::text(team_id)], ts);
+            let ts = stamp.for_table(&TEAM_MEMBERS);
+            self.delete(&TEAM_MEMBERS, vec![Val::text(team_id)], vec![Val::text(account)], ts);
+            let member_id = member_entity_id(team_id, account);
+            if let Some(mut member) = self.entity("member", &member_id).await? {
+                member.deleted = true;
+                self.save_entity("member", &member_id, member, stamp);
+            }
+        }
+        for status in recap_schemas::ActionItemStatus::ALL {
+            let partition = vec![Val::text(team_id), Val::text(status.as_str())];
+            for (clustering, _) in self.scan_all(&TEAM_ACTION_ITEMS, &partition).await? {
+                let Some(item_id) = clustering.get(1).and_then(Val::as_text).map(str::to_string) else { continue };
+                if let Some(mut item) = self.entity("team_item", &item_id).await? {
+                    let item_stamp = Stamp { version: item.v as i64, position: stamp.position };
+                    item.rows = self.replace_rows(&item.rows, Vec::new(), item_stamp);
+                    item.deleted = true;
+                    self.save_entity("team_item", &item_id, item, stamp);
+                }
+            }
+        }
+        Ok(Applied::Applied)
+    }
+
+    async fn member_upserted(&mut self, team_id: &str, account_id: &str, role: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let member_id = member_entity_id(team_id, account_id);
+        let Some(mut state) = self.newer("member", &member_id, version).await? else { return Ok(Applied::Stale) };
+        let was_member = state.v > 0 && !state.deleted;
+        state.v = version;
+        state.deleted = false;
+        self.save_entity("member", &member_id, state, stamp);
+        let body = serde_json::json!({ "role": role }).to_string();
+        self.put(RowWrite { table: &TEAM_MEMBERS, partition: vec![Val::text(team_id)], clustering: vec![Val::text(account_id)], body }, stamp);
+        let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
+        if !was_member {
+            // A member who joins sees everything the team has, older shares included.
+            for share_id in self.team_share_ids(team_id).await? {
+                let Some(share) = self.active_share(&share_id).await? else { continue };
+                if share.owner_account_id != account_id {
+                    self.grant(account_id, &share, stamp);
+                }
+            }
+        }
+        self.write_team_rows(&team, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    async fn member_removed(&mut self, team_id: &str, account_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let member_id = member_entity_id(team_id, account_id);
+        let Some(mut state) = self.newer("member", &member_id, version).await? else { return Ok(Applied::Stale) };
+        let was_member = state.v > 0 && !state.deleted;
+        state.v = version;
+        state.deleted = true;
+        self.save_entity("member", &member_id, state, stamp);
+        if !was_member {
+            return Ok(Applied::Applied);
+        }
+        let ts = stamp.for_table(&TEAM_MEMBERS);
+        self.delete(&TEAM_MEMBERS, vec![Val::text(team_id)], vec![Val::text(account_id)], ts);
+        let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
+        // From then on the member sees none of the team's notes (unless shared directly).
+        for share_id in self.team_share_ids(team_id).await? {
+            let Some(share) = self.active_share(&share_id).await? else { continue };
+            if !share.recipient_account_ids.iter().any(|recipient| recipient == account_id) {
+                self.withdraw(account_id, &share, stamp);
+            }
+        }
+        let ts = stamp.for_table(&TEAMS_BY_ACCOUNT);
+        self.delete(&TEAMS_BY_ACCOUNT, vec![Val::text(account_id)], vec![Val::text(team_id)], ts);
+        self.write_team_rows(&team, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    async fn note_shared(&mut self, share: &Share, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut state) = self.newer("share", &share.id, version).await? else { return Ok(Applied::Stale) };
+        let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
+        let audience = self.audience(share).await?;
+        if let Some(previous) = &previous {
+            let before = self.audience(previous).await?;
+            let same_keys = previous.published_at == share.published_at && words_of_share(previous) == words_of_share(share);
+            for account in &before {
+                if !(same_keys && audience.contains(account)) {
+                    self.withdraw(account, previous, stamp);
+                }
+            }
+            if previous.team.as_ref().map(|team| &team.id) != share.team.as_ref().map(|team| &team.id) {
+                if let Some(team) = &previous.team {
+                    let ts = stamp.for_table(&TEAM_SHARES);
+                    self.delete(&TEAM_SHARES, vec![Val::text(&team.id)], vec![Val::text(&share.id)], ts);
+                }
+            }
+        }
+        for account in &audience {
+            self.grant(account, share, stamp);
+        }
+        if let Some(team) = &share.team {
+            self.put(RowWrite { table: &TEAM_SHARES, partition: vec![Val::text(&team.id)], clustering: vec![Val::text(&share.id)], body: String::new() }, stamp);
+        }
+        let record = RowWrite { table: &SHARES, partition: vec![Val::text(&share.id)], clustering: vec![], body: render(&views::ShareRecord::of(share)) };
+        state.rows = self.replace_rows(&state.rows, vec![record], stamp);
+        state.v = version;
+        state.deleted = false;
+        state.data = serde_json::to_value(share).ok();
+        self.save_entity("share", &share.id, state, stamp);
+        Ok(Applied::Applied)
+    }
+
+    async fn note_unshared(&mut self, share_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut state) = self.newer("share", share_id, version).await? else { return Ok(Applied::Stale) };
+        let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
+        if let Some(previous) = &previous {
+            for account in self.audience(previous).await? {
+                self.withdraw(&account, previous, stamp);
+            }
+            if let Some(team) = &previous.team {
+                let ts = stamp.for_table(&TEAM_SHARES);
+                self.delete(&TEAM_SHARES, vec![Val::text(&team.id)], vec![Val::text(share_id)], ts);
+            }
+        }
+        state.rows = self.replace_rows(&state.rows, Vec::new(), stamp);
+        state.v = version;
+        state.deleted = true;
+        state.data = None;
+        self.save_entity("share", share_id, state, stamp);
+        Ok(Applied::Applied)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct TokenData {
+    account_id: String,
+    token_id: String,
+    token_sha256: Option<String>,
+    revoked: bool,
+}
+
+fn member_entity_id(team_id: &str, account_id: &str) -> String {
+    format!("{team_id}\u{1f}{account_id}")
+}
+
+/// Every row a meeting snapshot owns.
+pub fn meeting_rows(account_id: &str, meeting: &Meeting) -> Vec<RowWrite> {
+    let account = Val::text(account_id);
+    let newest = vec![Val::Int(meeting.created_at.micros()), Val::text(&meeting.id)];
+    let entry = render(&views::MeetingListEntry::of(meeting));
+    let mut rows = vec![
+        RowWrite { table: &MEETINGS_BY_ACCOUNT, partition: vec![account.clone()], clustering: newest.clone(), body: entry.clone() },
+        RowWrite { table: &MEETING_DETAILS, partition: vec![account.clone(), Val::text(&meeting.id)], clustering: vec![], body: render(&views::MeetingDetail::of(meeting)) },
+    ];
+    if let Some(series_id) = &meeting.series_id {
+        rows.push(RowWrite { table: &MEETINGS_BY_SERIES, partition: vec![account.clone(), Val::text(series_id)], clustering: newest.clone(), body: entry });
+    }
+    let mut searchable = words(&meeting.title);
+    for summary in &meeting.summaries {
+        searchable.extend(words(&summary.title));
+        searchable.extend(words(&summary.text));
+    }
+    for word in searchable {
+        rows.push(RowWrite { table: &MEETING_WORDS, partition: vec![account.clone(), Val::Text(word)], clustering: newest.clone(), body: String::new() });
+    }
+    for item in &meeting.action_items {
+        rows.extend(action_item_rows(account_id, item, Some(meeting)));
+    }
+    rows
+}
+
+/// The list-form rows of one action item: by status, by assignee, by meeting.
+pub fn action_item_rows(account_id: &str, item: &ActionItem, meeting: Option<&Meeting>) -> Vec<RowWrite> {
+    let body = render(&views::ActionItemListEntry::of(item, meeting));
+    let status = Val::text(item.status.as_str());
+    let newest = vec![Val::Int(item.created_at.micros()), Val::text(&item.id)];
+    let account = Val::text(account_id);
+    let mut rows = vec![RowWrite { table: &ACTION_ITEMS_BY_STATUS, partition: vec![account.clone(), status.clone()], clustering: newest.clone(), body: body.clone() }];
+    if let Some(assignee) = &item.assignee_human_id {
+        rows.push(RowWrite { table: &ACTION_ITEMS_BY_ASSIGNEE, partition: vec![account.clone(), Val::text(assignee), status.clone()], clustering: newest.clone(), body: body.clone() });
+    }
+    if let Some(meeting) = meeting {
+        rows.push(RowWrite { table: &ACTION_ITEMS_BY_MEETING, partition: vec![account, Val::text(&meeting.id), status], clustering: newest, body });
+    }
+    rows
+}
+
+/// The transcript row (REST's transcript object plus the word count) and the word chunks.
+pub fn transcript_rows(account_id: &str, meeting_id: &str, transcript: &recap_schemas::Transcript) -> Vec<RowWrite> {
+    let partition = vec![Val::text(account_id), Val::text(meeting_id)];
+    let words: &[recap_schemas::Word] = transcript.words.as_deref().unwrap_or_default();
+    let body = serde_json::json!({ "text": transcript.text, "segments": transcript.segments, "word_count": words.len() }).to_string();
+    let mut rows = vec![RowWrite { table: &MEETING_TRANSCRIPTS, partition: partition.clone(), clustering: vec![], body }];
+    for (index, chunk) in words.chunks(WORDS_PER_CHUNK).enumerate() {
+        rows.push(RowWrite { table: &TRANSCRIPT_WORDS, partition: partition.clone(), clustering: vec![Val::Int(index as i64)], body: serde_json::to_string(chunk).unwrap_or_default() });
+    }
+    rows
+}
+
+fn words_of_share(share: &Share) -> BTreeSet<String> {
+    let mut found = words(&share.title);
+    found.extend(words(&share.text));
+    found
+}
+
+/// What one account's partitions hold of one share.
+fn share_rows(account_id: &str, share: &Share) -> Vec<RowWrite> {
+    let account = Val::text(account_id);
+    let newest = vec![Val::Int(share.published_at.micros()), Val::text(&share.id)];
+    let mut rows = vec![
+        RowWrite { table: &SHARED_NOTES_BY_ACCOUNT, partition: vec![account.clone()], clustering: newest.clone(), body: render(&views::SharedNoteListEntry::of(share)) },
+        RowWrite {
+            table: &SHARED_NOTE_ACCESS,
+            partition: vec![account.clone(), Val::text(&share.id)],
+            clustering: vec![],
+            body: serde_json::json!({ "published_at_us": share.published_at.micros() }).to_string(),
+        },
+    ];
+    for word in words_of_share(share) {
+        rows.push(RowWrite { table: &SHARED_NOTE_WORDS, partition: vec![account.clone(), Val::Text(word)], clustering: newest.clone(), body: String::new() });
+    }
+    rows
+}

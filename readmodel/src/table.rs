@@ -1,0 +1,321 @@
+//! Wide-column table definitions: the one description of every read-model table that
+//! both drivers map, the embedded driver to ordered byte keys and the ScyllaDB driver to
+//! CQL tables (`schemas/cql/`, generated from these definitions and checked by a test).
+//!
+//! A table has text or bigint partition columns, clustering columns each with a
+//! direction, and one `body` column holding what the endpoint renders, ready to send.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+/// A key column's value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Val {
+    Text(String),
+    Int(i64),
+}
+
+impl Val {
+    pub fn text(value: impl Into<String>) -> Val {
+        Val::Text(value.into())
+    }
+
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Val::Text(text) => Some(text),
+            Val::Int(_) => None,
+        }
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Val::Int(value) => Some(*value),
+            Val::Text(_) => None,
+        }
+    }
+}
+
+impl From<&str> for Val {
+    fn from(value: &str) -> Val {
+        Val::Text(value.to_string())
+    }
+}
+
+impl From<String> for Val {
+    fn from(value: String) -> Val {
+        Val::Text(value)
+    }
+}
+
+impl From<&String> for Val {
+    fn from(value: &String) -> Val {
+        Val::Text(value.clone())
+    }
+}
+
+impl From<i64> for Val {
+    fn from(value: i64) -> Val {
+        Val::Int(value)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    Text,
+    BigInt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    Asc,
+    Desc,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: ColumnType,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Clustering {
+    pub name: &'static str,
+    pub kind: ColumnType,
+    pub order: Order,
+}
+
+/// How a table's writes are timestamped (the LWW clock of both drivers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Rows owned by one entity: the timestamp is the entity's event version.
+    Version,
+    /// Rows derived from several entities (visibility fan-out): the timestamp is the
+    /// position of the event in its stream partition, which every event that touches
+    /// such a row shares (they all travel under one message key).
+    Position,
+    /// Rows written by the service itself (OAuth state): wall-clock microseconds.
+    Wall,
+}
+
+#[derive(Debug)]
+pub struct Table {
+    /// Stable small number: the embedded driver's key prefix. Never reuse one.
+    pub id: u8,
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub partition: &'static [Column],
+    pub clustering: &'static [Clustering],
+    pub clock: Clock,
+}
+
+impl PartialEq for Table {
+    fn eq(&self, other: &Table) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Table {
+    /// Compares two clustering keys in this table's clustering order.
+    pub fn cmp_clustering(&self, left: &[Val], right: &[Val]) -> Ordering {
+        for (index, column) in self.clustering.iter().enumerate() {
+            let ordering = match (left.get(index), right.get(index)) {
+                (Some(a), Some(b)) => a.cmp(b),
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Less,
+                (Some(_), None) => Ordering::Greater,
+            };
+            let ordering = if column.order == Order::Desc { ordering.reverse() } else { ordering };
+            if ordering != Ordering::Equal {
+                return ordering;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// The CQL statement creating this table (valid on ScyllaDB and Cassandra 5).
+    pub fn cql(&self) -> String {
+        let mut cql = String::new();
+        let _ = writeln!(cql, "-- {}", self.doc);
+        let _ = writeln!(cql, "CREATE TABLE IF NOT EXISTS {} (", self.name);
+        for column in self.partition {
+            let _ = writeln!(cql, "    {} {},", column.name, cql_type(column.kind));
+        }
+        for column in self.clustering {
+            let _ = writeln!(cql, "    {} {},", column.name, cql_type(column.kind));
+        }
+        let _ = writeln!(cql, "    body text,");
+        let _ = writeln!(cql, "    expires_at bigint,");
+        let partition: Vec<&str> = self.partition.iter().map(|column| column.name).collect();
+        let mut primary = format!("({})", partition.join(", "));
+        for column in self.clustering {
+            primary.push_str(", ");
+            primary.push_str(column.name);
+        }
+        let _ = write!(cql, "    PRIMARY KEY ({primary})\n)");
+        if !self.clustering.is_empty() {
+            let order: Vec<String> = self
+                .clustering
+                .iter()
+                .map(|column| format!("{} {}", column.name, if column.order == Order::Desc { "DESC" } else { "ASC" }))
+                .collect();
+            let _ = write!(cql, " WITH CLUSTERING ORDER BY ({})", order.join(", "));
+        }
+        cql.push_str(";\n");
+        cql
+    }
+}
+
+fn cql_type(kind: ColumnType) -> &'static str {
+    match kind {
+        ColumnType::Text => "text",
+        ColumnType::BigInt => "bigint",
+    }
+}
+
+// ---- order-preserving key encoding (embedded driver) -----------------------------
+
+/// Appends one value so that byte order equals value order, and no encoding is a prefix
+/// of another (text: 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00; integers: big
+/// endian with the sign bit flipped). Descending columns invert every byte, which
+/// reverses the order of prefix-free encodings.
+pub fn encode_val(out: &mut Vec<u8>, value: &Val, order: Order) {
+    let start = out.len();
+    match value {
+        Val::Text(text) => {
+            for &byte in text.as_bytes() {
+                out.push(byte);
+                if byte == 0 {
+                    out.push(0xFF);
+                }
+            }
+            out.extend_from_slice(&[0, 0]);
+        }
+        Val::Int(number) => out.extend_from_slice(&((*number as u64) ^ (1 << 63)).to_be_bytes()),
+    }
+    if order == Order::Desc {
+        for byte in &mut out[start..] {
+            *byte = !*byte;
+        }
+    }
+}
+
+/// Decodes one value written by [`encode_val`], returning it and the bytes consumed.
+pub fn decode_val(bytes: &[u8], kind: ColumnType, order: Order) -> Option<(Val, usize)> {
+    let flip = |byte: u8| if order == Order::Desc { !byte } else { byte };
+    match kind {
+        ColumnType::BigInt => {
+            let raw: [u8; 8] = bytes.get(..8)?.iter().map(|&b| flip(b)).collect::<Vec<u8>>().try_into().ok()?;
+            Some((Val::Int((u64::from_be_bytes(raw) ^ (1 << 63)) as i64), 8))
+        }
+        ColumnType::Text => {
+            let mut text = Vec::new();
+            let mut index = 0;
+            loop {
+                let byte = flip(*bytes.get(index)?);
+                if byte == 0 {
+                    let next = flip(*bytes.get(index + 1)?);
+                    index += 2;
+                    if next == 0 {
+                        break;
+                    }
+                    text.push(0);
+                } else {
+                    text.push(byte);
+                    index += 1;
+                }
+            }
+            Some((Val::Text(String::from_utf8(text).ok()?), index))
+        }
+    }
+}
+
+/// The key prefix of one partition: table id, then every partition column ascending.
+pub fn partition_prefix(table: &Table, partition: &[Val]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(48);
+    key.push(table.id);
+    for value in partition {
+        encode_val(&mut key, value, Order::Asc);
+    }
+    key
+}
+
+/// Appends clustering values (a full key or a prefix of one) in the table's directions.
+pub fn append_clustering(key: &mut Vec<u8>, table: &Table, clustering: &[Val]) {
+    for (value, column) in clustering.iter().zip(table.clustering) {
+        encode_val(key, value, column.order);
+    }
+}
+
+/// Decodes the clustering part of a full row key.
+pub fn decode_clustering(table: &Table, mut bytes: &[u8]) -> Option<Vec<Val>> {
+    let mut values = Vec::with_capacity(table.clustering.len());
+    for column in table.clustering {
+        let (value, used) = decode_val(bytes, column.kind, column.order)?;
+        values.push(value);
+        bytes = &bytes[used..];
+    }
+    Some(values)
+}
+
+/// The smallest byte string greater than every string starting with `prefix`, or None
+/// when there is none (all 0xFF).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut successor = prefix.to_vec();
+    while let Some(last) = successor.pop() {
+        if last < 0xFF {
+            successor.push(last + 1);
+            return Some(successor);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encoded(value: &Val, order: Order) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_val(&mut out, value, order);
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn text_encoding_preserves_order(a in ".{0,8}", b in ".{0,8}") {
+            let (va, vb) = (Val::text(a.clone()), Val::text(b.clone()));
+            prop_assert_eq!(encoded(&va, Order::Asc).cmp(&encoded(&vb, Order::Asc)), a.as_bytes().cmp(b.as_bytes()));
+            prop_assert_eq!(encoded(&va, Order::Desc).cmp(&encoded(&vb, Order::Desc)), b.as_bytes().cmp(a.as_bytes()));
+            let (decoded, used) = decode_val(&encoded(&va, Order::Desc), ColumnType::Text, Order::Desc).unwrap();
+            prop_assert_eq!(decoded, va);
+            prop_assert_eq!(used, encoded(&Val::text(a), Order::Desc).len());
+        }
+
+        #[test]
+        fn int_encoding_preserves_order(a: i64, b: i64) {
+            prop_assert_eq!(encoded(&Val::Int(a), Order::Asc).cmp(&encoded(&Val::Int(b), Order::Asc)), a.cmp(&b));
+            prop_assert_eq!(encoded(&Val::Int(a), Order::Desc).cmp(&encoded(&Val::Int(b), Order::Desc)), b.cmp(&a));
+            prop_assert_eq!(decode_val(&encoded(&Val::Int(a), Order::Desc), ColumnType::BigInt, Order::Desc).unwrap().0, Val::Int(a));
+        }
+
+        #[test]
+        fn tuple_encoding_preserves_order(a: (i64, String), b: (i64, String)) {
+            let key = |(n, s): &(i64, String)| {
+                let mut out = encoded(&Val::Int(*n), Order::Desc);
+                out.extend(encoded(&Val::text(s.clone()), Order::Desc));
+                out
+            };
+            let expected = b.0.cmp(&a.0).then_with(|| b.1.as_bytes().cmp(a.1.as_bytes()));
+            prop_assert_eq!(key(&a).cmp(&key(&b)), expected);
+        }
+    }
+
+    #[test]
+    fn successor_of_prefix() {
+        assert_eq!(prefix_successor(&[1, 2]), Some(vec![1, 3]));
+        assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF]), None);
+    }
+}

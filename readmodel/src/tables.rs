@@ -1,0 +1,308 @@
+//! The catalog: every read-model table, each shaped for one endpoint or tool (its
+//! partition is what one request reads, its clustering order is the endpoint's order),
+//! plus the projection's own bookkeeping and the MCP server's OAuth state.
+
+use crate::table::{Clock, Clustering, Column, ColumnType, Order, Table};
+
+const fn text(name: &'static str) -> Column {
+    Column { name, kind: ColumnType::Text }
+}
+
+const fn newest(name: &'static str) -> Clustering {
+    Clustering { name, kind: ColumnType::BigInt, order: Order::Desc }
+}
+
+const fn id_desc(name: &'static str) -> Clustering {
+    Clustering { name, kind: ColumnType::Text, order: Order::Desc }
+}
+
+const fn id_asc(name: &'static str) -> Clustering {
+    Clustering { name, kind: ColumnType::Text, order: Order::Asc }
+}
+
+pub static ACCOUNTS: Table = Table {
+    id: 1,
+    name: "accounts",
+    doc: "account plan, read on every request: body {plan}",
+    partition: &[text("account_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static TOKENS_BY_HASH: Table = Table {
+    id: 2,
+    name: "tokens_by_hash",
+    doc: "personal access tokens by SHA-256 of the token: body {account_id, token_id, revoked}",
+    partition: &[text("token_sha256")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static MEETINGS_BY_ACCOUNT: Table = Table {
+    id: 3,
+    name: "meetings_by_account",
+    doc: "GET /meetings and list_meetings: the account's meetings, newest first; body = list entry",
+    partition: &[text("account_id")],
+    clustering: &[newest("created_at_us"), id_desc("meeting_id")],
+    clock: Clock::Version,
+};
+
+pub static MEETING_DETAILS: Table = Table {
+    id: 4,
+    name: "meeting_details",
+    doc: "GET /meetings/{id} and get_meeting: body = meeting detail without transcript",
+    partition: &[text("account_id"), text("meeting_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static MEETING_TRANSCRIPTS: Table = Table {
+    id: 5,
+    name: "meeting_transcripts",
+    doc: "include=transcript and get_meeting_transcript: body {text, segments, words}",
+    partition: &[text("account_id"), text("meeting_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static MEETINGS_BY_SERIES: Table = Table {
+    id: 6,
+    name: "meetings_by_series",
+    doc: "get_recurring_meeting_history and list_meetings(series_id): newest first; body = list entry",
+    partition: &[text("account_id"), text("series_id")],
+    clustering: &[newest("created_at_us"), id_desc("meeting_id")],
+    clock: Clock::Version,
+};
+
+pub static MEETING_WORDS: Table = Table {
+    id: 7,
+    name: "meeting_words",
+    doc: "search_meetings: one posting per word of a meeting's title and summaries, newest first",
+    partition: &[text("account_id"), text("word")],
+    clustering: &[newest("created_at_us"), id_desc("meeting_id")],
+    clock: Clock::Version,
+};
+
+pub static ACTION_ITEMS_BY_STATUS: Table = Table {
+    id: 8,
+    name: "action_items_by_status",
+    doc: "GET /action-items and list_pending_action_items: one partition per status, newest first; body = list form",
+    partition: &[text("account_id"), text("status")],
+    clustering: &[newest("created_at_us"), id_desc("item_id")],
+    clock: Clock::Version,
+};
+
+pub static ACTION_ITEMS_BY_ASSIGNEE: Table = Table {
+    id: 9,
+    name: "action_items_by_assignee",
+    doc: "GET /action-items?assignee_human_id: per assignee and status, newest first; body = list form",
+    partition: &[text("account_id"), text("assignee_human_id"), text("status")],
+    clustering: &[newest("created_at_us"), id_desc("item_id")],
+    clock: Clock::Version,
+};
+
+pub static ACTION_ITEMS_BY_MEETING: Table = Table {
+    id: 10,
+    name: "action_items_by_meeting",
+    doc: "GET /action-items?meeting_id: per meeting and status, newest first; body = list form",
+    partition: &[text("account_id"), text("meeting_id"), text("status")],
+    clustering: &[newest("created_at_us"), id_desc("item_id")],
+    clock: Clock::Version,
+};
+
+pub static SHARES: Table = Table {
+    id: 11,
+    name: "shares",
+    doc: "GET /shared-notes/{id} and get_shared_note: the shared version of a note; body {id, title, team, published_at, text, ...}",
+    partition: &[text("share_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static SHARED_NOTES_BY_ACCOUNT: Table = Table {
+    id: 12,
+    name: "shared_notes_by_account",
+    doc: "GET /shared-notes: what others share with the account (teams and direct), newest first; body = list entry",
+    partition: &[text("account_id")],
+    clustering: &[newest("published_at_us"), id_desc("share_id")],
+    clock: Clock::Position,
+};
+
+pub static SHARED_NOTE_ACCESS: Table = Table {
+    id: 13,
+    name: "shared_note_access",
+    doc: "GET /shared-notes/{id}: that the share is visible to the account; body {published_at_us}",
+    partition: &[text("account_id"), text("share_id")],
+    clustering: &[],
+    clock: Clock::Position,
+};
+
+pub static SHARED_NOTE_WORDS: Table = Table {
+    id: 14,
+    name: "shared_note_words",
+    doc: "q on GET /shared-notes and search_shared_notes: one posting per word of a visible share, newest first",
+    partition: &[text("account_id"), text("word")],
+    clustering: &[newest("published_at_us"), id_desc("share_id")],
+    clock: Clock::Position,
+};
+
+pub static TEAMS_BY_ACCOUNT: Table = Table {
+    id: 15,
+    name: "teams_by_account",
+    doc: "GET /teams and the membership check of team endpoints: body = Team plus includes_team_action_items",
+    partition: &[text("account_id")],
+    clustering: &[id_asc("team_id")],
+    clock: Clock::Position,
+};
+
+pub static TEAM_MEMBERS: Table = Table {
+    id: 16,
+    name: "team_members",
+    doc: "projection state: the current members of a team; body {role}",
+    partition: &[text("team_id")],
+    clustering: &[id_asc("account_id")],
+    clock: Clock::Position,
+};
+
+pub static TEAM_SHARES: Table = Table {
+    id: 17,
+    name: "team_shares",
+    doc: "projection state: the shares published to a team",
+    partition: &[text("team_id")],
+    clustering: &[id_asc("share_id")],
+    clock: Clock::Position,
+};
+
+pub static TEAM_ACTION_ITEMS: Table = Table {
+    id: 18,
+    name: "team_action_items",
+    doc: "GET /teams/{id}/action-items: per team and status, newest first; body = team action item",
+    partition: &[text("team_id"), text("status")],
+    clustering: &[newest("created_at_us"), id_desc("item_id")],
+    clock: Clock::Version,
+};
+
+pub static ENTITIES: Table = Table {
+    id: 19,
+    name: "projection_entities",
+    doc: "projection state: last applied version of every entity, deleted flag and the state rows derive from",
+    partition: &[text("kind"), text("entity_id")],
+    clustering: &[],
+    clock: Clock::Position,
+};
+
+pub static POSITIONS: Table = Table {
+    id: 20,
+    name: "projector_positions",
+    doc: "embedded edition: the log position committed in the same write as the rows it covers",
+    partition: &[text("source")],
+    clustering: &[],
+    clock: Clock::Position,
+};
+
+pub static OAUTH_CLIENTS: Table = Table {
+    id: 21,
+    name: "oauth_clients",
+    doc: "MCP OAuth: registered public clients (RFC 7591); body = client metadata",
+    partition: &[text("client_id")],
+    clustering: &[],
+    clock: Clock::Wall,
+};
+
+pub static OAUTH_CODES: Table = Table {
+    id: 22,
+    name: "oauth_codes",
+    doc: "MCP OAuth: authorization codes by SHA-256, single use, short TTL",
+    partition: &[text("code_sha256")],
+    clustering: &[],
+    clock: Clock::Wall,
+};
+
+pub static OAUTH_GRANTS: Table = Table {
+    id: 23,
+    name: "oauth_grants",
+    doc: "MCP OAuth: one grant per authorization (client, account, approving PAT), with TTL",
+    partition: &[text("grant_id")],
+    clustering: &[],
+    clock: Clock::Wall,
+};
+
+pub static OAUTH_TOKENS: Table = Table {
+    id: 24,
+    name: "oauth_tokens",
+    doc: "MCP OAuth: access and refresh tokens by SHA-256, each pointing at its grant, with TTL",
+    partition: &[text("token_sha256")],
+    clustering: &[],
+    clock: Clock::Wall,
+};
+
+pub static OAUTH_GRANTS_BY_TOKEN: Table = Table {
+    id: 25,
+    name: "oauth_grants_by_pat",
+    doc: "MCP OAuth: the grants a personal access token approved, revoked with it",
+    partition: &[text("pat_token_id")],
+    clustering: &[id_asc("grant_id")],
+    clock: Clock::Wall,
+};
+
+pub static TRANSCRIPT_WORDS: Table = Table {
+    id: 26,
+    name: "transcript_words",
+    doc: "get_meeting_transcript word paging: the word timings in chunks of WORDS_PER_CHUNK; body = JSON array of words",
+    partition: &[text("account_id"), text("meeting_id")],
+    clustering: &[Clustering { name: "chunk", kind: ColumnType::BigInt, order: Order::Asc }],
+    clock: Clock::Version,
+};
+
+/// Word timings per TRANSCRIPT_WORDS row: the largest page get_meeting_transcript
+/// serves, so any page reads at most two rows.
+pub const WORDS_PER_CHUNK: usize = 500;
+
+/// Every table, in id order.
+pub static ALL: &[&Table] = &[
+    &ACCOUNTS,
+    &TOKENS_BY_HASH,
+    &MEETINGS_BY_ACCOUNT,
+    &MEETING_DETAILS,
+    &MEETING_TRANSCRIPTS,
+    &MEETINGS_BY_SERIES,
+    &MEETING_WORDS,
+    &ACTION_ITEMS_BY_STATUS,
+    &ACTION_ITEMS_BY_ASSIGNEE,
+    &ACTION_ITEMS_BY_MEETING,
+    &SHARES,
+    &SHARED_NOTES_BY_ACCOUNT,
+    &SHARED_NOTE_ACCESS,
+    &SHARED_NOTE_WORDS,
+    &TEAMS_BY_ACCOUNT,
+    &TEAM_MEMBERS,
+    &TEAM_SHARES,
+    &TEAM_ACTION_ITEMS,
+    &ENTITIES,
+    &POSITIONS,
+    &OAUTH_CLIENTS,
+    &OAUTH_CODES,
+    &OAUTH_GRANTS,
+    &OAUTH_TOKENS,
+    &OAUTH_GRANTS_BY_TOKEN,
+    &TRANSCRIPT_WORDS,
+];
+
+pub fn by_id(id: u8) -> Option<&'static Table> {
+    ALL.iter().copied().find(|table| table.id == id)
+}
+
+/// The whole CQL schema, as kept in `schemas/cql/recap.cql`.
+pub fn cql_schema() -> String {
+    let mut cql = String::from(
+        "-- recap read model: one table per endpoint or tool (partition = what one request reads,\n\
+         -- clustering order = the endpoint's order). Generated from readmodel/src/tables.rs;\n\
+         -- `make schemas` rewrites it, a test checks it. Every statement is valid on ScyllaDB\n\
+         -- and Apache Cassandra 5. Writes carry USING TIMESTAMP (see Clock in table.rs).\n\n",
+    );
+    for table in ALL {
+        cql.push_str(&table.cql());
+        cql.push('\n');
+    }
+    cql
+}

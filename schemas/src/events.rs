@@ -1,0 +1,485 @@
+//! The events of the contract (`contract/events.md`) as Rust types.
+//!
+//! Validation is the type: a field the contract shows without "null" is required, a
+//! field it documents as nullable may be null or absent (absent reads as null), a
+//! wrong type or a bad timestamp is refused, and unknown fields are ignored at every
+//! level (no `deny_unknown_fields` anywhere), so newer producers can add fields.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::Timestamp;
+
+/// The envelope every event travels in. `data` stays raw until the type is known, so
+/// an unknown type costs nothing but the envelope parse.
+#[derive(Debug, Deserialize)]
+pub struct RawEnvelope<'a> {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub version: u64,
+    pub occurred_at: Timestamp,
+    #[serde(borrow)]
+    pub data: &'a RawValue,
+}
+
+/// A decoded event of a known type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope {
+    pub id: String,
+    pub version: u64,
+    pub occurred_at: Timestamp,
+    pub event: Event,
+}
+
+/// The largest version the contract allows ("fits in 53 bits").
+pub const MAX_VERSION: u64 = (1 << 53) - 1;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    AccountUpserted(AccountUpserted),
+    TokenCreated(TokenCreated),
+    TokenRevoked(TokenRevoked),
+    MeetingUpserted(MeetingUpserted),
+    MeetingTranscriptSet(MeetingTranscriptSet),
+    MeetingDeleted(MeetingDeleted),
+    ActionItemUpserted(ActionItemUpserted),
+    ActionItemDeleted(ActionItemDeleted),
+    TeamUpserted(TeamUpserted),
+    TeamDeleted(TeamDeleted),
+    TeamMemberUpserted(TeamMemberUpserted),
+    TeamMemberRemoved(TeamMemberRemoved),
+    NoteShared(NoteShared),
+    NoteUnshared(NoteUnshared),
+    TeamActionItemUpserted(TeamActionItemUpserted),
+    TeamActionItemDeleted(TeamActionItemDeleted),
+}
+
+/// Every event type this version knows, in contract order.
+pub const KNOWN_TYPES: &[&str] = &[
+    "account.upserted",
+    "token.created",
+    "token.revoked",
+    "meeting.upserted",
+    "meeting.transcript_set",
+    "meeting.deleted",
+    "action_item.upserted",
+    "action_item.deleted",
+    "team.upserted",
+    "team.deleted",
+    "team_member.upserted",
+    "team_member.removed",
+    "note.shared",
+    "note.unshared",
+    "team_action_item.upserted",
+    "team_action_item.deleted",
+];
+
+/// Why an event could not be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The type is not one this version knows: skipped and counted, never an error.
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    /// The event is of a known type (or not even an envelope) and is invalid:
+    /// dead-lettered with this reason.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Event {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::AccountUpserted(_) => "account.upserted",
+            Event::TokenCreated(_) => "token.created",
+            Event::TokenRevoked(_) => "token.revoked",
+            Event::MeetingUpserted(_) => "meeting.upserted",
+            Event::MeetingTranscriptSet(_) => "meeting.transcript_set",
+            Event::MeetingDeleted(_) => "meeting.deleted",
+            Event::ActionItemUpserted(_) => "action_item.upserted",
+            Event::ActionItemDeleted(_) => "action_item.deleted",
+            Event::TeamUpserted(_) => "team.upserted",
+            Event::TeamDeleted(_) => "team.deleted",
+            Event::TeamMemberUpserted(_) => "team_member.upserted",
+            Event::TeamMemberRemoved(_) => "team_member.removed",
+            Event::NoteShared(_) => "note.shared",
+            Event::NoteUnshared(_) => "note.unshared",
+            Event::TeamActionItemUpserted(_) => "team_action_item.upserted",
+            Event::TeamActionItemDeleted(_) => "team_action_item.deleted",
+        }
+    }
+
+    /// The Kafka message key of the contract's transport table.
+    pub fn message_key(&self) -> &str {
+        match self {
+            Event::AccountUpserted(data) => &data.account_id,
+            Event::TokenCreated(data) => &data.account_id,
+            Event::TokenRevoked(data) => &data.account_id,
+            Event::MeetingUpserted(data) => &data.account_id,
+            Event::MeetingTranscriptSet(data) => &data.account_id,
+            Event::MeetingDeleted(data) => &data.account_id,
+            Event::ActionItemUpserted(data) => &data.account_id,
+            Event::ActionItemDeleted(data) => &data.account_id,
+            Event::TeamUpserted(data) => &data.team.id,
+            Event::TeamDeleted(data) => &data.team_id,
+            Event::TeamMemberUpserted(data) => &data.team_id,
+            Event::TeamMemberRemoved(data) => &data.team_id,
+            Event::NoteShared(data) => match &data.share.team {
+                Some(team) => &team.id,
+                None => &data.share.id,
+            },
+            Event::NoteUnshared(data) => &data.share_id,
+            Event::TeamActionItemUpserted(data) => &data.team_id,
+            Event::TeamActionItemDeleted(data) => &data.team_id,
+        }
+    }
+
+    /// The topic of the contract's transport table (default names).
+    pub fn topic(&self) -> &'static str {
+        topic_of(self.type_name())
+    }
+}
+
+/// The default topic carrying an event type.
+pub fn topic_of(event_type: &str) -> &'static str {
+    match event_type.split('.').next().unwrap_or_default() {
+        "account" | "token" => "recap.accounts.v1",
+        "meeting" | "action_item" => "recap.meetings.v1",
+        _ => "recap.sharing.v1",
+    }
+}
+
+impl Envelope {
+    /// Decodes one envelope (one line of the log, one Kafka message value).
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, DecodeError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid("not UTF-8".into()))?;
+        let raw: RawEnvelope = serde_json::from_str(text).map_err(|error| DecodeError::Invalid(format!("envelope: {error}")))?;
+        if raw.version == 0 || raw.version > MAX_VERSION {
+            return Err(DecodeError::Invalid(format!("envelope: version {} is outside 1..2^53", raw.version)));
+        }
+        let event = decode_data(&raw.event_type, raw.data.get())?;
+        Ok(Envelope { id: raw.id, version: raw.version, occurred_at: raw.occurred_at, event })
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {
+    serde_json::from_str(data).map_err(|error| DecodeError::Invalid(format!("{event_type}: data: {error}")))
+}
+
+/// Decodes the payload of a known type.
+pub fn decode_data(event_type: &str, data: &str) -> Result<Event, DecodeError> {
+    let event = match event_type {
+        "account.upserted" => Event::AccountUpserted(parse(event_type, data)?),
+        "token.created" => {
+            let created: TokenCreated = parse(event_type, data)?;
+            if created.token_sha256.len() != 64 || !created.token_sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err(DecodeError::Invalid("token.created: data: token_sha256 is not 64 lowercase hex digits".into()));
+            }
+            Event::TokenCreated(created)
+        }
+        "token.revoked" => Event::TokenRevoked(parse(event_type, data)?),
+        "meeting.upserted" => Event::MeetingUpserted(parse(event_type, data)?),
+        "meeting.transcript_set" => Event::MeetingTranscriptSet(parse(event_type, data)?),
+        "meeting.deleted" => Event::MeetingDeleted(parse(event_type, data)?),
+        "action_item.upserted" => Event::ActionItemUpserted(parse(event_type, data)?),
+        "action_item.deleted" => Event::ActionItemDeleted(parse(event_type, data)?),
+        "team.upserted" => Event::TeamUpserted(parse(event_type, data)?),
+        "team.deleted" => Event::TeamDeleted(parse(event_type, data)?),
+        "team_member.upserted" => Event::TeamMemberUpserted(parse(event_type, data)?),
+        "team_member.removed" => Event::TeamMemberRemoved(parse(event_type, data)?),
+        "note.shared" => Event::NoteShared(parse(event_type, data)?),
+        "note.unshared" => Event::NoteUnshared(parse(event_type, data)?),
+        "team_action_item.upserted" => Event::TeamActionItemUpserted(parse(event_type, data)?),
+        "team_action_item.deleted" => Event::TeamActionItemDeleted(parse(event_type, data)?),
+        other => return Err(DecodeError::UnknownType(other.to_string())),
+    };
+    Ok(event)
+}
+
+// ---- accounts -------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AccountUpserted {
+    pub account_id: String,
+    /// null: the account has no active plan.
+    #[serde(default)]
+    pub plan: Option<Plan>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Plan {
+    pub tier: String,
+    /// Requests per billing period; null means the tier's default.
+    #[serde(default)]
+    pub api_quota: Option<u64>,
+    pub billing_cycle_anchor: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenCreated {
+    pub account_id: String,
+    pub token_id: String,
+    pub name: String,
+    /// Lowercase hex SHA-256 of the whole token string, prefix included.
+    pub token_sha256: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenRevoked {
+    pub account_id: String,
+    pub token_id: String,
+    pub revoked_at: Timestamp,
+}
+
+// ---- meetings -------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeetingUpserted {
+    pub account_id: String,
+    pub meeting: Meeting,
+}
+
+/// The whole meeting but its transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Meeting {
+    pub id: String,
+    pub title: String,
+    pub kind: String,
+    pub status: String,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(default)]
+    pub series_id: Option<String>,
+    pub timezone: String,
+    pub language: String,
+    pub note: Document,
+    pub summaries: Vec<Document>,
+    pub participants: Vec<Participant>,
+    pub action_items: Vec<ActionItem>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Document {
+    pub id: String,
+    /// note, summary or template_output.
+    pub kind: String,
+    pub title: String,
+    #[serde(default)]
+    pub template_id: Option<String>,
+    pub text: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Participant {
+    pub human_id: String,
+    pub name: String,
+    pub email: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    pub job_title: String,
+}
+
+/// The status values of action items and team action items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionItemStatus {
+    Todo,
+    InProgress,
+    Done,
+}
+
+impl ActionItemStatus {
+    pub const ALL: [ActionItemStatus; 3] = [ActionItemStatus::Todo, ActionItemStatus::InProgress, ActionItemStatus::Done];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionItemStatus::Todo => "todo",
+            ActionItemStatus::InProgress => "in_progress",
+            ActionItemStatus::Done => "done",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "todo" => Some(ActionItemStatus::Todo),
+            "in_progress" => Some(ActionItemStatus::InProgress),
+            "done" => Some(ActionItemStatus::Done),
+            _ => None,
+        }
+    }
+}
+
+/// An action item: the detail form of the REST API plus `created_at`, the sort key of
+/// GET /action-items.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionItem {
+    pub id: String,
+    pub text: String,
+    pub status: ActionItemStatus,
+    #[serde(default)]
+    pub assignee_human_id: Option<String>,
+    #[serde(default)]
+    pub due_at: Option<Timestamp>,
+    #[serde(default)]
+    pub completed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeetingTranscriptSet {
+    pub account_id: String,
+    pub meeting_id: String,
+    pub transcript: Transcript,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Transcript {
+    pub text: String,
+    pub segments: Vec<Segment>,
+    /// null or empty: no word timings.
+    #[serde(default)]
+    pub words: Option<Vec<Word>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Segment {
+    pub id: String,
+    /// mic, speaker or mixed.
+    pub track: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Word {
+    pub text: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub track: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeetingDeleted {
+    pub account_id: String,
+    pub meeting_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionItemUpserted {
+    pub account_id: String,
+    pub item: ActionItem,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionItemDeleted {
+    pub account_id: String,
+    pub item_id: String,
+}
+
+// ---- teams and sharing ----------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamUpserted {
+    pub team: Team,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Team {
+    pub id: String,
+    pub name: String,
+    /// null: no active plan.
+    #[serde(default)]
+    pub plan: Option<String>,
+    pub can_collaborate: bool,
+    pub includes_team_action_items: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamDeleted {
+    pub team_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamMemberUpserted {
+    pub team_id: String,
+    pub account_id: String,
+    pub role: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamMemberRemoved {
+    pub team_id: String,
+    pub account_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NoteShared {
+    pub share: Share,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Share {
+    pub id: String,
+    pub title: String,
+    pub owner_account_id: String,
+    pub owner_name: String,
+    /// viewer, commenter or editor.
+    pub access: String,
+    pub published_at: Timestamp,
+    /// null: shared directly with `recipient_account_ids`.
+    #[serde(default)]
+    pub team: Option<TeamRef>,
+    pub recipient_account_ids: Vec<String>,
+    /// The shared version: the note and its summary.
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamRef {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NoteUnshared {
+    pub share_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamActionItemUpserted {
+    pub team_id: String,
+    pub item: TeamActionItem,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamActionItem {
+    pub id: String,
+    pub text: String,
+    pub status: ActionItemStatus,
+    #[serde(default)]
+    pub due_at: Option<Timestamp>,
+    /// The name written in the note; not an account.
+    pub assignee: String,
+    pub owner_name: String,
+    pub created_at: Timestamp,
+    pub shared_note: SharedNoteRef,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SharedNoteRef {
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TeamActionItemDeleted {
+    pub team_id: String,
+    pub item_id: String,
+}
