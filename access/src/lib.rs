@@ -1,1 +1,10 @@
-//! placeholder
+//! Who may read what, and how much: bearer tokens (hashing and lookup), plans and the
+//! features they include, and the per-minute limit and billing-period quota behind one
+//! [`limits::Limiter`] trait (in process now; Redis in the distributed edition).
+//! REST and MCP both go through here, so they agree on every decision.
+
+pub mod auth;
+pub mod plans;
+
+pub use auth::{authenticate_pat, token_sha256, AuthError, Caller, PAT_PREFIX};
+pub use plans::{check_plan, Feature, PlanConfig, PlanError, Plans};

@@ -1,0 +1,94 @@
+//! Bearer tokens. Only the SHA-256 of a token is ever looked up or stored; the token
+//! itself never reaches a log, a span or an error message (errors carry no token text).
+
+use recap_readmodel::{AccountRecord, ReadModel, StoreError};
+use sha2::{Digest, Sha256};
+
+/// The prefix of personal access tokens.
+pub const PAT_PREFIX: &str = "svc_pat_";
+
+/// Lowercase hex SHA-256 of the whole token string, prefix included (as `token.created`
+/// carries it).
+pub fn token_sha256(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        hex.push(char::from(b"0123456789abcdef"[(byte >> 4) as usize]));
+        hex.push(char::from(b"0123456789abcdef"[(byte & 0xF) as usize]));
+    }
+    hex
+}
+
+/// Why a request is not authenticated. Carries no token text by construction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// Missing header, not a Bearer token, wrong prefix, or an unknown token.
+    #[error("missing, malformed or unknown token")]
+    Unauthorized,
+    #[error("the token was revoked")]
+    TokenRevoked,
+    /// The token or the plan could not be checked: retry shortly (503).
+    #[error("the token could not be checked: {0}")]
+    Unavailable(String),
+}
+
+impl From<StoreError> for AuthError {
+    fn from(error: StoreError) -> AuthError {
+        AuthError::Unavailable(error.to_string())
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    pub account_id: String,
+    pub token_id: String,
+    /// The account's record; `plan` None when it has no active plan (or no record).
+    pub account: AccountRecord,
+}
+
+/// The token of an `Authorization` header value, when it is `Bearer <token>`.
+pub fn bearer(header_value: &str) -> Option<&str> {
+    let (scheme, token) = header_value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty() && !token.contains(' ')).then_some(token)
+}
+
+/// Resolves a personal access token: prefix, hash, token row, account row. Revocation
+/// is seen on the first request after it is projected (no cache).
+pub async fn authenticate_pat(readmodel: &ReadModel, token: &str) -> Result<Caller, AuthError> {
+    if !token.starts_with(PAT_PREFIX) || token.len() <= PAT_PREFIX.len() {
+        return Err(AuthError::Unauthorized);
+    }
+    let Some(record) = readmodel.token_by_hash(&token_sha256(token)).await? else {
+        return Err(AuthError::Unauthorized);
+    };
+    if record.revoked {
+        return Err(AuthError::TokenRevoked);
+    }
+    let account = readmodel.account(&record.account_id).await?.unwrap_or(AccountRecord { plan: None });
+    Ok(Caller { account_id: record.account_id, token_id: record.token_id, account })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_like_the_contract() {
+        // contract/events.md: token_sha256 is the lowercase hex SHA-256 of the token.
+        assert_eq!(token_sha256("test"), "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+    }
+
+    #[test]
+    fn parses_bearer_headers() {
+        assert_eq!(bearer("Bearer svc_pat_x"), Some("svc_pat_x"));
+        assert_eq!(bearer("bearer svc_pat_x"), Some("svc_pat_x"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer "), None);
+    }
+}
