@@ -100,8 +100,5 @@ pub trait Driver: Send + Sync + 'static {
 
 /// Wall-clock microseconds, for TTL checks.
 pub fn now_micros() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_micros() as i64)
-        .unwrap_or_default()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|elapsed| elapsed.as_micros() as i64).unwrap_or_default()
 }

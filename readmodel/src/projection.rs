@@ -127,9 +127,10 @@ impl Batch {
         self.writes == 0
     }
 
-    /// Records the stream position this batch reaches, committed with its rows.
-    pub fn set_position(&mut self, source: &str, position: i64) {
-        self.put_raw(&POSITIONS, vec![Val::text(source)], vec![], position.to_string(), position);
+    /// Records the stream position this batch reaches (with whatever the source keeps
+    /// beside it), committed in the same write as its rows.
+    pub fn set_position_body(&mut self, source: &str, position: i64, body: String) {
+        self.put_raw(&POSITIONS, vec![Val::text(source)], vec![], body, position);
     }
 
     /// The rows to write, in key order.
@@ -266,7 +267,12 @@ impl Batch {
             }
             Event::TokenCreated(event) => {
                 let Some(state) = self.newer("token", &event.token_id, version).await? else { return Ok(Applied::Stale) };
-                let token = TokenData { account_id: event.account_id.clone(), token_id: event.token_id.clone(), token_sha256: Some(event.token_sha256.clone()), revoked: false };
+                let token = TokenData {
+                    account_id: event.account_id.clone(),
+                    token_id: event.token_id.clone(),
+                    token_sha256: Some(event.token_sha256.clone()),
+                    revoked: false,
+                };
                 self.write_token(state, token, stamp);
             }
             Event::TokenRevoked(event) => {
@@ -587,7 +593,10 @@ impl Batch {
             self.grant(account, share, stamp);
         }
         if let Some(team) = &share.team {
-            self.put(RowWrite { table: &TEAM_SHARES, partition: vec![Val::text(&team.id)], clustering: vec![Val::text(&share.id)], body: String::new() }, stamp);
+            self.put(
+                RowWrite { table: &TEAM_SHARES, partition: vec![Val::text(&team.id)], clustering: vec![Val::text(&share.id)], body: String::new() },
+                stamp,
+            );
         }
         let record = RowWrite { table: &SHARES, partition: vec![Val::text(&share.id)], clustering: vec![], body: render(&views::ShareRecord::of(share)) };
         state.rows = self.replace_rows(&state.rows, vec![record], stamp);
@@ -638,7 +647,12 @@ pub fn meeting_rows(account_id: &str, meeting: &Meeting) -> Vec<RowWrite> {
     let entry = render(&views::MeetingListEntry::of(meeting));
     let mut rows = vec![
         RowWrite { table: &MEETINGS_BY_ACCOUNT, partition: vec![account.clone()], clustering: newest.clone(), body: entry.clone() },
-        RowWrite { table: &MEETING_DETAILS, partition: vec![account.clone(), Val::text(&meeting.id)], clustering: vec![], body: render(&views::MeetingDetail::of(meeting)) },
+        RowWrite {
+            table: &MEETING_DETAILS,
+            partition: vec![account.clone(), Val::text(&meeting.id)],
+            clustering: vec![],
+            body: render(&views::MeetingDetail::of(meeting)),
+        },
     ];
     if let Some(series_id) = &meeting.series_id {
         rows.push(RowWrite { table: &MEETINGS_BY_SERIES, partition: vec![account.clone(), Val::text(series_id)], clustering: newest.clone(), body: entry });
@@ -663,9 +677,15 @@ pub fn action_item_rows(account_id: &str, item: &ActionItem, meeting: Option<&Me
     let status = Val::text(item.status.as_str());
     let newest = vec![Val::Int(item.created_at.micros()), Val::text(&item.id)];
     let account = Val::text(account_id);
-    let mut rows = vec![RowWrite { table: &ACTION_ITEMS_BY_STATUS, partition: vec![account.clone(), status.clone()], clustering: newest.clone(), body: body.clone() }];
+    let mut rows =
+        vec![RowWrite { table: &ACTION_ITEMS_BY_STATUS, partition: vec![account.clone(), status.clone()], clustering: newest.clone(), body: body.clone() }];
     if let Some(assignee) = &item.assignee_human_id {
-        rows.push(RowWrite { table: &ACTION_ITEMS_BY_ASSIGNEE, partition: vec![account.clone(), Val::text(assignee), status.clone()], clustering: newest.clone(), body: body.clone() });
+        rows.push(RowWrite {
+            table: &ACTION_ITEMS_BY_ASSIGNEE,
+            partition: vec![account.clone(), Val::text(assignee), status.clone()],
+            clustering: newest.clone(),
+            body: body.clone(),
+        });
     }
     if let Some(meeting) = meeting {
         rows.push(RowWrite { table: &ACTION_ITEMS_BY_MEETING, partition: vec![account, Val::text(&meeting.id), status], clustering: newest, body });
@@ -680,7 +700,12 @@ pub fn transcript_rows(account_id: &str, meeting_id: &str, transcript: &recap_sc
     let body = serde_json::json!({ "text": transcript.text, "segments": transcript.segments, "word_count": words.len() }).to_string();
     let mut rows = vec![RowWrite { table: &MEETING_TRANSCRIPTS, partition: partition.clone(), clustering: vec![], body }];
     for (index, chunk) in words.chunks(WORDS_PER_CHUNK).enumerate() {
-        rows.push(RowWrite { table: &TRANSCRIPT_WORDS, partition: partition.clone(), clustering: vec![Val::Int(index as i64)], body: serde_json::to_string(chunk).unwrap_or_default() });
+        rows.push(RowWrite {
+            table: &TRANSCRIPT_WORDS,
+            partition: partition.clone(),
+            clustering: vec![Val::Int(index as i64)],
+            body: serde_json::to_string(chunk).unwrap_or_default(),
+        });
     }
     rows
 }
@@ -696,7 +721,12 @@ fn share_rows(account_id: &str, share: &Share) -> Vec<RowWrite> {
     let account = Val::text(account_id);
     let newest = vec![Val::Int(share.published_at.micros()), Val::text(&share.id)];
     let mut rows = vec![
-        RowWrite { table: &SHARED_NOTES_BY_ACCOUNT, partition: vec![account.clone()], clustering: newest.clone(), body: render(&views::SharedNoteListEntry::of(share)) },
+        RowWrite {
+            table: &SHARED_NOTES_BY_ACCOUNT,
+            partition: vec![account.clone()],
+            clustering: newest.clone(),
+            body: render(&views::SharedNoteListEntry::of(share)),
+        },
         RowWrite {
             table: &SHARED_NOTE_ACCESS,
             partition: vec![account.clone(), Val::text(&share.id)],

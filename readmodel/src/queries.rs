@@ -246,7 +246,14 @@ impl ReadModel {
 
     /// The clustering keys (newest first) present in the posting list of every word,
     /// after `after`, at most `limit` of them.
-    async fn intersect(&self, table: &'static Table, account_id: &str, words: &[String], after: Option<&[Val]>, limit: usize) -> Result<Vec<Vec<Val>>, StoreError> {
+    async fn intersect(
+        &self,
+        table: &'static Table,
+        account_id: &str,
+        words: &[String],
+        after: Option<&[Val]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<Val>>, StoreError> {
         let Some((driver_word, others)) = words.split_first() else { return Ok(Vec::new()) };
         let partition = [Val::text(account_id), Val::text(driver_word)];
         let mut found = Vec::new();

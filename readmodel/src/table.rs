@@ -154,11 +154,8 @@ impl Table {
         }
         let _ = write!(cql, "    PRIMARY KEY ({primary})\n)");
         if !self.clustering.is_empty() {
-            let order: Vec<String> = self
-                .clustering
-                .iter()
-                .map(|column| format!("{} {}", column.name, if column.order == Order::Desc { "DESC" } else { "ASC" }))
-                .collect();
+            let order: Vec<String> =
+                self.clustering.iter().map(|column| format!("{} {}", column.name, if column.order == Order::Desc { "DESC" } else { "ASC" })).collect();
             let _ = write!(cql, " WITH CLUSTERING ORDER BY ({})", order.join(", "));
         }
         cql.push_str(";\n");

@@ -25,8 +25,7 @@ impl Timestamp {
     /// Parses an RFC 3339 instant. A date alone, or a time without a zone, is refused:
     /// an instant without a zone is ambiguous.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let parsed = DateTime::parse_from_rfc3339(text.trim_end())
-            .map_err(|error| format!("not an ISO 8601 instant with a time zone ({error})"))?;
+        let parsed = DateTime::parse_from_rfc3339(text.trim_end()).map_err(|error| format!("not an ISO 8601 instant with a time zone ({error})"))?;
         if text.len() < 20 || text.as_bytes().get(10) != Some(&b'T') && text.as_bytes().get(10) != Some(&b't') {
             return Err("not an ISO 8601 instant with a time zone (expected YYYY-MM-DDTHH:MM:SS and a zone)".into());
         }

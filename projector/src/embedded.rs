@@ -1,0 +1,270 @@
+//! The consume loop over the embedded log: read a batch of lines after the committed
+//! position, decode, apply through one read-model [`Batch`], and commit the rows with
+//! the new position (and the batch's counters) in one atomic write. `kill -9` at any
+//! instant therefore loses nothing and applies nothing twice: either the whole batch
+//! and its position are in the store, or neither is and the batch is read again.
+//!
+//! Invalid events of known types are appended to the dead-letter file (and synced)
+//! before the commit that moves past them. After a crash between the two, the same
+//! lines are read again; dead letters at or below the file's last offset are not
+//! written twice.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use recap_readmodel::{Applied, Batch, Driver, StoreError, Val};
+use recap_schemas::{DecodeError, Envelope};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::log::{EventLog, LogLine};
+
+/// The source name of the embedded log in `projector_positions`.
+pub const LOG_SOURCE: &str = "log";
+
+/// Counters of the projector, committed with the position (exact across crashes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Byte offset of the next line to apply.
+    pub position: u64,
+    /// Events that changed the read model.
+    pub applied: u64,
+    /// Events at or below their entity's version (duplicates, replays, stale).
+    pub stale: u64,
+    /// Events of types this version does not know.
+    pub skipped_unknown: u64,
+    /// Invalid events written to the dead-letter file.
+    pub dead_lettered: u64,
+}
+
+/// Live counters for metrics and tests; the committed [`Progress`] is the truth.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub position: AtomicU64,
+    pub applied: AtomicU64,
+    pub stale: AtomicU64,
+    pub skipped_unknown: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    /// Micros since epoch of the newest applied event's occurred_at (freshness).
+    pub newest_occurred_at_us: AtomicU64,
+}
+
+impl Stats {
+    fn publish(&self, progress: &Progress) {
+        self.position.store(progress.position, Ordering::Relaxed);
+        self.applied.store(progress.applied, Ordering::Relaxed);
+        self.stale.store(progress.stale, Ordering::Relaxed);
+        self.skipped_unknown.store(progress.skipped_unknown, Ordering::Relaxed);
+        self.dead_lettered.store(progress.dead_lettered, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Progress {
+        Progress {
+            position: self.position.load(Ordering::Relaxed),
+            applied: self.applied.load(Ordering::Relaxed),
+            stale: self.stale.load(Ordering::Relaxed),
+            skipped_unknown: self.skipped_unknown.load(Ordering::Relaxed),
+            dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One dead letter, one JSON line of `deadletter.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The stream: the embedded log has one topic and one partition.
+    pub topic: String,
+    pub partition: u32,
+    /// Byte offset of the line in the log.
+    pub offset: u64,
+    pub reason: String,
+    /// The line, whole, as it was in the log.
+    pub raw: String,
+}
+
+/// Tuning of the embedded consume loop.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    pub max_batch_lines: usize,
+    pub max_batch_bytes: usize,
+    /// How often an idle projector looks for new lines.
+    pub idle_poll: Duration,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig { max_batch_lines: 2_000, max_batch_bytes: 8 << 20, idle_poll: Duration::from_millis(5) }
+    }
+}
+
+/// Why the projector stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectorError {
+    #[error("reading the event log: {0}")]
+    Log(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct EmbeddedProjector {
+    driver: Arc<dyn Driver>,
+    log: EventLog,
+    dead_letter_path: PathBuf,
+    config: LoopConfig,
+    stats: Arc<Stats>,
+}
+
+/// The committed progress of the embedded log (zero when nothing was applied yet).
+pub async fn committed_progress(driver: &dyn Driver) -> Result<Progress, StoreError> {
+    let row = driver.get(&recap_readmodel::tables::POSITIONS, &[Val::text(LOG_SOURCE)], &[]).await?;
+    match row {
+        Some(row) => serde_json::from_str(&row.body).map_err(|error| StoreError::Corrupt(format!("projector position: {error}"))),
+        None => Ok(Progress::default()),
+    }
+}
+
+/// The highest log offset already in the dead-letter file.
+fn last_dead_letter_offset(path: &Path) -> std::io::Result<Option<u64>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut last = None;
+    for line in std::io::BufReader::new(file).lines() {
+        if let Ok(letter) = serde_json::from_str::<DeadLetter>(&line?) {
+            last = Some(letter.offset);
+        }
+    }
+    Ok(last)
+}
+
+impl EmbeddedProjector {
+    pub fn new(driver: Arc<dyn Driver>, log: EventLog, dead_letter_path: PathBuf, config: LoopConfig) -> EmbeddedProjector {
+        EmbeddedProjector { driver, log, dead_letter_path, config, stats: Arc::new(Stats::default()) }
+    }
+
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// Applies everything in the log, then returns (tests and benchmarks).
+    pub async fn drain(&self) -> Result<Progress, ProjectorError> {
+        let mut progress = committed_progress(self.driver.as_ref()).await?;
+        let mut dead_letters_until = last_dead_letter_offset(&self.dead_letter_path)?;
+        while self.step(&mut progress, &mut dead_letters_until).await? {}
+        Ok(progress)
+    }
+
+    /// Tails the log until `shutdown` turns true, then returns after committing the
+    /// batch in hand. Store errors are retried with backoff without advancing.
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) -> Result<Progress, ProjectorError> {
+        let mut progress = committed_progress(self.driver.as_ref()).await?;
+        self.stats.publish(&progress);
+        let mut dead_letters_until = last_dead_letter_offset(&self.dead_letter_path)?;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if *shutdown.borrow() {
+                return Ok(progress);
+            }
+            match self.step(&mut progress, &mut dead_letters_until).await {
+                Ok(true) => backoff = Duration::from_millis(50),
+                Ok(false) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.config.idle_poll) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                }
+                Err(ProjectorError::Store(StoreError::Unavailable(reason))) => {
+                    tracing::warn!(%reason, backoff_ms = backoff.as_millis() as u64, "store unavailable, retrying the batch");
+                    // Reload: the failed batch may or may not have been committed.
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    if let Ok(committed) = committed_progress(self.driver.as_ref()).await {
+                        progress = committed;
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// One batch. Returns whether there was anything to apply.
+    async fn step(&self, progress: &mut Progress, dead_letters_until: &mut Option<u64>) -> Result<bool, ProjectorError> {
+        let log = self.log.clone();
+        let (position, max_lines, max_bytes) = (progress.position, self.config.max_batch_lines, self.config.max_batch_bytes);
+        let lines: Vec<LogLine> = tokio::task::spawn_blocking(move || log.read_from(position, max_lines, max_bytes))
+            .await
+            .map_err(|error| std::io::Error::other(error.to_string()))??;
+        let Some(last) = lines.last() else { return Ok(false) };
+        let mut next = *progress;
+        next.position = last.end;
+        let mut batch = Batch::new(self.driver.clone());
+        let mut letters = Vec::new();
+        let mut newest_occurred_at = 0i64;
+        for line in &lines {
+            match Envelope::decode(&line.bytes) {
+                Ok(envelope) => {
+                    // Positions are byte offsets, so they only grow: the LWW clock of
+                    // rows derived from several entities.
+                    match batch.apply(&envelope, line.end as i64).await? {
+                        Applied::Applied => next.applied += 1,
+                        Applied::Stale => next.stale += 1,
+                    }
+                    newest_occurred_at = newest_occurred_at.max(envelope.occurred_at.micros());
+                }
+                Err(DecodeError::UnknownType(event_type)) => {
+                    tracing::debug!(offset = line.offset, %event_type, "skipping an event of an unknown type");
+                    next.skipped_unknown += 1;
+                }
+                Err(DecodeError::Invalid(reason)) => {
+                    tracing::warn!(offset = line.offset, %reason, "dead-lettering an invalid event");
+                    next.dead_lettered += 1;
+                    if dead_letters_until.is_none_or(|until| line.offset > until) {
+                        letters.push(DeadLetter {
+                            topic: "log".into(),
+                            partition: 0,
+                            offset: line.offset,
+                            reason,
+                            raw: String::from_utf8_lossy(&line.bytes).into_owned(),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(last_letter) = letters.last() {
+            let until = last_letter.offset;
+            self.write_dead_letters(letters).await?;
+            *dead_letters_until = Some(until);
+        }
+        let body = serde_json::to_string(&next).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        batch.set_position_body(LOG_SOURCE, next.position as i64, body);
+        self.driver.write(batch.into_mutations()).await?;
+        *progress = next;
+        self.stats.publish(progress);
+        if newest_occurred_at > 0 {
+            self.stats.newest_occurred_at_us.fetch_max(newest_occurred_at as u64, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    async fn write_dead_letters(&self, letters: Vec<DeadLetter>) -> Result<(), ProjectorError> {
+        let path = self.dead_letter_path.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+            let mut out = Vec::new();
+            for letter in &letters {
+                serde_json::to_writer(&mut out, letter).map_err(std::io::Error::other)?;
+                out.push(b'\n');
+            }
+            file.write_all(&out)?;
+            file.sync_data()
+        })
+        .await
+        .map_err(|error| std::io::Error::other(error.to_string()))??;
+        Ok(())
+    }
+}

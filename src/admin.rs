@@ -1,0 +1,78 @@
+//! The operations listener of every role: `/livez` (the process works), `/readyz` (its
+//! store answers), `/metrics` (Prometheus text) and `/progress` (the projector's
+//! committed progress as JSON, what tests and scripts wait on). It is separate from the
+//! REST and MCP listeners so that their paths stay exactly the specs'.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use recap_projector::{EventLog, Stats};
+use recap_readmodel::ReadModel;
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub readmodel: ReadModel,
+    pub stats: Arc<Stats>,
+    pub log: EventLog,
+}
+
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/progress", get(progress))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    let timeout = state.readmodel.driver().timeout();
+    match tokio::time::timeout(timeout, state.readmodel.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("store: {error}\n")).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "store: timed out\n").into_response(),
+    }
+}
+
+async fn progress(State(state): State<AdminState>) -> Response {
+    let snapshot = state.stats.snapshot();
+    let log_length = state.log.len().unwrap_or_default();
+    let body = serde_json::json!({
+        "position": snapshot.position,
+        "log_length": log_length,
+        "caught_up": snapshot.position >= log_length,
+        "applied": snapshot.applied,
+        "stale": snapshot.stale,
+        "skipped_unknown": snapshot.skipped_unknown,
+        "dead_lettered": snapshot.dead_lettered,
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let snapshot = state.stats.snapshot();
+    let log_length = state.log.len().unwrap_or_default();
+    let newest = state.stats.newest_occurred_at_us.load(std::sync::atomic::Ordering::Relaxed);
+    let age = if newest == 0 { 0.0 } else { (recap_readmodel::driver::now_micros() as f64 - newest as f64).max(0.0) / 1e6 };
+    let body = format!(
+        "# TYPE recap_projector_events_total counter\n\
+         recap_projector_events_total{{outcome=\"applied\"}} {}\n\
+         recap_projector_events_total{{outcome=\"stale\"}} {}\n\
+         recap_projector_events_total{{outcome=\"skipped_unknown_type\"}} {}\n\
+         recap_projector_events_total{{outcome=\"dead_lettered\"}} {}\n\
+         # TYPE recap_projector_lag_bytes gauge\n\
+         recap_projector_lag_bytes{{partition=\"0\"}} {}\n\
+         # TYPE recap_projector_newest_event_age_seconds gauge\n\
+         recap_projector_newest_event_age_seconds {age:.3}\n",
+        snapshot.applied,
+        snapshot.stale,
+        snapshot.skipped_unknown,
+        snapshot.dead_lettered,
+        log_length.saturating_sub(snapshot.position),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}

@@ -1,0 +1,189 @@
+//! `recap serve`: the embedded edition in one process over one data dir — the projector
+//! tailing the local log into the embedded store, the REST API and the MCP server
+//! reading it, and the operations listener. SIGTERM or Ctrl-C drains in-flight
+//! requests and lets the projector commit the batch in hand before exiting.
+//!
+//! Data dir layout: `events.log` (the event stream), `deadletter.jsonl` (invalid
+//! events with reason and offset), `store.redb` (the read model), `cursor-secret` (the
+//! key that signs REST cursors, created once), `demo-token` (with `--demo`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
+use recap_readmodel::{Driver, EmbeddedDriver, ReadModel};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub const LOG_FILE: &str = "events.log";
+pub const DEAD_LETTER_FILE: &str = "deadletter.jsonl";
+pub const STORE_FILE: &str = "store.redb";
+const CURSOR_SECRET_FILE: &str = "cursor-secret";
+const DEMO_TOKEN_FILE: &str = "demo-token";
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeConfig {
+    /// Where the log, the read model and the secrets live.
+    #[arg(long, env = "RECAP_DATA_DIR", default_value = "./recap-data")]
+    pub data_dir: PathBuf,
+    /// Address of the REST API; its base_url is http://<this>/v1.
+    #[arg(long, env = "RECAP_REST_LISTEN", default_value = "127.0.0.1:8080")]
+    pub rest_listen: SocketAddr,
+    /// Address of the MCP server; its mcp_url is http://<this>/mcp.
+    #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
+    pub mcp_listen: SocketAddr,
+    /// Address of /livez, /readyz, /metrics and /progress.
+    #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:8082")]
+    pub admin_listen: SocketAddr,
+    /// On first start, seed a demo world through the event log and print a demo token.
+    #[arg(long, env = "RECAP_DEMO")]
+    pub demo: bool,
+}
+
+/// Reads the cursor-signing key from the data dir, creating it on first start.
+fn cursor_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join(CURSOR_SECRET_FILE);
+    if let Ok(existing) = std::fs::read(&path) {
+        if existing.len() >= 32 {
+            return Ok(existing);
+        }
+    }
+    let secret: [u8; 32] = rand::random();
+    write_private(&path, &secret)?;
+    Ok(secret.to_vec())
+}
+
+/// Writes a file only its owner may read (secrets, tokens).
+fn write_private(path: &Path, content: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file =
+        std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(path).with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(content).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Seeds the demo world on first start; returns the demo token either way.
+fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
+    let token_path = data_dir.join(DEMO_TOKEN_FILE);
+    if let Ok(token) = std::fs::read_to_string(&token_path) {
+        return Ok(token.trim().to_string());
+    }
+    anyhow::ensure!(log.is_empty()?, "--demo seeds only a new data dir, and {} already has events", data_dir.display());
+    let world = crate::demo::world(recap_readmodel::driver::now_micros());
+    let mut content = world.lines.join("\n");
+    content.push('\n');
+    log.append("demo", content.as_bytes()).context("appending the demo world")?;
+    write_private(&token_path, world.token.as_bytes())?;
+    tracing::info!(events = world.lines.len(), "seeded the demo world");
+    Ok(world.token)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}
+
+pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let log = EventLog::new(config.data_dir.join(LOG_FILE));
+    let store_path = config.data_dir.join(STORE_FILE);
+    let driver: Arc<dyn Driver> =
+        Arc::new(EmbeddedDriver::open(&store_path).with_context(|| format!("opening {} (is another recap serve using this data dir?)", store_path.display()))?);
+    let readmodel = ReadModel::new(driver.clone());
+    let demo_token = if config.demo { Some(seed_demo(&config.data_dir, &log)?) } else { None };
+    let secret = cursor_secret(&config.data_dir)?;
+
+    let projector = EmbeddedProjector::new(driver.clone(), log.clone(), config.data_dir.join(DEAD_LETTER_FILE), LoopConfig::default());
+    let stats = projector.stats();
+    let (stop_projector, projector_stopped) = watch::channel(false);
+    let mut projector_task = tokio::spawn(async move { projector.run(projector_stopped).await });
+
+    let rest = TcpListener::bind(config.rest_listen).await.with_context(|| format!("binding the REST listener {}", config.rest_listen))?;
+    let mcp = TcpListener::bind(config.mcp_listen).await.with_context(|| format!("binding the MCP listener {}", config.mcp_listen))?;
+    let admin = TcpListener::bind(config.admin_listen).await.with_context(|| format!("binding the admin listener {}", config.admin_listen))?;
+    let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
+
+    let rest_router = crate::serve::rest_router(readmodel.clone(), secret);
+    let mcp_router = crate::serve::mcp_router(readmodel.clone());
+    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: log.clone() });
+
+    println!("recap serving data dir {}", config.data_dir.display());
+    println!("REST API  base_url http://{rest_address}/v1");
+    println!("MCP       mcp_url  http://{mcp_address}/mcp");
+    println!("admin     admin_url http://{admin_address}/");
+    if let Some(token) = &demo_token {
+        println!();
+        println!("demo token (account acc_ada, plan flow): {token}");
+        println!("try:");
+        println!("  curl -s -H 'Authorization: Bearer {token}' 'http://{rest_address}/v1/meetings?limit=3'");
+        println!(
+            "  curl -s -X POST http://{mcp_address}/mcp -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n       -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_meetings\",\"arguments\":{{\"limit\":3}}}}}}'"
+        );
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+
+    let (stop_servers, _) = tokio::sync::broadcast::channel::<()>(1);
+    let serve = |listener: TcpListener, router: axum::Router| {
+        let mut stop = stop_servers.subscribe();
+        tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.recv().await;
+                })
+                .await
+        })
+    };
+    let servers = [serve(rest, rest_router), serve(mcp, mcp_router), serve(admin, admin_router)];
+
+    // A projector that stops on its own (corrupt store, unreadable log) stops the
+    // process: serving an ever staler read model silently is worse.
+    let projector_result = tokio::select! {
+        _ = shutdown_signal() => None,
+        result = &mut projector_task => Some(result),
+    };
+    tracing::info!("shutting down: draining requests and committing the projector's position");
+    let _ = stop_servers.send(());
+    for server in servers {
+        let _ = server.await;
+    }
+    let _ = stop_projector.send(true);
+    let result = match projector_result {
+        Some(result) => result,
+        None => projector_task.await,
+    };
+    match result {
+        Ok(Ok(progress)) => tracing::info!(position = progress.position, applied = progress.applied, "projector stopped"),
+        Ok(Err(error)) => return Err(error).context("projector"),
+        Err(error) => return Err(error).context("projector task"),
+    }
+    Ok(())
+}
+
+/// The REST API v1 router.
+pub fn rest_router(_readmodel: ReadModel, _cursor_secret: Vec<u8>) -> axum::Router {
+    axum::Router::new()
+}
+
+/// The MCP router.
+pub fn mcp_router(_readmodel: ReadModel) -> axum::Router {
+    axum::Router::new()
+}
