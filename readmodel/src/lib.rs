@@ -8,6 +8,7 @@ pub mod driver;
 pub mod embedded;
 pub mod projection;
 pub mod queries;
+pub mod snapshot;
 pub mod table;
 pub mod tables;
 pub mod views;

@@ -1,0 +1,243 @@
+//! The contract's projection rules and the visibility rules of the REST spec, one
+//! scenario each, asserting what the queries answer.
+
+mod common;
+
+use common::*;
+use recap_readmodel::{ActionItemFilter, MeetingFilter};
+use serde_json::{json, Value};
+
+fn title_of(body: &Option<String>) -> Option<String> {
+    body.as_ref().map(|body| serde_json::from_str::<Value>(body).unwrap()["title"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn rule_1_last_version_wins_a_stale_version_after_a_newer_one_changes_nothing() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 2, meeting("acc", "m1", "new title", 0, None, vec![])),
+                envelope("meeting.upserted", 1, meeting("acc", "m1", "old title", 0, None, vec![])),
+            ],
+            10,
+        )
+        .await;
+    assert_eq!(title_of(&store.readmodel.meeting_detail("acc", "m1").await.unwrap()), Some("new title".into()));
+    // The same version again is stale too.
+    store.apply(&[envelope("meeting.upserted", 2, meeting("acc", "m1", "same version", 0, None, vec![]))], 1).await;
+    assert_eq!(title_of(&store.readmodel.meeting_detail("acc", "m1").await.unwrap()), Some("new title".into()));
+}
+
+#[tokio::test]
+async fn rule_2_deletes_shadow_an_older_upsert_arriving_after_the_delete() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)])),
+                envelope("meeting.deleted", 3, json!({"account_id": "acc", "meeting_id": "m1"})),
+                envelope("meeting.upserted", 2, meeting("acc", "m1", "late", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)])),
+            ],
+            1,
+        )
+        .await;
+    let readmodel = &store.readmodel;
+    assert_eq!(readmodel.meeting_detail("acc", "m1").await.unwrap(), None);
+    assert!(readmodel.meetings("acc", &MeetingFilter::default(), None, 50).await.unwrap().rows.is_empty());
+    // Its action items disappear with it, from every list.
+    assert!(readmodel.action_items("acc", &ActionItemFilter::default(), None, 50).await.unwrap().rows.is_empty());
+    let by_assignee = ActionItemFilter { assignee_human_id: Some("h1".into()), ..ActionItemFilter::default() };
+    assert!(readmodel.action_items("acc", &by_assignee, None, 50).await.unwrap().rows.is_empty());
+    assert_eq!(readmodel.series_meetings("acc", "s1", 0, 50).await.unwrap().1, 0);
+    assert_eq!(readmodel.search_meetings("acc", &["late".into()], 0, 50).await.unwrap().1, 0);
+}
+
+#[tokio::test]
+async fn rule_2_a_higher_version_upsert_after_a_delete_brings_the_entity_back() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, None, vec![])),
+                envelope("meeting.deleted", 2, json!({"account_id": "acc", "meeting_id": "m1"})),
+                envelope("meeting.upserted", 3, meeting("acc", "m1", "back", 0, None, vec![])),
+            ],
+            2,
+        )
+        .await;
+    assert_eq!(title_of(&store.readmodel.meeting_detail("acc", "m1").await.unwrap()), Some("back".into()));
+}
+
+#[tokio::test]
+async fn transcripts_compare_only_with_the_last_transcript_and_the_meetings_delete() {
+    let transcript = |text: &str| json!({"account_id": "acc", "meeting_id": "m1", "transcript": {"text": text, "segments": [], "words": null}});
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 6, meeting("acc", "m1", "t", 0, None, vec![])),
+                // "a transcript at version 5 arriving after meeting.upserted version 6 is applied"
+                envelope("meeting.transcript_set", 5, transcript("five")),
+                envelope("meeting.transcript_set", 4, transcript("four")),
+                // "A newer meeting.upserted does not remove the transcript."
+                envelope("meeting.upserted", 7, meeting("acc", "m1", "t2", 0, None, vec![])),
+            ],
+            1,
+        )
+        .await;
+    let record = store.readmodel.meeting_transcript("acc", "m1").await.unwrap().unwrap();
+    assert_eq!(record.body, r#"{"text":"five","segments":[]}"#);
+    assert_eq!(record.word_count, 0);
+    store
+        .apply(
+            &[envelope("meeting.deleted", 8, json!({"account_id": "acc", "meeting_id": "m1"})), envelope("meeting.transcript_set", 8, transcript("shadowed"))],
+            1,
+        )
+        .await;
+    assert_eq!(
+        store.readmodel.meeting_transcript("acc", "m1").await.unwrap(),
+        None,
+        "deleted with its meeting; a transcript at the delete's version stays shadowed"
+    );
+}
+
+#[tokio::test]
+async fn an_item_absent_from_a_newer_meeting_snapshot_is_gone() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, None, vec![item("i1", "todo", None, 1), item("i2", "todo", None, 2)])),
+                envelope("meeting.upserted", 2, meeting("acc", "m1", "renamed", 0, None, vec![item("i2", "done", None, 2)])),
+            ],
+            1,
+        )
+        .await;
+    let page = store.readmodel.action_items("acc", &ActionItemFilter::default(), None, 50).await.unwrap();
+    let bodies: Vec<Value> = page.rows.iter().map(|row| serde_json::from_str(&row.body).unwrap()).collect();
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(bodies[0]["id"], "i2");
+    assert_eq!(bodies[0]["status"], "done");
+    assert_eq!(bodies[0]["meeting"], json!({"id": "m1", "title": "renamed"}));
+}
+
+#[tokio::test]
+async fn a_revoked_token_reads_as_revoked() {
+    let mut store = Store::new();
+    let sha = "a".repeat(64);
+    store
+        .apply(
+            &[
+                envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)})),
+                envelope("token.revoked", 2, json!({"account_id": "acc", "token_id": "t1", "revoked_at": ts(1)})),
+                envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)})),
+            ],
+            1,
+        )
+        .await;
+    let token = store.readmodel.token_by_hash(&sha).await.unwrap().unwrap();
+    assert!(token.revoked);
+    assert_eq!(token.account_id, "acc");
+}
+
+async fn shared_ids(store: &Store, account: &str) -> Vec<String> {
+    let page = store.readmodel.shared_notes(account, &[], None, 50).await.unwrap();
+    page.rows.iter().map(|row| serde_json::from_str::<Value>(&row.body).unwrap()["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test]
+async fn visibility_follows_team_membership_direct_recipients_and_never_the_owner() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("team.upserted", 1, team("t1", true)),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "owner", "role": "member"})),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &[], "team note", 1)),
+                envelope("note.shared", 1, share("s_direct", "owner", None, &["carol"], "direct note", 2)),
+            ],
+            1,
+        )
+        .await;
+    assert_eq!(shared_ids(&store, "bob").await, vec!["s_team"]);
+    assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct"]);
+    assert!(shared_ids(&store, "owner").await.is_empty(), "the owner never sees their own share");
+    assert!(store.readmodel.shared_note("carol", "s_team").await.unwrap().is_none());
+    assert_eq!(store.readmodel.teams("bob").await.unwrap()[0].team.member_count, 2);
+
+    // A member who joins sees everything the team has, older shares included.
+    store.apply(&[envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "carol", "role": "member"}))], 1).await;
+    assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct", "s_team"]);
+    assert_eq!(store.readmodel.teams("bob").await.unwrap()[0].team.member_count, 3);
+
+    // "When the caller leaves a team, that team's notes stop being visible."
+    store.apply(&[envelope("team_member.removed", 2, json!({"team_id": "t1", "account_id": "bob"}))], 1).await;
+    assert!(shared_ids(&store, "bob").await.is_empty());
+    assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
+    assert!(store.readmodel.teams("bob").await.unwrap().is_empty());
+    assert_eq!(store.readmodel.teams("carol").await.unwrap()[0].team.member_count, 2);
+
+    // Unsharing withdraws it from everyone.
+    store.apply(&[envelope("note.unshared", 2, json!({"share_id": "s_team"}))], 1).await;
+    assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct"]);
+}
+
+#[tokio::test]
+async fn a_deleted_team_shows_nothing_until_a_newer_upsert_and_its_memberships_are_gone() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("team.upserted", 1, team("t1", true)),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("note.shared", 1, share("s1", "owner", Some("t1"), &[], "team note", 1)),
+                envelope("team_action_item.upserted", 1, team_item("t1", "ti1", "todo", 1)),
+                envelope("team.deleted", 2, json!({"team_id": "t1"})),
+            ],
+            1,
+        )
+        .await;
+    assert!(shared_ids(&store, "bob").await.is_empty());
+    assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
+    assert!(store.readmodel.team_action_items("t1", None, 50).await.unwrap().is_empty());
+
+    // Replays of older member events stay shadowed; the team comes back with a newer
+    // version, and only a newer membership brings bob back, seeing the older share.
+    store
+        .apply(
+            &[
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("team.upserted", 3, team("t1", true)),
+            ],
+            1,
+        )
+        .await;
+    assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
+    store.apply(&[envelope("team_member.upserted", 2, json!({"team_id": "t1", "account_id": "bob", "role": "member"}))], 1).await;
+    assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_some());
+    assert_eq!(shared_ids(&store, "bob").await, vec!["s1"]);
+}
+
+#[tokio::test]
+async fn search_matches_every_word_newest_first_with_the_total() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.upserted", 1, meeting("acc", "m1", "Budget review", 1, None, vec![])),
+                envelope("meeting.upserted", 1, meeting("acc", "m2", "Budget planning", 2, None, vec![])),
+                envelope("meeting.upserted", 1, meeting("acc", "m3", "Hiring", 3, None, vec![])),
+            ],
+            3,
+        )
+        .await;
+    let (rows, total) = store.readmodel.search_meetings("acc", &["budget".into()], 0, 1).await.unwrap();
+    assert_eq!(total, 2);
+    assert!(rows[0].body.contains("\"id\":\"m2\""), "newest first");
+    let (rows, total) = store.readmodel.search_meetings("acc", &["budget".into(), "review".into()], 0, 10).await.unwrap();
+    assert_eq!((rows.len(), total), (1, 1));
+    let (_, total) = store.readmodel.search_meetings("other", &["budget".into()], 0, 10).await.unwrap();
+    assert_eq!(total, 0, "only the account's own meetings");
+}
