@@ -1,0 +1,113 @@
+//! The semantics every driver keeps (driver.rs): newest timestamp wins per row, a
+//! tombstone shadows older writes and wins a tie, rows expire, scans follow the
+//! clustering order within bounds. The same cases run against each driver.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CODES, TEAMS_BY_ACCOUNT};
+use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Op, ScanRange, Val};
+
+fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
+    let dir = tempfile::tempdir().unwrap();
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).unwrap());
+    (dir, driver)
+}
+
+fn put(partition: &str, created: i64, id: &str, body: &str, ts: i64) -> Mutation {
+    Mutation {
+        table: &MEETINGS_BY_ACCOUNT,
+        partition: vec![Val::text(partition)],
+        clustering: vec![Val::Int(created), Val::text(id)],
+        op: Op::Put { body: body.into(), expires_at: None },
+        ts,
+    }
+}
+
+fn delete(partition: &str, created: i64, id: &str, ts: i64) -> Mutation {
+    Mutation { op: Op::Delete, ..put(partition, created, id, "", ts) }
+}
+
+async fn body(driver: &Arc<dyn Driver>, created: i64, id: &str) -> Option<String> {
+    driver.get(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &[Val::Int(created), Val::text(id)]).await.unwrap().map(|row| row.body)
+}
+
+async fn last_write_wins(driver: Arc<dyn Driver>) {
+    driver.write(vec![put("acc", 1, "m", "v5", 5)]).await.unwrap();
+    driver.write(vec![put("acc", 1, "m", "v3", 3)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v5"), "an older write changes nothing");
+    driver.write(vec![put("acc", 1, "m", "v7", 7)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v7"));
+}
+
+async fn tombstones_shadow_older_writes_and_win_ties(driver: Arc<dyn Driver>) {
+    driver.write(vec![put("acc", 1, "m", "v5", 5)]).await.unwrap();
+    driver.write(vec![delete("acc", 1, "m", 5)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await, None, "a tombstone wins a tie");
+    driver.write(vec![put("acc", 1, "m", "v4", 4)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await, None, "an older write stays shadowed");
+    driver.write(vec![put("acc", 1, "m", "v6", 6)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v6"), "a newer write brings it back");
+}
+
+async fn scans_follow_clustering_order_and_bounds(driver: Arc<dyn Driver>) {
+    let mut writes: Vec<Mutation> = (1..=5).map(|created| put("acc", created, &format!("m{created}"), &format!("b{created}"), 1)).collect();
+    writes.push(put("acc", 3, "m3b", "b3b", 1));
+    writes.push(put("other", 9, "x", "x", 1));
+    writes.push(delete("acc", 2, "m2", 2));
+    driver.write(writes).await.unwrap();
+    let bodies = |rows: Vec<recap_readmodel::Row>| rows.into_iter().map(|row| row.body).collect::<Vec<_>>();
+    let all = driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 100).await.unwrap();
+    assert_eq!(bodies(all.clone()), vec!["b5", "b4", "b3b", "b3", "b1"], "newest first, id descending on ties, tombstones skipped");
+    assert_eq!(all[2].clustering, vec![Val::Int(3), Val::text("m3b")]);
+    let after = driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::after(Some(&all[1].clustering)), 2).await.unwrap();
+    assert_eq!(bodies(after), vec!["b3b", "b3"], "strictly after the key, at most the limit");
+    let prefix = ScanRange { start: Bound::Included(vec![Val::Int(4)]), end: Bound::Excluded(vec![Val::Int(1)]) };
+    assert_eq!(bodies(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix, 100).await.unwrap()), vec!["b4", "b3b", "b3"]);
+    let prefix = ScanRange { start: Bound::Excluded(vec![Val::Int(4)]), end: Bound::Included(vec![Val::Int(3)]) };
+    assert_eq!(bodies(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix, 100).await.unwrap()), vec!["b3b", "b3"]);
+    let ascending = driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 10).await.unwrap();
+    assert!(ascending.is_empty());
+}
+
+async fn rows_expire(driver: Arc<dyn Driver>) {
+    let now = recap_readmodel::driver::now_micros();
+    let code = |id: &str, expires_at: i64| Mutation {
+        table: &OAUTH_CODES,
+        partition: vec![Val::text(id)],
+        clustering: vec![],
+        op: Op::Put { body: "{}".into(), expires_at: Some(expires_at) },
+        ts: now,
+    };
+    driver.write(vec![code("live", now + 60_000_000), code("expired", now - 1)]).await.unwrap();
+    assert!(driver.get(&OAUTH_CODES, &[Val::text("live")], &[]).await.unwrap().is_some());
+    assert!(driver.get(&OAUTH_CODES, &[Val::text("expired")], &[]).await.unwrap().is_none());
+}
+
+async fn text_keys_with_any_characters_round_trip(driver: Arc<dyn Driver>) {
+    let odd = "a\u{0}b\u{ff}é\u{1f}";
+    driver.write(vec![put("acc\u{0}x", 1, odd, "odd", 1), put("acc", 1, "plain", "plain", 1)]).await.unwrap();
+    let rows = driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc\u{0}x")], &ScanRange::all(), 10).await.unwrap();
+    assert_eq!(rows.len(), 1, "partitions do not bleed into each other");
+    assert_eq!(rows[0].clustering, vec![Val::Int(1), Val::text(odd)]);
+}
+
+macro_rules! for_each_driver {
+    ($($case:ident),*) => {
+        mod embedded_driver {
+            $(#[tokio::test]
+            async fn $case() {
+                let (_dir, driver) = super::embedded();
+                super::$case(driver).await;
+            })*
+        }
+    };
+}
+
+for_each_driver!(
+    last_write_wins,
+    tombstones_shadow_older_writes_and_win_ties,
+    scans_follow_clustering_order_and_bounds,
+    rows_expire,
+    text_keys_with_any_characters_round_trip
+);

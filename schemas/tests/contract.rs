@@ -1,0 +1,169 @@
+//! The event contract (contract/events.md) against the types: every example parses,
+//! each required field when removed makes the event invalid (and each optional one
+//! does not), wrong types and bad timestamps are invalid, unknown fields are accepted
+//! at every level, and the JSON Schema files under `schemas/events/` are the ones the
+//! types generate (`RECAP_WRITE_SCHEMAS=1` rewrites them: `make schemas`).
+
+use recap_schemas::{envelope_schema, DecodeError, Envelope, KNOWN_TYPES};
+use serde_json::{json, Value};
+
+const FIXTURES: &str = include_str!("fixtures/contract-examples.jsonl");
+
+fn examples() -> Vec<Value> {
+    FIXTURES.lines().map(|line| serde_json::from_str(line).expect("fixture is JSON")).collect()
+}
+
+fn decode(value: &Value) -> Result<Envelope, DecodeError> {
+    Envelope::decode(value.to_string().as_bytes())
+}
+
+#[test]
+fn every_example_of_the_contract_parses() {
+    let examples = examples();
+    let types: Vec<&str> = examples.iter().map(|example| example["type"].as_str().unwrap()).collect();
+    assert_eq!(types, KNOWN_TYPES, "one example per known type, in contract order");
+    for example in &examples {
+        let envelope = decode(example).unwrap_or_else(|error| panic!("{error}: {example}"));
+        assert_eq!(envelope.event.type_name(), example["type"]);
+    }
+}
+
+/// Resolves `$ref` and the `anyOf [X, null]` schemars writes for Option<X>.
+fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let name = reference.trim_start_matches("#/$defs/");
+        return resolve(&root["$defs"][name], root);
+    }
+    if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
+        if let Some(non_null) = options.iter().find(|option| option.get("type") != Some(&json!("null"))) {
+            return resolve(non_null, root);
+        }
+    }
+    schema
+}
+
+/// Every (path, required) of object fields present in `data`, following the schema.
+fn fields(data: &Value, schema: &Value, root: &Value, path: &mut Vec<Value>, out: &mut Vec<(Vec<Value>, bool)>) {
+    let schema = resolve(schema, root);
+    match data {
+        Value::Object(object) => {
+            let required: Vec<&str> =
+                schema.get("required").and_then(Value::as_array).map(|list| list.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            for (key, value) in object {
+                path.push(json!(key));
+                out.push((path.clone(), required.contains(&key.as_str())));
+                if let Some(property) = schema.get("properties").and_then(|properties| properties.get(key)) {
+                    fields(value, property, root, path, out);
+                }
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            if let (Some(first), Some(item_schema)) = (items.first(), schema.get("items")) {
+                path.push(json!(0));
+                fields(first, item_schema, root, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn at_path<'a>(value: &'a mut Value, path: &[Value]) -> &'a mut Value {
+    path.iter().fold(value, |value, step| match step {
+        Value::String(key) => &mut value[key.as_str()],
+        Value::Number(index) => &mut value[index.as_u64().unwrap() as usize],
+        _ => unreachable!(),
+    })
+}
+
+#[test]
+fn each_required_field_when_removed_makes_the_event_invalid() {
+    let mut checked = 0;
+    for example in examples() {
+        let event_type = example["type"].as_str().unwrap();
+        let schema = envelope_schema(event_type).unwrap();
+        let mut found = Vec::new();
+        fields(&example, &schema, &schema, &mut Vec::new(), &mut found);
+        for (path, required) in found {
+            let mut broken = example.clone();
+            let (last, parent) = path.split_last().unwrap();
+            at_path(&mut broken, parent).as_object_mut().unwrap().remove(last.as_str().unwrap());
+            let result = decode(&broken);
+            if required {
+                assert!(matches!(result, Err(DecodeError::Invalid(_))), "{event_type}: removing required {path:?} must invalidate, got {result:?}");
+                checked += 1;
+            } else {
+                assert!(result.is_ok(), "{event_type}: {path:?} is nullable, so absent reads as null: {result:?}");
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} required fields checked");
+}
+
+#[test]
+fn wrong_types_and_bad_timestamps_make_the_event_invalid() {
+    let meeting = examples().into_iter().find(|example| example["type"] == "meeting.upserted").unwrap();
+    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        ("title as a number", Box::new(|event: &mut Value| event["data"]["meeting"]["title"] = json!(42))),
+        ("created_at without a zone", Box::new(|event: &mut Value| event["data"]["meeting"]["created_at"] = json!("2026-11-20T09:00:00"))),
+        ("created_at as a date", Box::new(|event: &mut Value| event["data"]["meeting"]["created_at"] = json!("2026-11-20"))),
+        ("occurred_at garbage", Box::new(|event: &mut Value| event["occurred_at"] = json!("yesterday"))),
+        ("status outside the enum", Box::new(|event: &mut Value| event["data"]["meeting"]["action_items"][0]["status"] = json!("blocked"))),
+        ("start_ms as a string", Box::new(|event: &mut Value| event["data"]["meeting"]["summaries"] = json!("none"))),
+        ("version zero", Box::new(|event: &mut Value| event["version"] = json!(0))),
+        ("version beyond 53 bits", Box::new(|event: &mut Value| event["version"] = json!(1u64 << 53))),
+        ("data not an object", Box::new(|event: &mut Value| event["data"] = json!([1]))),
+    ];
+    for (name, breaks) in cases {
+        let mut broken = meeting.clone();
+        breaks(&mut broken);
+        assert!(matches!(decode(&broken), Err(DecodeError::Invalid(_))), "{name} must be invalid");
+    }
+    assert!(matches!(Envelope::decode(b"not json"), Err(DecodeError::Invalid(_))));
+}
+
+fn add_unknown_fields(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            for child in object.values_mut() {
+                add_unknown_fields(child);
+            }
+            object.insert("x_added_later".into(), json!({"nested": [1, "two"]}));
+        }
+        Value::Array(items) => items.iter_mut().for_each(add_unknown_fields),
+        _ => {}
+    }
+}
+
+#[test]
+fn unknown_fields_are_accepted_at_every_level() {
+    for example in examples() {
+        let mut extended = example.clone();
+        add_unknown_fields(&mut extended);
+        assert_eq!(decode(&extended).unwrap(), decode(&example).unwrap(), "{}", example["type"]);
+    }
+}
+
+#[test]
+fn unknown_types_are_reported_as_unknown_not_invalid() {
+    let event = json!({"id": "x", "type": "meeting.archived", "version": 1, "occurred_at": "2026-11-20T09:00:00Z", "data": {"whatever": true}});
+    assert_eq!(decode(&event), Err(DecodeError::UnknownType("meeting.archived".into())));
+}
+
+#[test]
+fn json_schema_files_are_generated_from_the_types() {
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("events");
+    let write = std::env::var_os("RECAP_WRITE_SCHEMAS").is_some();
+    for event_type in KNOWN_TYPES {
+        let schema = envelope_schema(event_type).unwrap();
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        let path = directory.join(format!("{event_type}.json"));
+        if write {
+            std::fs::create_dir_all(&directory).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(committed, text, "{} is stale: run `make schemas`", path.display());
+    }
+}
