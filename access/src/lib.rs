@@ -4,7 +4,9 @@
 //! REST and MCP both go through here, so they agree on every decision.
 
 pub mod auth;
+pub mod limits;
 pub mod plans;
 
 pub use auth::{authenticate_pat, token_sha256, AuthError, Caller, PAT_PREFIX};
+pub use limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, ManualClock, Period, SystemClock, Usage, Verdict};
 pub use plans::{check_plan, Feature, PlanConfig, PlanError, Plans};
