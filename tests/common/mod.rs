@@ -1,0 +1,239 @@
+//! The black-box harness: starts the real `recap serve` on port 0 over a temporary data
+//! dir, feeds it events through `recap events append`, and waits on the operations
+//! listener's `/progress` (never on sleeps). Event builders live in `events`.
+
+#![allow(dead_code)]
+
+pub mod events;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub fn recap_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_recap"))
+}
+
+/// A running `recap serve`.
+pub struct Server {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    /// `http://127.0.0.1:<port>/v1`
+    pub base_url: String,
+    /// `http://127.0.0.1:<port>/mcp`
+    pub mcp_url: String,
+    /// `http://127.0.0.1:<port>/`
+    pub admin_url: String,
+    /// Everything the server printed on standard output.
+    pub stdout: Vec<String>,
+    extra_args: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+pub struct ServerBuilder {
+    data_dir: Option<PathBuf>,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+impl ServerBuilder {
+    /// Serve an existing data dir instead of a fresh temporary one.
+    pub fn data_dir(mut self, path: &Path) -> Self {
+        self.data_dir = Some(path.to_path_buf());
+        self
+    }
+
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.envs.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn start(self) -> Server {
+        let (temp, data_dir) = match self.data_dir {
+            Some(path) => (None, path),
+            None => {
+                let temp = tempfile::tempdir().expect("temp dir");
+                let path = temp.path().join("data");
+                (Some(temp), path)
+            }
+        };
+        let mut server = Server {
+            child: None,
+            data_dir,
+            _temp: temp,
+            base_url: String::new(),
+            mcp_url: String::new(),
+            admin_url: String::new(),
+            stdout: Vec::new(),
+            extra_args: self.args,
+            envs: self.envs,
+        };
+        server.spawn();
+        server
+    }
+}
+
+impl Server {
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder { data_dir: None, args: Vec::new(), envs: Vec::new() }
+    }
+
+    /// A fresh server over a new temporary data dir.
+    pub fn start() -> Server {
+        Server::builder().start()
+    }
+
+    fn spawn(&mut self) {
+        let mut command = Command::new(recap_bin());
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(&self.extra_args)
+            .env("RECAP_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (key, value) in &self.envs {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("start recap serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, receiver) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.child = Some(child);
+        self.stdout.clear();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.base_url.is_empty() || self.mcp_url.is_empty() || self.admin_url.is_empty() {
+            let line = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("recap serve printed its URLs");
+            if let Some(url) = line.split("base_url ").nth(1) {
+                self.base_url = url.trim().to_string();
+            }
+            if let Some(url) = line.split("mcp_url ").nth(1) {
+                self.mcp_url = url.trim().to_string();
+            }
+            if let Some(url) = line.split("admin_url ").nth(1) {
+                self.admin_url = url.trim().trim_end_matches('/').to_string() + "/";
+            }
+            self.stdout.push(line);
+        }
+        // Keep what follows (the demo token lines) without blocking the server.
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while let Ok(line) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            self.stdout.push(line);
+        }
+        std::thread::spawn(move || while receiver.recv().is_ok() {});
+    }
+
+    /// Appends JSON lines through `recap events append`; panics when refused.
+    pub fn append(&self, lines: &[String]) {
+        let output = append_lines(&self.data_dir, lines);
+        assert!(output.status.success(), "recap events append failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    /// The projector's progress (`/progress`).
+    pub fn progress(&self) -> serde_json::Value {
+        let body = ureq::get(&format!("{}progress", self.admin_url)).call().expect("progress").into_body().read_to_string().expect("body");
+        serde_json::from_str(&body).expect("progress JSON")
+    }
+
+    /// Waits until the projector has applied everything appended so far.
+    pub fn wait_caught_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let progress = self.progress();
+            if progress["caught_up"] == true {
+                return;
+            }
+            assert!(Instant::now() < deadline, "projector did not catch up: {progress}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Appends and waits until the events are readable.
+    pub fn feed(&self, lines: &[String]) {
+        self.append(lines);
+        self.wait_caught_up();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "recap serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts again over the same data dir.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.base_url.clear();
+        self.mcp_url.clear();
+        self.admin_url.clear();
+        self.spawn();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Runs `recap events append --data-dir <dir>` with the lines in a temporary file.
+pub fn append_lines(data_dir: &Path, lines: &[String]) -> std::process::Output {
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    for line in lines {
+        writeln!(file, "{line}").expect("write events");
+    }
+    Command::new(recap_bin()).args(["events", "append", "--data-dir"]).arg(data_dir).arg(file.path()).output().expect("run recap events append")
+}
+
+/// A GET with a bearer token; any status is a response (no error on 4xx/5xx).
+pub fn get(url: &str, token: Option<&str>) -> (u16, Vec<(String, String)>, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut request = agent.get(url);
+    if let Some(token) = token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let mut response = request.call().expect("request");
+    let status = response.status().as_u16();
+    let headers = response.headers().iter().map(|(name, value)| (name.as_str().to_string(), value.to_str().unwrap_or_default().to_string())).collect();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    (status, headers, body)
+}

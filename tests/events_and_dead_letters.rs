@@ -1,0 +1,124 @@
+//! The embedded log and dead letters, through the real binary:
+//! - `recap events append` refuses a file with a line that is not a JSON object whole,
+//!   naming the line, and appends nothing; concurrent appends never interleave lines;
+//! - contract rule 5: an invalid event of a known type is dead-lettered with its reason
+//!   and offset, kept whole, and never blocks the events behind it;
+//! - contract rule 4: unknown types are skipped and counted.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use common::events::*;
+use common::{append_lines, recap_bin, Server};
+
+#[test]
+fn append_refuses_a_file_with_a_non_object_line_whole_and_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = account("acc_1", Some("flow"), None, 1);
+    let output = append_lines(dir.path(), &[good.clone(), "[1, 2, 3]".into(), good.clone()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("line 2") && stderr.contains("not a JSON object"), "{stderr}");
+    assert!(std::fs::metadata(dir.path().join("events.log")).map(|m| m.len()).unwrap_or(0) == 0, "nothing was appended");
+
+    let output = append_lines(dir.path(), &[good.clone(), "{\"unterminated\": ".into()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("line 2"));
+
+    let output = append_lines(dir.path(), &[good.clone(), String::new(), good]);
+    assert!(output.status.success(), "blank lines are not events");
+    assert_eq!(std::fs::read_to_string(dir.path().join("events.log")).unwrap().lines().count(), 2);
+}
+
+#[test]
+fn append_reads_standard_input_when_no_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(recap_bin())
+        .args(["events", "append", "--data-dir"])
+        .arg(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(format!("{}\n", account("acc_1", None, None, 1)).as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("appended 1 events"));
+}
+
+#[test]
+fn concurrent_appends_never_interleave_within_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let writers: Vec<_> = (0..6)
+        .map(|writer| {
+            let path = dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                // Large lines make a torn write likely if appends were not atomic.
+                let lines: Vec<String> = (0..200).map(|index| format!("{{\"writer\":{writer},\"index\":{index},\"pad\":\"{}\"}}", "x".repeat(3000))).collect();
+                assert!(append_lines(&path, &lines).status.success());
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let content = std::fs::read_to_string(dir.path().join("events.log")).unwrap();
+    let mut seen = BTreeSet::new();
+    for line in content.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).expect("every line is whole");
+        seen.insert((value["writer"].as_u64().unwrap(), value["index"].as_u64().unwrap()));
+    }
+    assert_eq!(seen.len(), 6 * 200);
+}
+
+#[test]
+fn invalid_events_are_dead_lettered_with_reason_and_offset_and_never_block_what_follows() {
+    let server = Server::start();
+    let valid_before = account("acc_1", Some("flow"), None, 1);
+    let missing_field = envelope("meeting.upserted", 1, serde_json::json!({"account_id": "acc_1"}));
+    let bad_timestamp = token_created("acc_1", "tok_1", "svc_pat_x", 1).replace(&at(0), "20th of September");
+    let wrong_type = envelope(
+        "team.upserted",
+        1,
+        serde_json::json!({"team": {"id": 7, "name": "x", "plan": null, "can_collaborate": true, "includes_team_action_items": false}}),
+    );
+    let not_an_envelope = r#"{"hello": "world"}"#.to_string();
+    let unknown_type = envelope("meeting.archived", 1, serde_json::json!({"meeting_id": "m"}));
+    let valid_after = meeting("acc_1", "mtg_after", "Still applied", 1, 1);
+    let lines = vec![valid_before, missing_field.clone(), bad_timestamp.clone(), wrong_type.clone(), not_an_envelope.clone(), unknown_type, valid_after];
+    server.feed(&lines);
+
+    let progress = server.progress();
+    assert_eq!(progress["dead_lettered"], 4);
+    assert_eq!(progress["skipped_unknown"], 1, "unknown types are skipped and counted");
+    assert_eq!(progress["applied"], 2, "the events after the invalid ones are applied");
+
+    let letters: Vec<serde_json::Value> =
+        std::fs::read_to_string(server.data_dir.join("deadletter.jsonl")).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(letters.len(), 4);
+    let log = std::fs::read_to_string(server.data_dir.join("events.log")).unwrap();
+    for (letter, raw) in letters.iter().zip([&missing_field, &bad_timestamp, &wrong_type, &not_an_envelope]) {
+        assert_eq!(letter["raw"].as_str().unwrap(), raw.as_str(), "kept whole");
+        let offset = letter["offset"].as_u64().unwrap() as usize;
+        assert!(log[offset..].starts_with(raw.as_str()), "the offset points at the line");
+        assert_eq!(letter["topic"], "log");
+        assert_eq!(letter["partition"], 0);
+        assert!(!letter["reason"].as_str().unwrap().is_empty());
+    }
+    assert!(letters[0]["reason"].as_str().unwrap().contains("missing field `meeting`"), "{}", letters[0]["reason"]);
+    assert!(letters[1]["reason"].as_str().unwrap().contains("time zone"), "{}", letters[1]["reason"]);
+}
+
+#[test]
+fn dead_letters_are_not_written_twice_after_a_restart() {
+    let mut server = Server::start();
+    server.feed(&[envelope("meeting.upserted", 1, serde_json::json!({"account_id": "acc_1"}))]);
+    server.restart();
+    server.feed(&[account("acc_1", None, None, 1)]);
+    let letters = std::fs::read_to_string(server.data_dir.join("deadletter.jsonl")).unwrap();
+    assert_eq!(letters.lines().count(), 1);
+    assert_eq!(server.progress()["dead_lettered"], 1);
+}
