@@ -3,15 +3,12 @@
 //! `serve` (the embedded edition: projector + REST + MCP over one data dir) and
 //! `events append` (adds contract events to the embedded log).
 
-mod admin;
-mod demo;
-mod serve;
-
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use recap::serve;
 
 #[derive(Parser, Debug)]
 #[command(name = "recap", version, about = "The read side of the meeting-notes service: REST API v1 and MCP server over a projected read model")]

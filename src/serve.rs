@@ -121,8 +121,8 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let admin = TcpListener::bind(config.admin_listen).await.with_context(|| format!("binding the admin listener {}", config.admin_listen))?;
     let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
 
-    let rest_router = crate::serve::rest_router(readmodel.clone(), secret);
-    let mcp_router = crate::serve::mcp_router(readmodel.clone());
+    let rest_router = rest_router(readmodel.clone(), secret);
+    let mcp_router = mcp_router(readmodel.clone());
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: log.clone() });
 
     println!("recap serving data dir {}", config.data_dir.display());

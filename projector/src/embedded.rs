@@ -4,6 +4,10 @@
 //! instant therefore loses nothing and applies nothing twice: either the whole batch
 //! and its position are in the store, or neither is and the batch is read again.
 //!
+//! Batches are pipelined: the next batch is projected while the previous one is being
+//! written (reading the previous batch's rows from its frozen overlay), and written only
+//! once the previous write has completed, so writes stay ordered and single.
+//!
 //! Invalid events of known types are appended to the dead-letter file (and synced)
 //! before the commit that moves past them. After a crash between the two, the same
 //! lines are read again; dead letters at or below the file's last offset are not
@@ -15,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use recap_readmodel::{Applied, Batch, Driver, StoreError, Val};
+use recap_readmodel::{Applied, Batch, Driver, Frozen, StoreError, Val};
 use recap_schemas::{DecodeError, Envelope};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -96,7 +100,7 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig { max_batch_lines: 2_000, max_batch_bytes: 8 << 20, idle_poll: Duration::from_millis(5) }
+        LoopConfig { max_batch_lines: 2_000, max_batch_bytes: 2 << 20, idle_poll: Duration::from_millis(5) }
     }
 }
 
@@ -107,6 +111,23 @@ pub enum ProjectorError {
     Log(#[from] std::io::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// A batch being written while the next one is projected.
+struct InFlight {
+    write: tokio::task::JoinHandle<Result<(), StoreError>>,
+    frozen: Arc<Frozen>,
+    progress: Progress,
+    newest_occurred_at: i64,
+}
+
+/// Where the consume loop stands: what the store has committed, and how far batches
+/// have been projected (one batch further while its write is in flight).
+struct Pipeline {
+    committed: Progress,
+    projected: Progress,
+    in_flight: Option<InFlight>,
+    dead_letters_until: Option<u64>,
 }
 
 pub struct EmbeddedProjector {
@@ -151,26 +172,32 @@ impl EmbeddedProjector {
         self.stats.clone()
     }
 
+    async fn start(&self) -> Result<Pipeline, ProjectorError> {
+        let committed = committed_progress(self.driver.as_ref()).await?;
+        self.stats.publish(&committed);
+        let dead_letters_until = last_dead_letter_offset(&self.dead_letter_path)?;
+        Ok(Pipeline { committed, projected: committed, in_flight: None, dead_letters_until })
+    }
+
     /// Applies everything in the log, then returns (tests and benchmarks).
     pub async fn drain(&self) -> Result<Progress, ProjectorError> {
-        let mut progress = committed_progress(self.driver.as_ref()).await?;
-        let mut dead_letters_until = last_dead_letter_offset(&self.dead_letter_path)?;
-        while self.step(&mut progress, &mut dead_letters_until).await? {}
-        Ok(progress)
+        let mut pipeline = self.start().await?;
+        while self.step(&mut pipeline).await? {}
+        self.settle(&mut pipeline).await?;
+        Ok(pipeline.committed)
     }
 
     /// Tails the log until `shutdown` turns true, then returns after committing the
     /// batch in hand. Store errors are retried with backoff without advancing.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) -> Result<Progress, ProjectorError> {
-        let mut progress = committed_progress(self.driver.as_ref()).await?;
-        self.stats.publish(&progress);
-        let mut dead_letters_until = last_dead_letter_offset(&self.dead_letter_path)?;
+        let mut pipeline = self.start().await?;
         let mut backoff = Duration::from_millis(50);
         loop {
             if *shutdown.borrow() {
-                return Ok(progress);
+                self.settle(&mut pipeline).await?;
+                return Ok(pipeline.committed);
             }
-            match self.step(&mut progress, &mut dead_letters_until).await {
+            match self.step(&mut pipeline).await {
                 Ok(true) => backoff = Duration::from_millis(50),
                 Ok(false) => {
                     tokio::select! {
@@ -179,12 +206,13 @@ impl EmbeddedProjector {
                     }
                 }
                 Err(ProjectorError::Store(StoreError::Unavailable(reason))) => {
-                    tracing::warn!(%reason, backoff_ms = backoff.as_millis() as u64, "store unavailable, retrying the batch");
-                    // Reload: the failed batch may or may not have been committed.
+                    tracing::warn!(%reason, backoff_ms = backoff.as_millis() as u64, "store unavailable, retrying from the committed position");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
-                    if let Ok(committed) = committed_progress(self.driver.as_ref()).await {
-                        progress = committed;
+                    // The failed write may or may not have landed: start over from
+                    // what the store says is committed.
+                    if let Ok(restarted) = self.start().await {
+                        pipeline = restarted;
                     }
                 }
                 Err(error) => return Err(error),
@@ -192,17 +220,40 @@ impl EmbeddedProjector {
         }
     }
 
-    /// One batch. Returns whether there was anything to apply.
-    async fn step(&self, progress: &mut Progress, dead_letters_until: &mut Option<u64>) -> Result<bool, ProjectorError> {
+    /// Waits for the batch in flight and publishes what it committed.
+    async fn settle(&self, pipeline: &mut Pipeline) -> Result<(), ProjectorError> {
+        let Some(in_flight) = pipeline.in_flight.take() else { return Ok(()) };
+        let written = in_flight.write.await.map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")));
+        if let Err(error) = written.and_then(|result| result) {
+            pipeline.projected = pipeline.committed;
+            return Err(error.into());
+        }
+        pipeline.committed = in_flight.progress;
+        self.stats.publish(&pipeline.committed);
+        if in_flight.newest_occurred_at > 0 {
+            self.stats.newest_occurred_at_us.fetch_max(in_flight.newest_occurred_at as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Projects one batch while the previous one is being written, then writes it.
+    /// Returns whether there was anything to apply.
+    async fn step(&self, pipeline: &mut Pipeline) -> Result<bool, ProjectorError> {
         let log = self.log.clone();
-        let (position, max_lines, max_bytes) = (progress.position, self.config.max_batch_lines, self.config.max_batch_bytes);
+        let (position, max_lines, max_bytes) = (pipeline.projected.position, self.config.max_batch_lines, self.config.max_batch_bytes);
         let lines: Vec<LogLine> = tokio::task::spawn_blocking(move || log.read_from(position, max_lines, max_bytes))
             .await
             .map_err(|error| std::io::Error::other(error.to_string()))??;
-        let Some(last) = lines.last() else { return Ok(false) };
-        let mut next = *progress;
+        let Some(last) = lines.last() else {
+            self.settle(pipeline).await?;
+            return Ok(false);
+        };
+        let mut next = pipeline.projected;
         next.position = last.end;
-        let mut batch = Batch::new(self.driver.clone());
+        let mut batch = match &pipeline.in_flight {
+            Some(in_flight) => Batch::on_top_of(self.driver.clone(), in_flight.frozen.clone()),
+            None => Batch::new(self.driver.clone()),
+        };
         let mut letters = Vec::new();
         let mut newest_occurred_at = 0i64;
         for line in &lines {
@@ -223,7 +274,7 @@ impl EmbeddedProjector {
                 Err(DecodeError::Invalid(reason)) => {
                     tracing::warn!(offset = line.offset, %reason, "dead-lettering an invalid event");
                     next.dead_lettered += 1;
-                    if dead_letters_until.is_none_or(|until| line.offset > until) {
+                    if pipeline.dead_letters_until.is_none_or(|until| line.offset > until) {
                         letters.push(DeadLetter {
                             topic: "log".into(),
                             partition: 0,
@@ -235,19 +286,21 @@ impl EmbeddedProjector {
                 }
             }
         }
+        // One writer at a time, in order: the previous batch lands before this one's
+        // dead letters and rows.
+        self.settle(pipeline).await?;
         if let Some(last_letter) = letters.last() {
             let until = last_letter.offset;
             self.write_dead_letters(letters).await?;
-            *dead_letters_until = Some(until);
+            pipeline.dead_letters_until = Some(until);
         }
         let body = serde_json::to_string(&next).map_err(|error| StoreError::Corrupt(error.to_string()))?;
         batch.set_position_body(LOG_SOURCE, next.position as i64, body);
-        self.driver.write(batch.into_mutations()).await?;
-        *progress = next;
-        self.stats.publish(progress);
-        if newest_occurred_at > 0 {
-            self.stats.newest_occurred_at_us.fetch_max(newest_occurred_at as u64, Ordering::Relaxed);
-        }
+        let (mutations, frozen) = batch.freeze();
+        let driver = self.driver.clone();
+        let write = tokio::spawn(async move { driver.write(mutations).await });
+        pipeline.in_flight = Some(InFlight { write, frozen, progress: next, newest_occurred_at });
+        pipeline.projected = next;
         Ok(true)
     }
 

@@ -162,13 +162,16 @@ impl EmbeddedDriver {
             let mut rows = write.open_table(ROWS).map_err(storage)?;
             for mutation in &mutations {
                 let key = row_key(mutation.table, &mutation.partition, &mutation.clustering);
-                if let Some(value) = rows.get(key.as_slice()).map_err(storage)? {
-                    let stored = decode_value(value.value())?;
+                let value = encode_value(mutation.ts, &mutation.op);
+                // Insert first and put the old value back in the rare case it wins: one
+                // B-tree walk for the common case instead of a read and a write.
+                let previous = rows.insert(key.as_slice(), value.as_slice()).map_err(storage)?.map(|old| old.value().to_vec());
+                if let Some(previous) = previous {
+                    let stored = decode_value(&previous)?;
                     if !mutation.supersedes(stored.ts, stored.tombstone, stored.body) {
-                        continue;
+                        rows.insert(key.as_slice(), previous.as_slice()).map_err(storage)?;
                     }
                 }
-                rows.insert(key.as_slice(), encode_value(mutation.ts, &mutation.op).as_slice()).map_err(storage)?;
             }
         }
         write.commit().map_err(storage)

@@ -16,6 +16,6 @@ pub mod words;
 
 pub use driver::{Driver, Mutation, Op, Row, ScanRange, StoreError};
 pub use embedded::EmbeddedDriver;
-pub use projection::{Applied, Batch};
+pub use projection::{Applied, Batch, Frozen};
 pub use queries::{AccountRecord, ActionItemFilter, MeetingFilter, Page, ReadModel, TokenRecord, TranscriptRecord};
 pub use table::Val;

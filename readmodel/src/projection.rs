@@ -108,14 +108,48 @@ struct Pending {
 /// Writes of a batch of events, readable before they are committed.
 pub struct Batch {
     driver: Arc<dyn Driver>,
-    pending: BTreeMap<(u8, Vec<Val>), BTreeMap<Vec<Val>, Pending>>,
+    pending: PendingRows,
     entities: BTreeMap<(&'static str, String), Option<EntityState>>,
     writes: usize,
+    /// The previous batch, while its write is still in flight: read through it.
+    base: Option<Arc<Frozen>>,
+}
+
+type PendingRows = BTreeMap<(u8, Vec<Val>), BTreeMap<Vec<Val>, Pending>>;
+
+/// A batch whose rows are being written: what the next batch reads before the store.
+pub struct Frozen {
+    pending: PendingRows,
+    entities: BTreeMap<(&'static str, String), Option<EntityState>>,
 }
 
 impl Batch {
     pub fn new(driver: Arc<dyn Driver>) -> Batch {
-        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0 }
+        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0, base: None }
+    }
+
+    /// A batch that reads `base` (a previous batch whose write has not completed yet)
+    /// before the store, so projecting it can overlap that write. Its own write must
+    /// start only after the base's write has completed.
+    pub fn on_top_of(driver: Arc<dyn Driver>, base: Arc<Frozen>) -> Batch {
+        Batch { base: Some(base), ..Batch::new(driver) }
+    }
+
+    /// The rows to write, and what the next batch reads until they are written.
+    pub fn freeze(self) -> (Vec<Mutation>, Arc<Frozen>) {
+        let mut mutations = Vec::with_capacity(self.writes);
+        for ((_, partition), rows) in &self.pending {
+            for (clustering, pending) in rows {
+                mutations.push(Mutation {
+                    table: pending.table,
+                    partition: partition.clone(),
+                    clustering: clustering.clone(),
+                    op: pending.op.clone(),
+                    ts: pending.ts,
+                });
+            }
+        }
+        (mutations, Arc::new(Frozen { pending: self.pending, entities: self.entities }))
     }
 
     /// How many row writes the batch holds.
@@ -147,11 +181,15 @@ impl Batch {
     // ---- reads through the overlay ---------------------------------------------
 
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
-        if let Some(pending) = self.pending.get(&(table.id, partition.to_vec())).and_then(|rows| rows.get(clustering)) {
-            return Ok(match &pending.op {
-                Op::Put { body, .. } => Some(body.clone()),
-                Op::Delete => None,
-            });
+        let key = (table.id, partition.to_vec());
+        let layers = std::iter::once(&self.pending).chain(self.base.as_ref().map(|base| &base.pending));
+        for layer in layers {
+            if let Some(pending) = layer.get(&key).and_then(|rows| rows.get(clustering)) {
+                return Ok(match &pending.op {
+                    Op::Put { body, .. } => Some(body.clone()),
+                    Op::Delete => None,
+                });
+            }
         }
         Ok(self.driver.get(table, partition, clustering).await?.map(|row| row.body))
     }
@@ -161,8 +199,11 @@ impl Batch {
         for row in self.driver.scan(table, partition, &ScanRange::all(), usize::MAX).await? {
             rows.insert(row.clustering, row.body);
         }
-        if let Some(pending) = self.pending.get(&(table.id, partition.to_vec())) {
-            for (clustering, pending) in pending {
+        let key = (table.id, partition.to_vec());
+        // Oldest layer first, so the newest write of a row is the one that stays.
+        let layers = self.base.as_ref().map(|base| &base.pending).into_iter().chain(std::iter::once(&self.pending));
+        for layer in layers {
+            for (clustering, pending) in layer.get(&key).into_iter().flatten() {
                 match &pending.op {
                     Op::Put { body, .. } => rows.insert(clustering.clone(), body.clone()),
                     Op::Delete => rows.remove(clustering),
@@ -227,7 +268,8 @@ impl Batch {
     // ---- entity states ---------------------------------------------------------
 
     async fn entity(&mut self, kind: &'static str, id: &str) -> Result<Option<EntityState>, StoreError> {
-        if let Some(state) = self.entities.get(&(kind, id.to_string())) {
+        let key = (kind, id.to_string());
+        if let Some(state) = self.entities.get(&key).or_else(|| self.base.as_ref().and_then(|base| base.entities.get(&key))) {
             return Ok(state.clone());
         }
         let state = match self.get(&ENTITIES, &[Val::text(kind), Val::text(id)], &[]).await? {

@@ -1,0 +1,42 @@
+SHELL := /bin/bash
+# recap — see README.md. Builds share one target dir outside the clone so that later
+# runs (and CI on the same machine) reuse what was built.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/recap/target
+CARGO ?= cargo
+RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
+RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
+
+.PHONY: run build test lint bench schemas toolchain
+
+## run: build recap and start the embedded edition with a demo world
+run: toolchain
+	$(CARGO) build --release --bin recap
+	$(RECAP_RELEASE) serve --demo
+
+build: toolchain
+	$(CARGO) build --workspace
+
+## test: the whole suite (unit, property, black-box against the real binary)
+test: toolchain
+	mkdir -p $(CARGO_TARGET_DIR)
+	$(CARGO) test --workspace --no-fail-fast 2>&1 | tee $(CARGO_TARGET_DIR)/test.log; status=$${PIPESTATUS[0]}; \
+	  scripts/test-summary.sh $(CARGO_TARGET_DIR)/test.log; exit $$status
+
+## lint: formatting and clippy, warnings denied
+lint: toolchain
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## bench: performance figures measured side by side in one run (release build)
+bench: toolchain
+	$(CARGO) build --release --workspace --benches --bins
+	scripts/bench.sh
+
+## schemas: regenerate the JSON Schemas of the events and the CQL DDL from the code
+schemas:
+	RECAP_WRITE_SCHEMAS=1 $(CARGO) test -p recap-schemas --test contract json_schema_files
+	RECAP_WRITE_SCHEMAS=1 $(CARGO) test -p recap-readmodel --test cql_schema
+
+## toolchain: the Rust components the targets use
+toolchain:
+	@scripts/toolchain.sh

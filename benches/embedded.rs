@@ -1,0 +1,214 @@
+//! Benchmarks of the embedded edition, each measured side by side in one run (this
+//! machine is shared and noisy, so ratios matter more than absolute numbers):
+//!
+//! 1. projector throughput on the demo event mix, and the ratio against a loop that
+//!    writes the same rows straight through the driver;
+//! 2. resident memory of `recap serve --demo` once the demo world is loaded;
+//! 3. the cost of a page of 50 meetings on an account with 1,000 and with 100,000
+//!    meetings (first page and a page deep in the list).
+//!
+//! Run with `make bench` (or `cargo bench --bench embedded`).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
+use recap_readmodel::{Batch, Driver, EmbeddedDriver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_schemas::Envelope;
+
+/// The demo world, copied with fresh identifiers until it has at least `events` events.
+fn demo_mix(events: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut copy = 0;
+    while lines.len() < events {
+        let world = recap::demo::world(1_800_000_000_000_000);
+        for line in world.lines {
+            let mut line = line;
+            for prefix in ["acc_", "team_", "shr_", "mtg_", "tok_", "ai_", "tai_", "ser_", "doc_"] {
+                line = line.replace(&format!("\"{prefix}"), &format!("\"{prefix}{copy}_"));
+            }
+            lines.push(line);
+        }
+        copy += 1;
+    }
+    lines
+}
+
+/// A driver that remembers every batch written through it.
+struct Recording {
+    inner: EmbeddedDriver,
+    batches: Mutex<Vec<Vec<Mutation>>>,
+}
+
+#[async_trait]
+impl Driver for Recording {
+    async fn get(&self, table: &'static recap_readmodel::table::Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        self.inner.get(table, partition, clustering).await
+    }
+    async fn scan(&self, table: &'static recap_readmodel::table::Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.inner.scan(table, partition, range, limit).await
+    }
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        self.batches.lock().map_err(|_| StoreError::Unavailable("poisoned".into()))?.push(mutations.clone());
+        self.inner.write(mutations).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
+
+async fn projector_throughput() {
+    let lines = demo_mix(40_000);
+    let events = lines.len();
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("events.log");
+    EventLog::new(&log_path).append("bench", (lines.join("\n") + "\n").as_bytes()).unwrap();
+
+    // The rows the projection writes, captured once (untimed).
+    let recording = Arc::new(Recording { inner: EmbeddedDriver::open(&dir.path().join("record.redb")).unwrap(), batches: Mutex::new(Vec::new()) });
+    EmbeddedProjector::new(recording.clone(), EventLog::new(&log_path), dir.path().join("dl0"), LoopConfig::default()).drain().await.unwrap();
+    let batches = std::mem::take(&mut *recording.batches.lock().unwrap());
+    let rows: usize = batches.iter().map(Vec::len).sum();
+
+    let mut projector_best = Duration::MAX;
+    let mut raw_best = Duration::MAX;
+    for round in 0..3 {
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("projector{round}.redb"))).unwrap());
+        let projector = EmbeddedProjector::new(driver, EventLog::new(&log_path), dir.path().join(format!("dl{round}")), LoopConfig::default());
+        let started = Instant::now();
+        projector.drain().await.unwrap();
+        projector_best = projector_best.min(started.elapsed());
+
+        let raw: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("raw{round}.redb"))).unwrap());
+        let copies = batches.clone();
+        let started = Instant::now();
+        for batch in copies {
+            raw.write(batch).await.unwrap();
+        }
+        raw_best = raw_best.min(started.elapsed());
+    }
+    let projector_rate = events as f64 / projector_best.as_secs_f64();
+    let raw_rate = events as f64 / raw_best.as_secs_f64();
+    println!("projector, demo event mix: {events} events, {rows} row writes");
+    println!("  projector          {projector_rate:>10.0} events/s   (target >= 20000)");
+    println!("  raw driver loop    {raw_rate:>10.0} events/s   (the same rows, the same batches)");
+    println!("  ratio              {:>10.2}            (target >= 0.6)", projector_rate / raw_rate);
+}
+
+fn serve_demo_rss() {
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_recap"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(&binary)
+        .args(["serve", "--demo", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("RECAP_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let mut admin = String::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(url) = line.split("admin_url ").nth(1) {
+            admin = url.trim().to_string();
+            break;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = ureq::get(&format!("{admin}progress")).call().unwrap().into_body().read_to_string().unwrap();
+        if body.contains("\"caught_up\":true") || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let rss = status.lines().find(|line| line.starts_with("VmRSS")).unwrap_or("VmRSS: ?").to_string();
+    let _ = child.kill();
+    let _ = child.wait();
+    println!("recap serve --demo after loading the demo world: {} (target <= 150 MiB)", rss.split_whitespace().skip(1).collect::<Vec<_>>().join(" "));
+}
+
+async fn account_with_meetings(dir: &std::path::Path, name: &str, meetings: usize) -> ReadModel {
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.redb"))).unwrap());
+    let base = 1_700_000_000_000_000i64;
+    let mut position = 0;
+    for chunk_start in (0..meetings).step_by(5_000) {
+        let mut batch = Batch::new(driver.clone());
+        for index in chunk_start..(chunk_start + 5_000).min(meetings) {
+            let created = recap_schemas::Timestamp(base + index as i64 * 60_000_000).to_rfc3339();
+            let line = serde_json::json!({"id": format!("e{index}"), "type": "meeting.upserted", "version": 1, "occurred_at": created, "data": {"account_id": "acc", "meeting": {
+                "id": format!("mtg_{index:06}"), "title": format!("Meeting {index}"), "kind": "call", "status": "done", "started_at": created, "ended_at": created,
+                "created_at": created, "updated_at": created, "series_id": null, "timezone": "UTC", "language": "en",
+                "note": {"id": format!("n{index}"), "kind": "note", "title": "n", "template_id": null, "text": "text", "created_at": created, "updated_at": created},
+                "summaries": [], "participants": [], "action_items": []}}})
+            .to_string();
+            position += 1;
+            batch.apply(&Envelope::decode(line.as_bytes()).unwrap(), position).await.unwrap();
+        }
+        driver.write(batch.into_mutations()).await.unwrap();
+    }
+    ReadModel::new(driver)
+}
+
+async fn page_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = account_with_meetings(dir.path(), "small", 1_000).await;
+    let large = account_with_meetings(dir.path(), "large", 100_000).await;
+    let deep = |readmodel: &ReadModel, count: usize| {
+        let readmodel = readmodel.clone();
+        async move {
+            // A cursor half way down the account's meetings.
+            let mut after = None;
+            for _ in 0..(count / 2 / 50) {
+                after = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.unwrap().last_key().map(<[Val]>::to_vec);
+            }
+            after
+        }
+    };
+    let small_deep = deep(&small, 1_000).await;
+    let large_deep = deep(&large, 100_000).await;
+    let rounds = 3_000;
+    let mut timings = [Duration::ZERO; 4];
+    for _ in 0..5 {
+        for (slot, (readmodel, after)) in [(&small, None), (&large, None), (&small, small_deep.clone()), (&large, large_deep.clone())].into_iter().enumerate() {
+            let started = Instant::now();
+            for _ in 0..rounds / 5 {
+                let page = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.unwrap();
+                assert_eq!(page.rows.len(), 50);
+            }
+            timings[slot] += started.elapsed();
+        }
+    }
+    let per_page = |slot: usize| timings[slot].as_secs_f64() * 1e6 / rounds as f64;
+    println!("a page of 50 meetings (read model, {rounds} pages each, interleaved):");
+    println!(
+        "  first page   1,000 meetings {:>8.1} us   100,000 meetings {:>8.1} us   ratio {:.2} (target <= 1.2)",
+        per_page(0),
+        per_page(1),
+        per_page(1) / per_page(0)
+    );
+    println!(
+        "  middle page  1,000 meetings {:>8.1} us   100,000 meetings {:>8.1} us   ratio {:.2} (target <= 1.2)",
+        per_page(2),
+        per_page(3),
+        per_page(3) / per_page(2)
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+    let wants = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
+    if wants("projector") {
+        runtime.block_on(projector_throughput());
+    }
+    if wants("rss") {
+        serve_demo_rss();
+    }
+    if wants("pages") {
+        runtime.block_on(page_cost());
+    }
+}
