@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, TableDefinition};
 
 use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
