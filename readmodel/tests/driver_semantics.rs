@@ -92,6 +92,24 @@ async fn text_keys_with_any_characters_round_trip(driver: Arc<dyn Driver>) {
     assert_eq!(rows[0].clustering, vec![Val::Int(1), Val::text(odd)]);
 }
 
+/// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
+/// `make up`), migrated from `schemas/cql/recap.cql`.
+async fn scylla() -> Arc<dyn Driver> {
+    use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
+    let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
+    let keyspace = format!("recap_test_{}", uuid_like());
+    let schema = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/cql/recap.cql")).unwrap();
+    let timeout = std::time::Duration::from_secs(10);
+    ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", &schema, timeout).await.unwrap();
+    let config = ScyllaConfig { nodes, keyspace, consistency: scylla::statement::Consistency::LocalQuorum, timeout, write_concurrency: 64 };
+    Arc::new(ScyllaDriver::connect(config).await.unwrap())
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{:x}{:x}", nanos, std::process::id())
+}
+
 macro_rules! for_each_driver {
     ($($case:ident),*) => {
         mod embedded_driver {
@@ -99,6 +117,13 @@ macro_rules! for_each_driver {
             async fn $case() {
                 let (_dir, driver) = super::embedded();
                 super::$case(driver).await;
+            })*
+        }
+        mod scylla_driver {
+            $(#[tokio::test]
+            #[ignore = "needs the real engines: `make up` (make test runs it)"]
+            async fn $case() {
+                super::$case(super::scylla().await).await;
             })*
         }
     };

@@ -1,0 +1,307 @@
+//! The ScyllaDB driver (Apache Cassandra 5 stands in for ScyllaDB where it is not
+//! installed: same CQL protocol, same driver). Every table of `tables.rs` is a CQL table
+//! of `schemas/cql/recap.cql`; each statement is prepared once, marked idempotent and
+//! bounded by the request timeout.
+//!
+//! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
+//! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
+//! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
+//! `expires_at` is checked on read, and scans walk the clustering order with multi-column
+//! slice restrictions, paged.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::{self, TryStreamExt};
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::response::PagingState;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::Consistency;
+use scylla::value::{CqlValue, Row as CqlRow};
+
+use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::table::{ColumnType, Order, Table, Val};
+
+/// How to reach the cluster.
+#[derive(Clone, Debug)]
+pub struct ScyllaConfig {
+    /// `host:port` of one or more nodes.
+    pub nodes: Vec<String>,
+    pub keyspace: String,
+    pub consistency: Consistency,
+    /// Bound of every request (and of connecting).
+    pub timeout: Duration,
+    /// Writes of one batch in flight at once.
+    pub write_concurrency: usize,
+}
+
+/// Parses a consistency level name (`local_quorum`, `quorum`, `one`, ...).
+pub fn parse_consistency(name: &str) -> Result<Consistency, String> {
+    Ok(match name.to_ascii_lowercase().as_str() {
+        "any" => Consistency::Any,
+        "one" => Consistency::One,
+        "two" => Consistency::Two,
+        "three" => Consistency::Three,
+        "quorum" => Consistency::Quorum,
+        "all" => Consistency::All,
+        "local_quorum" => Consistency::LocalQuorum,
+        "each_quorum" => Consistency::EachQuorum,
+        "local_one" => Consistency::LocalOne,
+        other => return Err(format!("unknown consistency level {other:?}")),
+    })
+}
+
+pub struct ScyllaDriver {
+    session: Session,
+    config: ScyllaConfig,
+    statements: Mutex<HashMap<String, Arc<PreparedStatement>>>,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+fn cql_value(value: &Val) -> CqlValue {
+    match value {
+        Val::Text(text) => CqlValue::Text(text.clone()),
+        Val::Int(number) => CqlValue::BigInt(*number),
+    }
+}
+
+fn from_cql(value: Option<&CqlValue>, kind: ColumnType) -> Option<Val> {
+    match (value?, kind) {
+        (CqlValue::Text(text), ColumnType::Text) => Some(Val::Text(text.clone())),
+        (CqlValue::Ascii(text), ColumnType::Text) => Some(Val::Text(text.clone())),
+        (CqlValue::BigInt(number), ColumnType::BigInt) => Some(Val::Int(*number)),
+        _ => None,
+    }
+}
+
+/// The CQL operator that keeps rows on the far side of a bound, in clustering order.
+fn slice_operator(table: &Table, is_start: bool, inclusive: bool) -> &'static str {
+    let descending = table.clustering.first().is_some_and(|column| column.order == Order::Desc);
+    // In clustering order "after" is "greater" for ascending columns, "less" for
+    // descending ones. Every table's clustering columns share one direction.
+    match (is_start, descending, inclusive) {
+        (true, false, true) => ">=",
+        (true, false, false) => ">",
+        (true, true, true) => "<=",
+        (true, true, false) => "<",
+        (false, false, true) => "<=",
+        (false, false, false) => "<",
+        (false, true, true) => ">=",
+        (false, true, false) => ">",
+    }
+}
+
+fn slice(table: &Table, bound: &Bound<Vec<Val>>, is_start: bool, clause: &mut String, values: &mut Vec<CqlValue>) {
+    let (prefix, inclusive) = match bound {
+        Bound::Unbounded => return,
+        Bound::Included(prefix) => (prefix, true),
+        Bound::Excluded(prefix) => (prefix, false),
+    };
+    if prefix.is_empty() {
+        return;
+    }
+    let columns: Vec<&str> = table.clustering.iter().take(prefix.len()).map(|column| column.name).collect();
+    let markers = vec!["?"; columns.len()].join(", ");
+    clause.push_str(&format!(" AND ({}) {} ({markers})", columns.join(", "), slice_operator(table, is_start, inclusive)));
+    values.extend(prefix.iter().map(cql_value));
+}
+
+impl ScyllaDriver {
+    pub async fn connect(config: ScyllaConfig) -> Result<ScyllaDriver, StoreError> {
+        let session = tokio::time::timeout(
+            config.timeout * 5,
+            SessionBuilder::new().known_nodes(&config.nodes).connection_timeout(config.timeout).use_keyspace(&config.keyspace, false).build(),
+        )
+        .await
+        .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
+        .map_err(unavailable)?;
+        Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()) })
+    }
+
+    /// Creates (or upgrades) the keyspace and every table of `schema` (the statements of
+    /// `schemas/cql/recap.cql`). Idempotent: every statement is `IF NOT EXISTS`.
+    pub async fn migrate(nodes: &[String], keyspace: &str, replication: &str, schema: &str, timeout: Duration) -> Result<usize, StoreError> {
+        let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(unavailable)?;
+        let create = format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}");
+        session.query_unpaged(create, ()).await.map_err(unavailable)?;
+        session.use_keyspace(keyspace, false).await.map_err(unavailable)?;
+        let mut applied = 0;
+        for statement in schema.split(';') {
+            let statement: String = statement.lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+            if statement.trim().is_empty() {
+                continue;
+            }
+            session.query_unpaged(statement, ()).await.map_err(unavailable)?;
+            applied += 1;
+        }
+        session.await_schema_agreement().await.map_err(unavailable)?;
+        Ok(applied)
+    }
+
+    async fn prepared(&self, cql: String) -> Result<Arc<PreparedStatement>, StoreError> {
+        if let Some(found) = self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&cql) {
+            return Ok(found.clone());
+        }
+        let mut statement = self.session.prepare(cql.clone()).await.map_err(unavailable)?;
+        statement.set_consistency(self.config.consistency);
+        statement.set_is_idempotent(true);
+        statement.set_request_timeout(Some(self.config.timeout));
+        statement.set_page_size(1_000);
+        let statement = Arc::new(statement);
+        self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.insert(cql, statement.clone());
+        Ok(statement)
+    }
+
+    fn select(table: &Table) -> String {
+        let mut columns: Vec<&str> = table.clustering.iter().map(|column| column.name).collect();
+        columns.extend(["body", "expires_at", "writetime(body)"]);
+        let partition: Vec<String> = table.partition.iter().map(|column| format!("{} = ?", column.name)).collect();
+        format!("SELECT {} FROM {} WHERE {}", columns.join(", "), table.name, partition.join(" AND "))
+    }
+
+    fn to_row(table: &Table, row: CqlRow, now: i64) -> Result<Option<Row>, StoreError> {
+        let columns = row.columns;
+        let mut clustering = Vec::with_capacity(table.clustering.len());
+        for (index, column) in table.clustering.iter().enumerate() {
+            clustering.push(
+                from_cql(columns.get(index).and_then(Option::as_ref), column.kind)
+                    .ok_or_else(|| StoreError::Corrupt(format!("{}: bad clustering value", table.name)))?,
+            );
+        }
+        let offset = table.clustering.len();
+        let body = match columns.get(offset).and_then(Option::as_ref) {
+            Some(CqlValue::Text(body)) => body.clone(),
+            // A row whose body cell was deleted but whose key lingers reads as absent.
+            _ => return Ok(None),
+        };
+        if let Some(CqlValue::BigInt(expires_at)) = columns.get(offset + 1).and_then(Option::as_ref) {
+            if *expires_at <= now {
+                return Ok(None);
+            }
+        }
+        let ts = match columns.get(offset + 2).and_then(Option::as_ref) {
+            Some(CqlValue::BigInt(ts)) => *ts,
+            _ => 0,
+        };
+        Ok(Some(Row { clustering, body, ts }))
+    }
+
+    async fn write_one(&self, mutation: &Mutation) -> Result<(), StoreError> {
+        let table = mutation.table;
+        let key_columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
+        let mut values: Vec<CqlValue> = Vec::with_capacity(key_columns.len() + 4);
+        let cql = match &mutation.op {
+            Op::Put { body, expires_at } => {
+                values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
+                values.push(CqlValue::Text(body.clone()));
+                let mut columns = key_columns.clone();
+                columns.push("body");
+                // No expires_at cell at all for rows that do not expire: writing a null
+                // would write a tombstone.
+                if let Some(expires_at) = expires_at {
+                    columns.push("expires_at");
+                    values.push(CqlValue::BigInt(*expires_at));
+                }
+                let markers = vec!["?"; columns.len()].join(", ");
+                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
+                values.push(CqlValue::BigInt(mutation.ts));
+                if let Some(expires_at) = expires_at {
+                    let seconds = ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64);
+                    cql.push_str(" AND TTL ?");
+                    values.push(CqlValue::Int(seconds as i32));
+                }
+                cql
+            }
+            Op::Delete => {
+                values.push(CqlValue::BigInt(mutation.ts));
+                values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
+                let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
+                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND "))
+            }
+        };
+        let statement = self.prepared(cql).await?;
+        self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Driver for ScyllaDriver {
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        let mut cql = Self::select(table);
+        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
+        for (column, value) in table.clustering.iter().zip(clustering) {
+            cql.push_str(&format!(" AND {} = ?", column.name));
+            values.push(cql_value(value));
+        }
+        let statement = self.prepared(cql).await?;
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let now = now_micros();
+        let first = rows.maybe_first_row::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        match first {
+            Some(row) => Self::to_row(table, row, now),
+            None => Ok(None),
+        }
+    }
+
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cql = Self::select(table);
+        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
+        slice(table, &range.start, true, &mut cql, &mut values);
+        slice(table, &range.end, false, &mut cql, &mut values);
+        if limit < i32::MAX as usize {
+            cql.push_str(" LIMIT ?");
+            values.push(CqlValue::Int(limit as i32));
+        }
+        let statement = self.prepared(cql).await?;
+        let now = now_micros();
+        let mut found = Vec::new();
+        let mut paging = PagingState::start();
+        loop {
+            let (result, next) = self.session.execute_single_page(&statement, &values, paging).await.map_err(unavailable)?;
+            let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            for row in rows.rows::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
+                let row = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                if let Some(row) = Self::to_row(table, row, now)? {
+                    found.push(row);
+                    if found.len() >= limit {
+                        return Ok(found);
+                    }
+                }
+            }
+            match next.into_paging_control_flow() {
+                std::ops::ControlFlow::Break(()) => return Ok(found),
+                std::ops::ControlFlow::Continue(state) => paging = state,
+            }
+        }
+    }
+
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        stream::iter(mutations.iter().map(Ok::<_, StoreError>))
+            .try_for_each_concurrent(self.config.write_concurrency, |mutation| self.write_one(mutation))
+            .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let statement = self.prepared("SELECT release_version FROM system.local".into()).await?;
+        self.session.execute_unpaged(&statement, ()).await.map(|_| ()).map_err(unavailable)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+}
