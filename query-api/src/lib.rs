@@ -1,1 +1,81 @@
-//! placeholder
+//! The REST API v1 (`spec/rest-api-v1.md`): a read-only JSON API under `/v1`, served by
+//! one axum [`router`] over a [`RestState`].
+//!
+//! Wiring (what a serving role does):
+//! ```ignore
+//! let limiter: Arc<dyn Limiter> = Arc::new(InProcessLimiter::with_system_clock());
+//! let state = RestState::new(readmodel, plans, limiter, cursor_secret, &rest_config);
+//! axum::serve(listener, recap_query_api::router(state)).await?;
+//! ```
+//!
+//! Every request runs the checks in one fixed order (`pipeline.rs`): method (405) →
+//! route (404 not_found) → token (401) → plan (402) → parameters (400) → limiter
+//! (429 rate_limited, then 402 quota_exhausted) → the endpoint. Decisions where the
+//! spec is open are documented where they are made: counting and headers in
+//! `pipeline.rs`, parameters in `params.rs`, cursors in `cursor.rs`, rendering in
+//! `endpoints.rs`.
+
+mod config;
+mod cursor;
+mod endpoints;
+mod error;
+mod params;
+mod pipeline;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::HeaderValue;
+use recap_access::{Limiter, Plans};
+use recap_readmodel::ReadModel;
+
+pub use config::RestConfig;
+pub use cursor::CursorSigner;
+pub use error::ApiError;
+pub use params::{DEFAULT_LIMIT, MAX_IDENTIFIER_CHARS, MAX_LIMIT, MAX_QUERY_CHARS};
+pub use pipeline::{is_well_formed_request_id, MAX_REQUEST_ID_CHARS};
+
+/// What every request handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct RestState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    readmodel: ReadModel,
+    plans: Plans,
+    limiter: Arc<dyn Limiter>,
+    cursors: CursorSigner,
+    per_minute: u32,
+    store_timeout: Duration,
+    rate_limit_policy: HeaderValue,
+}
+
+impl RestState {
+    /// `cursor_secret` signs pagination cursors (use at least 32 random bytes; all
+    /// replicas must share it). `config.rate_limit_per_minute` is what the limiter
+    /// enforces per account; `config.store_timeout_ms` bounds each backend call
+    /// (default: the store driver's own timeout).
+    pub fn new(readmodel: ReadModel, plans: Plans, limiter: Arc<dyn Limiter>, cursor_secret: Vec<u8>, config: &RestConfig) -> RestState {
+        let store_timeout = config.store_timeout().unwrap_or_else(|| readmodel.driver().timeout());
+        let policy = format!("\"minute\";q={};w=60", config.rate_limit_per_minute);
+        let rate_limit_policy = HeaderValue::from_str(&policy).unwrap_or_else(|_| HeaderValue::from_static("\"minute\";w=60"));
+        RestState {
+            inner: Arc::new(Inner {
+                readmodel,
+                plans,
+                limiter,
+                cursors: CursorSigner::new(&cursor_secret),
+                per_minute: config.rate_limit_per_minute,
+                store_timeout,
+                rate_limit_policy,
+            }),
+        }
+    }
+}
+
+/// The REST API v1 router: every route under `/v1/`, every other path and method
+/// answered by the same pipeline (404 not_found, 405 method_not_allowed).
+pub fn router(state: RestState) -> axum::Router {
+    axum::Router::new().fallback(pipeline::serve).with_state(state)
+}

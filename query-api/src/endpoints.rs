@@ -1,0 +1,294 @@
+//! The seven endpoints: their routes, their parsed parameters, and how each answer is
+//! written. Bodies are written by concatenating the JSON the read model stored ready to
+//! send, never by parsing and re-serialising rows.
+//!
+//! Rendering decisions where the spec is open:
+//! - `GET /meetings/{id}?include=transcript` for a meeting without a transcript:
+//!   `"transcript": null` (absent values are null, General rule 1).
+//! - Shared note detail of a note shared directly (not with a team): `team_name` is
+//!   null; there is no team whose name could be given.
+//! - `q` of `/shared-notes` without any word (e.g. blank) filters nothing; a word longer
+//!   than the index keeps (64 characters) matches no note.
+
+use std::borrow::Cow;
+
+use recap_readmodel::views::ShareRecord;
+use recap_readmodel::{ActionItemFilter, MeetingFilter, Page, Row, Val};
+use recap_schemas::{ActionItemStatus, Timestamp};
+use serde::Serialize;
+
+use crate::cursor::CursorSigner;
+use crate::error::ApiError;
+use crate::params;
+use crate::pipeline::bounded;
+use crate::RestState;
+
+/// A matched path; identifiers still raw (percent-encoded) until parameter checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route<'a> {
+    Meetings,
+    Meeting(&'a str),
+    ActionItems,
+    SharedNotes,
+    SharedNote(&'a str),
+    Teams,
+    TeamActionItems(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route of a path, None for every other path (404 not_found). An empty
+    /// identifier segment (`/v1/meetings/`) is no route.
+    pub(crate) fn parse(path: &'a str) -> Option<Route<'a>> {
+        let rest = path.strip_prefix("/v1/")?;
+        let mut segments = rest.split('/');
+        let route = match (segments.next()?, segments.next(), segments.next()) {
+            ("meetings", None, None) => Route::Meetings,
+            ("meetings", Some(id), None) if !id.is_empty() => Route::Meeting(id),
+            ("action-items", None, None) => Route::ActionItems,
+            ("shared-notes", None, None) => Route::SharedNotes,
+            ("shared-notes", Some(id), None) if !id.is_empty() => Route::SharedNote(id),
+            ("teams", None, None) => Route::Teams,
+            ("teams", Some(id), Some("action-items")) if !id.is_empty() => Route::TeamActionItems(id),
+            _ => return None,
+        };
+        segments.next().is_none().then_some(route)
+    }
+
+    /// The route's template: what logs show instead of the identifiers.
+    pub(crate) fn template(&self) -> &'static str {
+        match self {
+            Route::Meetings => "/v1/meetings",
+            Route::Meeting(_) => "/v1/meetings/{meeting_id}",
+            Route::ActionItems => "/v1/action-items",
+            Route::SharedNotes => "/v1/shared-notes",
+            Route::SharedNote(_) => "/v1/shared-notes/{shared_note_id}",
+            Route::Teams => "/v1/teams",
+            Route::TeamActionItems(_) => "/v1/teams/{team_id}/action-items",
+        }
+    }
+}
+
+/// Where a page resumes and what its cursors are bound to.
+pub(crate) struct Paging {
+    limit: usize,
+    after: Option<Vec<Val>>,
+    binding: String,
+}
+
+impl Paging {
+    fn parse(query: &str, signer: &CursorSigner, binding: String) -> Result<Paging, ApiError> {
+        let limit = params::limit(query)?;
+        let after = params::cursor(query, signer, &binding)?;
+        Ok(Paging { limit, after, binding })
+    }
+}
+
+/// A request whose parameters all passed their checks.
+pub(crate) enum Endpoint<'a> {
+    Meetings { filter: MeetingFilter, paging: Paging },
+    Meeting { meeting_id: Cow<'a, str>, include_transcript: bool },
+    ActionItems { filter: ActionItemFilter, paging: Paging },
+    SharedNotes { words: Vec<String>, unmatchable: bool, paging: Paging },
+    SharedNote { share_id: Cow<'a, str> },
+    Teams,
+    TeamActionItems { team_id: Cow<'a, str>, status: Option<ActionItemStatus>, limit: usize },
+}
+
+/// The canonical, unambiguous form of what a cursor is bound to: equal filters give
+/// equal bindings however they were spelled (e.g. `Z` or `+00:00`, status order).
+fn binding(parts: &[Option<&str>]) -> String {
+    serde_json::to_string(parts).unwrap_or_default()
+}
+
+fn micros(instant: Option<Timestamp>) -> Option<String> {
+    instant.map(|instant| instant.micros().to_string())
+}
+
+impl<'a> Endpoint<'a> {
+    /// Checks the parameters of a route in the order `params.rs` documents.
+    pub(crate) fn parse(route: Route<'a>, query: &'a str, account_id: &str, signer: &CursorSigner) -> Result<Endpoint<'a>, ApiError> {
+        Ok(match route {
+            Route::Meetings => {
+                let since = params::instant(query, "since")?;
+                let until = params::instant(query, "until")?;
+                let binding = binding(&[Some("meetings"), Some(account_id), micros(since).as_deref(), micros(until).as_deref()]);
+                Endpoint::Meetings { filter: MeetingFilter { since, until }, paging: Paging::parse(query, signer, binding)? }
+            }
+            Route::Meeting(segment) => {
+                let meeting_id = params::path_identifier(segment, "meeting_id")?;
+                Endpoint::Meeting { meeting_id, include_transcript: params::include_transcript(query)? }
+            }
+            Route::ActionItems => {
+                let statuses = params::status_set(query)?;
+                let assignee = params::identifier_param(query, "assignee_human_id")?;
+                let meeting = params::identifier_param(query, "meeting_id")?;
+                let status_list = statuses.iter().map(|status| status.as_str()).collect::<Vec<_>>().join(",");
+                let binding = binding(&[Some("action-items"), Some(account_id), Some(&status_list), assignee.as_deref(), meeting.as_deref()]);
+                let filter = ActionItemFilter { statuses, assignee_human_id: assignee.map(Cow::into_owned), meeting_id: meeting.map(Cow::into_owned) };
+                Endpoint::ActionItems { filter, paging: Paging::parse(query, signer, binding)? }
+            }
+            Route::SharedNotes => {
+                let words = params::search_words(query)?;
+                let unmatchable = params::has_unindexable_word(query);
+                let joined = words.join(" ");
+                let binding = binding(&[Some("shared-notes"), Some(account_id), Some(&joined), unmatchable.then_some("unmatchable")]);
+                Endpoint::SharedNotes { words, unmatchable, paging: Paging::parse(query, signer, binding)? }
+            }
+            Route::SharedNote(segment) => Endpoint::SharedNote { share_id: params::path_identifier(segment, "shared_note_id")? },
+            Route::Teams => Endpoint::Teams,
+            Route::TeamActionItems(segment) => {
+                let team_id = params::path_identifier(segment, "team_id")?;
+                let status = params::single_status(query)?;
+                Endpoint::TeamActionItems { team_id, status, limit: params::limit(query)? }
+            }
+        })
+    }
+}
+
+/// `{"data":<body>}`
+fn single(body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 9);
+    out.push_str("{\"data\":");
+    out.push_str(body);
+    out.push('}');
+    out
+}
+
+/// `{"data":[<bodies>]` and, for paginated lists, `,"has_more":..,"next_cursor":..`, then `}`.
+fn list<'b>(bodies: impl Iterator<Item = &'b str> + Clone, pagination: Option<(bool, Option<String>)>) -> String {
+    let total: usize = bodies.clone().map(|body| body.len() + 1).sum();
+    let mut out = String::with_capacity(total + 120);
+    out.push_str("{\"data\":[");
+    for (index, body) in bodies.enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(body);
+    }
+    out.push(']');
+    if let Some((has_more, next_cursor)) = pagination {
+        out.push_str(if has_more { ",\"has_more\":true,\"next_cursor\":" } else { ",\"has_more\":false,\"next_cursor\":" });
+        match next_cursor {
+            // Cursors are base64url: nothing in them needs JSON escaping.
+            Some(cursor) => {
+                out.push('"');
+                out.push_str(&cursor);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+    }
+    out.push('}');
+    out
+}
+
+fn page_body(state: &RestState, page: &Page, binding: &str) -> String {
+    let next_cursor = match (page.has_more, page.last_key()) {
+        (true, Some(key)) => Some(state.inner.cursors.issue(binding, key)),
+        _ => None,
+    };
+    list(page.rows.iter().map(|row: &Row| row.body.as_str()), Some((next_cursor.is_some(), next_cursor)))
+}
+
+#[derive(Serialize)]
+struct SharedNoteDetail<'r> {
+    id: &'r str,
+    title: &'r str,
+    team_name: Option<&'r str>,
+    published_at: Timestamp,
+    text: &'r str,
+}
+
+fn shared_note_detail(record: &ShareRecord) -> Result<String, ApiError> {
+    let detail = SharedNoteDetail {
+        id: &record.id,
+        title: &record.title,
+        team_name: record.team.as_ref().map(|team| team.name.as_str()),
+        published_at: record.published_at,
+        text: &record.text,
+    };
+    serde_json::to_string(&detail).map_err(|error| ApiError::Internal(format!("rendering a shared note: {error}")))
+}
+
+/// Answers an admitted request.
+pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpoint<'_>) -> Result<String, ApiError> {
+    let readmodel = &state.inner.readmodel;
+    let timeout = state.inner.store_timeout;
+    match endpoint {
+        Endpoint::Meetings { filter, paging } => {
+            let page = bounded(timeout, "meetings read", readmodel.meetings(account_id, &filter, paging.after.as_deref(), paging.limit)).await?;
+            Ok(page_body(state, &page, &paging.binding))
+        }
+        Endpoint::Meeting { meeting_id, include_transcript } => {
+            let detail = bounded(timeout, "meeting read", readmodel.meeting_detail(account_id, &meeting_id)).await?.ok_or(ApiError::MeetingNotFound)?;
+            if !include_transcript {
+                return Ok(single(&detail));
+            }
+            let transcript = bounded(timeout, "transcript read", readmodel.meeting_transcript(account_id, &meeting_id)).await?;
+            let transcript = transcript.as_ref().map_or("null", |record| record.body.as_str());
+            // The stored detail is one JSON object: the transcript goes in before its
+            // closing brace.
+            let open = detail.trim_end().strip_suffix('}').ok_or_else(|| ApiError::Internal("stored meeting detail is not a JSON object".into()))?;
+            let mut out = String::with_capacity(detail.len() + transcript.len() + 32);
+            out.push_str("{\"data\":");
+            out.push_str(open);
+            out.push_str(",\"transcript\":");
+            out.push_str(transcript);
+            out.push_str("}}");
+            Ok(out)
+        }
+        Endpoint::ActionItems { filter, paging } => {
+            let page = bounded(timeout, "action items read", readmodel.action_items(account_id, &filter, paging.after.as_deref(), paging.limit)).await?;
+            Ok(page_body(state, &page, &paging.binding))
+        }
+        Endpoint::SharedNotes { words, unmatchable, paging } => {
+            if unmatchable {
+                return Ok(list(std::iter::empty(), Some((false, None))));
+            }
+            let page = bounded(timeout, "shared notes read", readmodel.shared_notes(account_id, &words, paging.after.as_deref(), paging.limit)).await?;
+            Ok(page_body(state, &page, &paging.binding))
+        }
+        Endpoint::SharedNote { share_id } => {
+            let record = bounded(timeout, "shared note read", readmodel.shared_note(account_id, &share_id)).await?.ok_or(ApiError::SharedNoteNotFound)?;
+            Ok(single(&shared_note_detail(&record)?))
+        }
+        Endpoint::Teams => {
+            let teams = bounded(timeout, "teams read", readmodel.teams(account_id)).await?;
+            let bodies = teams
+                .iter()
+                .map(|record| serde_json::to_string(&record.team))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| ApiError::Internal(format!("rendering a team: {error}")))?;
+            Ok(list(bodies.iter().map(String::as_str), None))
+        }
+        Endpoint::TeamActionItems { team_id, status, limit } => {
+            let membership = bounded(timeout, "team membership read", readmodel.team_membership(account_id, &team_id)).await?.ok_or(ApiError::TeamNotFound)?;
+            if !membership.includes_team_action_items {
+                return Err(ApiError::TeamPlanRequired);
+            }
+            let rows = bounded(timeout, "team action items read", readmodel.team_action_items(&team_id, status, limit)).await?;
+            Ok(list(rows.iter().map(|row| row.body.as_str()), None))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_exactly() {
+        assert_eq!(Route::parse("/v1/meetings"), Some(Route::Meetings));
+        assert_eq!(Route::parse("/v1/meetings/mtg_1"), Some(Route::Meeting("mtg_1")));
+        assert_eq!(Route::parse("/v1/teams/t1/action-items"), Some(Route::TeamActionItems("t1")));
+        for unknown in ["/", "/v1", "/v1/", "/v1/meetings/", "/v1/meetings/a/b", "/v2/meetings", "/v1/teams/t1", "/v1/teams//action-items", "/meetings"] {
+            assert_eq!(Route::parse(unknown), None, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn lists_concatenate_stored_bodies() {
+        assert_eq!(list(["{\"a\":1}", "{\"b\":2}"].into_iter(), None), r#"{"data":[{"a":1},{"b":2}]}"#);
+        assert_eq!(list(std::iter::empty(), Some((false, None))), r#"{"data":[],"has_more":false,"next_cursor":null}"#);
+    }
+}

@@ -1,0 +1,187 @@
+//! Request parameters: the query string and path identifiers of each endpoint, checked
+//! in a fixed order per endpoint so a request with several invalid parameters always
+//! names the same (first) one in `param`. Unknown query parameters are ignored; a known
+//! one given twice is invalid (which value was meant is unknowable).
+//!
+//! Check order per endpoint:
+//! - GET /meetings: `since`, `until`, `limit`, `cursor`
+//! - GET /meetings/{meeting_id}: `meeting_id`, `include`
+//! - GET /action-items: `status`, `assignee_human_id`, `meeting_id`, `limit`, `cursor`
+//! - GET /shared-notes: `q`, `limit`, `cursor`
+//! - GET /shared-notes/{shared_note_id}: `shared_note_id`
+//! - GET /teams: none
+//! - GET /teams/{team_id}/action-items: `team_id`, `status`, `limit`
+//!
+//! The cursor comes last because it is checked against the filters it was issued with.
+//!
+//! Query strings are percent-decoded as URIs are (RFC 3986), not as HTML forms: a `+`
+//! stays a plus, so `since=2026-01-01T00:00:00+00:00` works without encoding.
+
+use std::borrow::Cow;
+
+use percent_encoding::percent_decode_str;
+use recap_readmodel::Val;
+use recap_schemas::{ActionItemStatus, Timestamp};
+
+use crate::cursor::CursorSigner;
+use crate::error::ApiError;
+
+pub const DEFAULT_LIMIT: usize = 50;
+pub const MAX_LIMIT: usize = 200;
+/// A well-formed identifier: 1 to this many characters, none of them a control character.
+pub const MAX_IDENTIFIER_CHARS: usize = 128;
+/// Longest accepted `q` of GET /shared-notes.
+pub const MAX_QUERY_CHARS: usize = 1000;
+
+/// The decoded value of the query parameter `name`; None when absent.
+pub fn query_param<'a>(query: &'a str, name: &'static str) -> Result<Option<Cow<'a, str>>, ApiError> {
+    let mut found = None;
+    for pair in query.split('&') {
+        let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+        let matches = if raw_key.contains('%') { percent_decode_str(raw_key).decode_utf8().is_ok_and(|key| key == name) } else { raw_key == name };
+        if !matches {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ApiError::invalid(name, format!("{name} is given more than once")));
+        }
+        let value = percent_decode_str(raw_value).decode_utf8().map_err(|_| ApiError::invalid(name, format!("{name} is not UTF-8 text")))?;
+        found = Some(value);
+    }
+    Ok(found)
+}
+
+/// limit: an integer from 1 to 200, default 50.
+pub fn limit(query: &str) -> Result<usize, ApiError> {
+    let Some(text) = query_param(query, "limit")? else { return Ok(DEFAULT_LIMIT) };
+    let parsed = if !text.is_empty() && text.len() <= 4 && text.bytes().all(|byte| byte.is_ascii_digit()) { text.parse::<usize>().ok() } else { None };
+    match parsed {
+        Some(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
+        _ => Err(ApiError::invalid("limit", format!("limit must be an integer from 1 to {MAX_LIMIT}"))),
+    }
+}
+
+/// A well-formed identifier (path segment or filter value): 1 to 128 characters, no
+/// control characters.
+pub fn identifier<'a>(value: Cow<'a, str>, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
+    let chars = value.chars().count();
+    if chars == 0 || chars > MAX_IDENTIFIER_CHARS || value.chars().any(char::is_control) {
+        return Err(ApiError::invalid(param, format!("{param} must be 1 to {MAX_IDENTIFIER_CHARS} characters without control characters")));
+    }
+    Ok(value)
+}
+
+/// A path segment, percent-decoded, as a well-formed identifier.
+pub fn path_identifier<'a>(segment: &'a str, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
+    let decoded = percent_decode_str(segment).decode_utf8().map_err(|_| ApiError::invalid(param, format!("{param} is not UTF-8 text")))?;
+    identifier(decoded, param)
+}
+
+/// An optional identifier filter.
+pub fn identifier_param<'a>(query: &'a str, name: &'static str) -> Result<Option<Cow<'a, str>>, ApiError> {
+    query_param(query, name)?.map(|value| identifier(value, name)).transpose()
+}
+
+/// since / until: an ISO 8601 instant with a time and a zone.
+pub fn instant(query: &str, name: &'static str) -> Result<Option<Timestamp>, ApiError> {
+    let Some(text) = query_param(query, name)? else { return Ok(None) };
+    Timestamp::parse(&text)
+        .map(Some)
+        .map_err(|_| ApiError::invalid(name, format!("{name} must be an ISO 8601 instant with a time and a time zone, e.g. 2026-01-15T09:00:00Z")))
+}
+
+fn status(text: &str) -> Option<ActionItemStatus> {
+    ActionItemStatus::parse(text)
+}
+
+/// status of GET /action-items: a comma-separated subset of todo, in_progress, done;
+/// returned sorted and without repeats (its canonical form).
+pub fn status_set(query: &str) -> Result<Vec<ActionItemStatus>, ApiError> {
+    let Some(text) = query_param(query, "status")? else { return Ok(Vec::new()) };
+    let mut statuses = Vec::with_capacity(3);
+    for item in text.split(',') {
+        let parsed = status(item).ok_or_else(|| ApiError::invalid("status", "status must be a comma-separated list of todo, in_progress, done"))?;
+        if !statuses.contains(&parsed) {
+            statuses.push(parsed);
+        }
+    }
+    statuses.sort();
+    Ok(statuses)
+}
+
+/// status of GET /teams/{id}/action-items: one of todo, in_progress, done.
+pub fn single_status(query: &str) -> Result<Option<ActionItemStatus>, ApiError> {
+    let Some(text) = query_param(query, "status")? else { return Ok(None) };
+    status(&text).map(Some).ok_or_else(|| ApiError::invalid("status", "status must be one of todo, in_progress, done"))
+}
+
+/// include of GET /meetings/{id}: only `transcript`.
+pub fn include_transcript(query: &str) -> Result<bool, ApiError> {
+    match query_param(query, "include")? {
+        None => Ok(false),
+        Some(value) if value == "transcript" => Ok(true),
+        Some(_) => Err(ApiError::invalid("include", "include accepts only the value transcript")),
+    }
+}
+
+/// q of GET /shared-notes: its words (none when absent or without any word).
+pub fn search_words(query: &str) -> Result<Vec<String>, ApiError> {
+    let Some(text) = query_param(query, "q")? else { return Ok(Vec::new()) };
+    if text.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::invalid("q", format!("q must be at most {MAX_QUERY_CHARS} characters")));
+    }
+    Ok(recap_readmodel::words::query_words(&text))
+}
+
+/// True when `q` holds a word too long for the word index: no note can match it.
+pub fn has_unindexable_word(query: &str) -> bool {
+    let Ok(Some(text)) = query_param(query, "q") else { return false };
+    text.split(|c: char| !c.is_alphanumeric()).any(|word| word.chars().count() > recap_readmodel::words::MAX_WORD_CHARS)
+}
+
+/// The cursor parameter, verified against its binding; None when absent.
+pub fn cursor(query: &str, signer: &CursorSigner, binding: &str) -> Result<Option<Vec<Val>>, ApiError> {
+    let Some(text) = query_param(query, "cursor")? else { return Ok(None) };
+    signer.open(binding, &text).map(Some).ok_or_else(|| {
+        ApiError::invalid("cursor", "cursor is not a next_cursor this endpoint issued for these filters; send the same filters with every page")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_integers_from_1_to_200() {
+        assert_eq!(limit(""), Ok(50));
+        assert_eq!(limit("limit=1"), Ok(1));
+        assert_eq!(limit("limit=200"), Ok(200));
+        for bad in ["limit=0", "limit=201", "limit=", "limit=1.5", "limit=-1", "limit=%2B5", "limit=abc", "limit=99999999999999999999", "limit=1&limit=2"] {
+            assert_eq!(limit(bad).unwrap_err().code(), "invalid_request", "{bad}");
+        }
+    }
+
+    #[test]
+    fn plus_is_not_a_space() {
+        assert!(instant("since=2026-01-01T00:00:00+00:00", "since").unwrap().is_some());
+        assert!(instant("since=2026-01-01T00:00:00%2B00:00", "since").unwrap().is_some());
+        assert!(instant("since=2026-01-01", "since").is_err());
+    }
+
+    #[test]
+    fn status_sets_are_canonical() {
+        assert_eq!(status_set("status=done,todo,done"), Ok(vec![ActionItemStatus::Todo, ActionItemStatus::Done]));
+        for bad in ["status=", "status=todo,", "status=,todo", "status=open", "status=TODO"] {
+            assert!(status_set(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn identifiers_are_bounded_and_printable() {
+        assert!(path_identifier("mtg_01", "meeting_id").is_ok());
+        assert_eq!(path_identifier("a%20b", "meeting_id").unwrap(), "a b");
+        assert!(path_identifier(&"x".repeat(129), "meeting_id").is_err());
+        assert!(path_identifier("a%00b", "meeting_id").is_err());
+        assert!(path_identifier("%FF", "meeting_id").is_err());
+    }
+}

@@ -1,0 +1,166 @@
+//! One request, start to finish, in the order DESIGN.md fixes: request id → method
+//! (405) → route (404 not_found) → token (401) → plan (402 no_plan /
+//! feature_not_included) → parameters (400) → limiter (429 rate_limited, then 402
+//! quota_exhausted) → the endpoint.
+//!
+//! Counting (spec Limits 2–3): the limiter is asked only once a request has passed
+//! authentication, the plan and parameter validation, so 400, 401, 404 not_found, 405
+//! and plan-uncovered requests never count. A request the limiter refuses (429 or 402
+//! quota_exhausted) counts nowhere. Every admitted request counts once, whatever the
+//! endpoint then answers: 200, 404 meeting_not_found / shared_note_not_found /
+//! team_not_found for a well-formed identifier, 402 team_plan_required (the caller's own
+//! plan covers the request; the team's plan only gates what it returns), and a 5xx.
+//!
+//! Headers: `X-Request-Id` on every response (an incoming well-formed one is echoed,
+//! else a UUID is made). Every response that reached the limiter (admitted or refused)
+//! carries `X-Quota-Limit`, `X-Quota-Remaining`, `X-Quota-Reset` (end of the current
+//! billing period, UTC) and the IETF `RateLimit-Policy: "minute";q=<limit>;w=60` and
+//! `RateLimit: "minute";r=<left>;t=<seconds until the oldest counted request leaves the
+//! window>`; 429 adds `Retry-After`. No CORS header is ever sent, and OPTIONS is just
+//! another method that is not GET (405).
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use recap_access::{authenticate_pat, check_plan, Caller, Feature, Limits, Usage, Verdict};
+
+use crate::endpoints::{self, Endpoint, Route};
+use crate::error::ApiError;
+use crate::RestState;
+
+/// Longest incoming `X-Request-Id` that is echoed.
+pub const MAX_REQUEST_ID_CHARS: usize = 128;
+
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+static X_QUOTA_LIMIT: HeaderName = HeaderName::from_static("x-quota-limit");
+static X_QUOTA_REMAINING: HeaderName = HeaderName::from_static("x-quota-remaining");
+static X_QUOTA_RESET: HeaderName = HeaderName::from_static("x-quota-reset");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// An incoming request id is echoed when it is 1 to 128 characters of
+/// `A-Z a-z 0-9 . _ : -` (enough for UUIDs, ULIDs and trace ids; nothing that could
+/// split a log line or a header).
+pub fn is_well_formed_request_id(value: &[u8]) -> bool {
+    (1..=MAX_REQUEST_ID_CHARS).contains(&value.len()) && value.iter().all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b':' | b'-'))
+}
+
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    if let Some(incoming) = headers.get(&X_REQUEST_ID) {
+        if is_well_formed_request_id(incoming.as_bytes()) {
+            return incoming.clone();
+        }
+    }
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let generated = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer);
+    HeaderValue::from_str(generated).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// What the log line and the headers need to know about how far a request got.
+struct Trace {
+    route: &'static str,
+    usage: Option<Usage>,
+}
+
+/// Runs a backend call under the request's time bound: past it, 503 unavailable.
+pub(crate) async fn bounded<T, E: Into<ApiError>>(timeout: Duration, what: &'static str, call: impl Future<Output = Result<T, E>>) -> Result<T, ApiError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Err(ApiError::Unavailable(format!("{what} did not answer within {} ms", timeout.as_millis()))),
+    }
+}
+
+async fn authenticate(state: &RestState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let header = headers.get(AUTHORIZATION).and_then(|value| value.to_str().ok()).ok_or(ApiError::Unauthorized)?;
+    let token = recap_access::auth::bearer(header).ok_or(ApiError::Unauthorized)?;
+    bounded(state.inner.store_timeout, "token lookup", authenticate_pat(&state.inner.readmodel, token)).await
+}
+
+async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<String, ApiError> {
+    if request.method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let route = Route::parse(request.uri.path()).ok_or(ApiError::NotFound)?;
+    trace.route = route.template();
+    let caller = authenticate(state, &request.headers).await?;
+    let plan = check_plan(&state.inner.plans, &caller.account, Feature::PublicApi)?;
+    let limits = Limits { per_minute: state.inner.per_minute, period_quota: state.inner.plans.quota(plan), billing_cycle_anchor: plan.billing_cycle_anchor };
+    let query = request.uri.query().unwrap_or("");
+    let endpoint = Endpoint::parse(route, query, &caller.account_id, &state.inner.cursors)?;
+    let decision = bounded(state.inner.store_timeout, "limiter", state.inner.limiter.admit(&caller.account_id, &limits)).await?;
+    trace.usage = Some(decision.usage);
+    match decision.verdict {
+        Verdict::Admitted => {}
+        Verdict::RateLimited { retry_after_seconds } => return Err(ApiError::RateLimited { retry_after_seconds }),
+        Verdict::QuotaExhausted => {
+            let usage = decision.usage;
+            return Err(ApiError::QuotaExhausted { used: usage.quota_used, limit: usage.quota_limit, resets_at: usage.period.end });
+        }
+    }
+    endpoints::execute(state, &caller.account_id, endpoint).await
+}
+
+/// The one handler of the router: every path and method goes through here.
+pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> Response {
+    // The body is never read (every endpoint is GET), and a request body is not
+    // `Sync`, so only the head is carried through the awaits.
+    let (parts, _body) = request.into_parts();
+    let request_id = request_id(&parts.headers);
+    let mut trace = Trace { route: "unmatched", usage: None };
+    let result = run(&state, &parts, &mut trace).await;
+    let (status, body, error) = match result {
+        Ok(body) => (StatusCode::OK, body, None),
+        Err(error) => (error.status(), error.body(request_id.to_str().unwrap_or_default()), Some(error)),
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(usage) = &trace.usage {
+        headers.insert(X_QUOTA_LIMIT.clone(), HeaderValue::from(usage.quota_limit));
+        headers.insert(X_QUOTA_REMAINING.clone(), HeaderValue::from(usage.quota_remaining()));
+        if let Ok(reset) = HeaderValue::from_str(&usage.period.end.to_rfc3339()) {
+            headers.insert(X_QUOTA_RESET.clone(), reset);
+        }
+        headers.insert(RATELIMIT_POLICY.clone(), state.inner.rate_limit_policy.clone());
+        if let Ok(ratelimit) = HeaderValue::from_str(&format!("\"minute\";r={};t={}", usage.minute_remaining, usage.minute_reset_seconds)) {
+            headers.insert(RATELIMIT.clone(), ratelimit);
+        }
+    }
+    match &error {
+        Some(ApiError::RateLimited { retry_after_seconds }) => {
+            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
+        }
+        Some(ApiError::MethodNotAllowed) => {
+            headers.insert(ALLOW, HeaderValue::from_static("GET"));
+        }
+        Some(ApiError::Unauthorized) => {
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Some(ApiError::TokenRevoked) => {
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+        }
+        _ => {}
+    }
+    let request_id_text = request_id.to_str().unwrap_or_default();
+    match &error {
+        None => tracing::debug!(route = trace.route, status = status.as_u16(), request_id = request_id_text, "rest request"),
+        Some(error) if status.is_server_error() => tracing::warn!(
+            route = trace.route,
+            status = status.as_u16(),
+            code = error.code(),
+            request_id = request_id_text,
+            detail = error.detail().unwrap_or_default(),
+            "rest request failed"
+        ),
+        Some(error) => tracing::debug!(route = trace.route, status = status.as_u16(), code = error.code(), request_id = request_id_text, "rest request refused"),
+    }
+    headers.insert(X_REQUEST_ID.clone(), request_id);
+    response
+}
