@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Rust components the Makefile targets use, once.
+# Installs what the build needs beyond cargo, once: the Rust components the Makefile
+# targets use, and the Debian packages librdkafka (the Kafka client, built from source
+# with cmake) compiles against.
 set -euo pipefail
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is not installed: install Rust (rustup) first" >&2
@@ -12,4 +14,20 @@ if command -v rustup >/dev/null 2>&1; then
       rustup component add "$component" >&2
     fi
   done
+fi
+packages=(cmake pkg-config libcurl4-openssl-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "missing packages ${missing[*]}: install them with your package manager" >&2
+    exit 1
+  fi
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "installing ${missing[*]}" >&2
+  $sudo_cmd apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >&2
 fi

@@ -3,6 +3,7 @@
 //! positions committed after (embedded: with) the rows they cover, and dead letters.
 
 pub mod embedded;
+pub mod kafka;
 pub mod log;
 
 pub use embedded::{committed_progress, DeadLetter, EmbeddedProjector, LoopConfig, Progress, ProjectorError, Stats};

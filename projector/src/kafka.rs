@@ -1,0 +1,344 @@
+//! The Kafka source of the distributed edition: a consumer group over the contract's
+//! topics, applying batches through the same projection as the embedded log.
+//!
+//! Choices, and why:
+//! - `enable.auto.commit` and `enable.auto.offset.store` are off. A partition's offset is
+//!   stored only after the store acknowledged the writes of its event and of every
+//!   earlier one of that partition (a batch is written whole, then its offsets are
+//!   stored and committed), so a crash anywhere replays, never skips.
+//! - Rebalances happen only inside `recv()`, and `recv()` is called only between
+//!   batches, so no write is in flight when partitions are revoked. Messages already
+//!   buffered from a revoked partition are fenced: dropped unprocessed and uncommitted
+//!   (the partition's next owner reads them from the committed offset).
+//! - A transient store error retries the whole batch with backoff without storing any
+//!   offset; the projection is idempotent, so retrying is safe.
+//! - Invalid events go to the dead-letter topic with their raw bytes and headers naming
+//!   the source topic, partition, offset and reason; if that produce fails, the batch
+//!   is retried and no offset advances.
+//! - librdkafka's queues are capped explicitly so memory stays bounded under backlog.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientContext, TopicPartitionList};
+use recap_readmodel::{Applied, Batch, Driver, StoreError};
+use recap_schemas::{DecodeError, Envelope};
+use tokio::sync::watch;
+
+use crate::embedded::Stats;
+
+/// Settings of the Kafka source.
+#[derive(Clone, Debug)]
+pub struct KafkaConfig {
+    pub brokers: String,
+    pub topics: Vec<String>,
+    pub group_id: String,
+    pub dead_letter_topic: String,
+    /// Events per batch, at most.
+    pub max_batch: usize,
+    /// How long a batch waits for more events once it has one.
+    pub batch_wait: Duration,
+}
+
+/// Why the Kafka projector stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaError {
+    #[error("kafka: {0}")]
+    Client(#[from] rdkafka::error::KafkaError),
+}
+
+/// Revocations seen by the consumer, for fencing buffered messages.
+#[derive(Default)]
+struct Fence {
+    /// Sequence number of the next message the loop receives.
+    received: AtomicU64,
+    /// Partition → sequence number at its last revocation: messages received before it
+    /// belong to an assignment that is gone.
+    revoked_at: Mutex<HashMap<(String, i32), u64>>,
+}
+
+struct FencingContext {
+    fence: Arc<Fence>,
+}
+
+impl ClientContext for FencingContext {}
+
+impl ConsumerContext for FencingContext {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let sequence = self.fence.received.load(Ordering::SeqCst);
+            if let Ok(mut revoked) = self.fence.revoked_at.lock() {
+                for element in partitions.elements() {
+                    revoked.insert((element.topic().to_string(), element.partition()), sequence);
+                }
+            }
+            tracing::info!(partitions = partitions.count(), "partitions revoked; buffered messages of them are fenced");
+        }
+    }
+}
+
+/// A consumer with its queues capped, offsets stored and committed by hand.
+fn consumer(config: &KafkaConfig, fence: Arc<Fence>) -> Result<StreamConsumer<FencingContext>, KafkaError> {
+    let consumer: StreamConsumer<FencingContext> = ClientConfig::new()
+        .set("bootstrap.servers", &config.brokers)
+        .set("group.id", &config.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("max.poll.interval.ms", "300000")
+        // Bounded prefetch: at most ~16 MiB or 20k messages waiting per consumer.
+        .set("queued.max.messages.kbytes", "16384")
+        .set("queued.min.messages", "20000")
+        .set("fetch.max.bytes", "8388608")
+        .set("max.partition.fetch.bytes", "1048576")
+        .create_with_context(FencingContext { fence })?;
+    let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics)?;
+    Ok(consumer)
+}
+
+/// A producer for dead letters and for `recap events produce`, queues capped.
+pub fn producer(brokers: &str) -> Result<FutureProducer, KafkaError> {
+    Ok(ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", "10000")
+        .set("queue.buffering.max.messages", "20000")
+        .set("queue.buffering.max.kbytes", "16384")
+        .set("linger.ms", "2")
+        .create()?)
+}
+
+/// One dead letter, as produced to the dead-letter topic.
+struct Letter {
+    key: Option<Vec<u8>>,
+    payload: Vec<u8>,
+    topic: String,
+    partition: i32,
+    offset: i64,
+    reason: String,
+}
+
+async fn send_letters(producer: &FutureProducer, topic: &str, letters: &[Letter]) -> Result<(), String> {
+    for letter in letters {
+        let partition = letter.partition.to_string();
+        let offset = letter.offset.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header { key: "source_topic", value: Some(letter.topic.as_bytes()) })
+            .insert(Header { key: "source_partition", value: Some(partition.as_bytes()) })
+            .insert(Header { key: "source_offset", value: Some(offset.as_bytes()) })
+            .insert(Header { key: "reason", value: Some(letter.reason.as_bytes()) });
+        let mut record = FutureRecord::to(topic).payload(&letter.payload).headers(headers);
+        if let Some(key) = &letter.key {
+            record = record.key(key);
+        }
+        producer.send(record, Duration::from_secs(10)).await.map_err(|(error, _)| error.to_string())?;
+    }
+    Ok(())
+}
+
+/// Applies one batch: projection, dead letters, write. Offsets are not touched.
+async fn apply_batch(
+    driver: &Arc<dyn Driver>,
+    producer: &FutureProducer,
+    config: &KafkaConfig,
+    messages: &[OwnedMessage],
+    stats: &Stats,
+) -> Result<(), StoreError> {
+    let mut batch = Batch::new(driver.clone());
+    let mut letters = Vec::new();
+    let (mut applied, mut stale, mut skipped, mut newest) = (0u64, 0u64, 0u64, 0i64);
+    for message in messages {
+        let payload = message.payload().unwrap_or_default();
+        match Envelope::decode(payload) {
+            // Offsets only grow within a partition, and every row derived from several
+            // entities is written from one partition (one message key): the LWW clock.
+            Ok(envelope) => {
+                match batch.apply(&envelope, message.offset()).await? {
+                    Applied::Applied => applied += 1,
+                    Applied::Stale => stale += 1,
+                }
+                newest = newest.max(envelope.occurred_at.micros());
+            }
+            Err(DecodeError::UnknownType(event_type)) => {
+                tracing::debug!(topic = message.topic(), partition = message.partition(), offset = message.offset(), %event_type, "skipping an event of an unknown type");
+                skipped += 1;
+            }
+            Err(DecodeError::Invalid(reason)) => letters.push(Letter {
+                key: message.key().map(<[u8]>::to_vec),
+                payload: payload.to_vec(),
+                topic: message.topic().to_string(),
+                partition: message.partition(),
+                offset: message.offset(),
+                reason,
+            }),
+        }
+    }
+    if !letters.is_empty() {
+        send_letters(producer, &config.dead_letter_topic, &letters).await.map_err(|error| StoreError::Unavailable(format!("dead-letter topic: {error}")))?;
+    }
+    driver.write(batch.into_mutations()).await?;
+    stats.applied.fetch_add(applied, Ordering::Relaxed);
+    stats.stale.fetch_add(stale, Ordering::Relaxed);
+    stats.skipped_unknown.fetch_add(skipped, Ordering::Relaxed);
+    stats.dead_lettered.fetch_add(letters.len() as u64, Ordering::Relaxed);
+    if newest > 0 {
+        stats.newest_occurred_at_us.fetch_max(newest as u64, Ordering::Relaxed);
+    }
+    for letter in &letters {
+        tracing::warn!(topic = %letter.topic, partition = letter.partition, offset = letter.offset, reason = %letter.reason, "dead-lettered an invalid event");
+    }
+    Ok(())
+}
+
+/// Consumes until `shutdown`, committing after each batch; returns after the batch in
+/// hand is written and committed.
+pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) -> Result<(), KafkaError> {
+    let fence = Arc::new(Fence::default());
+    let consumer = consumer(&config, fence.clone())?;
+    let producer = producer(&config.brokers)?;
+    let mut last_lag_check = Instant::now() - Duration::from_secs(60);
+    loop {
+        // Collect a batch: wait for one message, then take what arrives within batch_wait.
+        let mut received: Vec<(u64, OwnedMessage)> = Vec::new();
+        let first = tokio::select! {
+            message = consumer.recv() => message,
+            _ = shutdown.changed() => break,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                report_lag(&consumer, &stats, &mut last_lag_check);
+                continue;
+            }
+        };
+        match first {
+            Ok(message) => received.push((fence.received.fetch_add(1, Ordering::SeqCst), message.detach())),
+            Err(error) => {
+                tracing::warn!(%error, "kafka consumer error");
+                continue;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + config.batch_wait;
+        while received.len() < config.max_batch {
+            match tokio::time::timeout_at(deadline, consumer.recv()).await {
+                Ok(Ok(message)) => received.push((fence.received.fetch_add(1, Ordering::SeqCst), message.detach())),
+                Ok(Err(error)) => tracing::warn!(%error, "kafka consumer error"),
+                Err(_) => break,
+            }
+        }
+        // Fence what was received from partitions revoked since.
+        let messages: Vec<OwnedMessage> = {
+            let revoked = fence.revoked_at.lock().map(|revoked| revoked.clone()).unwrap_or_default();
+            received
+                .into_iter()
+                .filter(|(sequence, message)| revoked.get(&(message.topic().to_string(), message.partition())).is_none_or(|at| sequence >= at))
+                .map(|(_, message)| message)
+                .collect()
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match apply_batch(&driver, &producer, &config, &messages, &stats).await {
+                Ok(()) => break,
+                Err(error) => {
+                    tracing::warn!(%error, backoff_ms = backoff.as_millis() as u64, events = messages.len(), "batch not written; retrying without advancing");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        // Every write of the batch is acknowledged: store each partition's next offset.
+        let mut next: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        for message in &messages {
+            let entry = next.entry((message.topic().to_string(), message.partition())).or_insert(0);
+            *entry = (*entry).max(message.offset() + 1);
+        }
+        let mut offsets = TopicPartitionList::new();
+        for ((topic, partition), offset) in &next {
+            offsets.add_partition_offset(topic, *partition, rdkafka::Offset::Offset(*offset))?;
+        }
+        if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
+            // The partition may have moved to another consumer meanwhile: it replays
+            // from its last committed offset, and the projection is idempotent.
+            tracing::warn!(%error, "committing offsets failed");
+        }
+        report_lag(&consumer, &stats, &mut last_lag_check);
+        if *shutdown.borrow() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Refreshes the per-partition lag (high watermark minus committed position) at most
+/// every few seconds.
+fn report_lag<C: ConsumerContext>(consumer: &StreamConsumer<C>, stats: &Stats, last: &mut Instant) {
+    if last.elapsed() < Duration::from_secs(2) {
+        return;
+    }
+    *last = Instant::now();
+    let Ok(positions) = consumer.position() else { return };
+    let mut lags = BTreeMap::new();
+    for element in positions.elements() {
+        let Ok((_, high)) = consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_millis(500)) else { continue };
+        let position = match element.offset() {
+            rdkafka::Offset::Offset(offset) => offset,
+            _ => continue,
+        };
+        lags.insert(format!("{}/{}", element.topic(), element.partition()), (high - position).max(0));
+    }
+    if let Ok(mut partition_lag) = stats.partition_lag.lock() {
+        *partition_lag = lags;
+    }
+}
+
+/// Publishes contract events (JSON Lines) to their topics with the contract's keys:
+/// account_id, the meeting's owner, team_id or share_id. Lines that do not decode are
+/// published as they are (tests publish poison events this way), keyed by what can be
+/// read of them.
+pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&str>) -> Result<usize, String> {
+    let producer = producer(brokers).map_err(|error| error.to_string())?;
+    let mut deliveries = Vec::with_capacity(lines.len());
+    for line in lines {
+        let (topic, key) = route(line);
+        let topic = topic_override.map(str::to_string).unwrap_or(topic);
+        let producer = producer.clone();
+        let line = line.clone();
+        deliveries.push(tokio::spawn(async move {
+            let record = FutureRecord::to(&topic).payload(&line).key(&key);
+            producer.send(record, Duration::from_secs(30)).await.map(|_| ()).map_err(|(error, _)| error.to_string())
+        }));
+    }
+    let mut sent = 0;
+    for delivery in deliveries {
+        delivery.await.map_err(|error| error.to_string())??;
+        sent += 1;
+    }
+    Ok(sent)
+}
+
+/// The topic and key of an envelope per the contract's transport table.
+pub fn route(line: &[u8]) -> (String, String) {
+    if let Ok(envelope) = Envelope::decode(line) {
+        return (envelope.event.topic().to_string(), envelope.event.message_key().to_string());
+    }
+    let value: serde_json::Value = serde_json::from_slice(line).unwrap_or_default();
+    let event_type = value["type"].as_str().unwrap_or_default();
+    let data = &value["data"];
+    let key = ["account_id", "team_id", "share_id", "meeting_id"]
+        .iter()
+        .find_map(|field| data[*field].as_str())
+        .or_else(|| value["id"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    (recap_schemas::topic_of(event_type).to_string(), key)
+}
