@@ -17,7 +17,9 @@ use recap_readmodel::ReadModel;
 pub struct AdminState {
     pub readmodel: ReadModel,
     pub stats: Arc<Stats>,
-    pub log: EventLog,
+    /// The embedded log, whose length tells how far behind the projector is; None in
+    /// the distributed edition (Kafka lag is per partition, in `Stats`).
+    pub log: Option<EventLog>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -40,8 +42,10 @@ async fn readyz(State(state): State<AdminState>) -> Response {
 
 async fn progress(State(state): State<AdminState>) -> Response {
     let snapshot = state.stats.snapshot();
-    let log_length = state.log.len().unwrap_or_default();
+    let log_length = state.log.as_ref().map(|log| log.len().unwrap_or_default()).unwrap_or(snapshot.position);
+    let partition_lag = state.stats.partition_lag.lock().map(|lag| lag.clone()).unwrap_or_default();
     let body = serde_json::json!({
+        "partition_lag": partition_lag,
         "position": snapshot.position,
         "log_length": log_length,
         "caught_up": snapshot.position >= log_length,
@@ -55,7 +59,7 @@ async fn progress(State(state): State<AdminState>) -> Response {
 
 async fn metrics(State(state): State<AdminState>) -> Response {
     let snapshot = state.stats.snapshot();
-    let log_length = state.log.len().unwrap_or_default();
+    let log_length = state.log.as_ref().map(|log| log.len().unwrap_or_default()).unwrap_or(snapshot.position);
     let newest = state.stats.newest_occurred_at_us.load(std::sync::atomic::Ordering::Relaxed);
     let age = if newest == 0 { 0.0 } else { (recap_readmodel::driver::now_micros() as f64 - newest as f64).max(0.0) / 1e6 };
     let body = format!(
@@ -74,5 +78,14 @@ async fn metrics(State(state): State<AdminState>) -> Response {
         snapshot.dead_lettered,
         log_length.saturating_sub(snapshot.position),
     );
+    let mut body = body;
+    if let Ok(lags) = state.stats.partition_lag.lock() {
+        if !lags.is_empty() {
+            body.push_str("# TYPE recap_projector_partition_lag_events gauge\n");
+            for (partition, lag) in lags.iter() {
+                body.push_str(&format!("recap_projector_partition_lag_events{{partition=\"{partition}\"}} {lag}\n"));
+            }
+        }
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

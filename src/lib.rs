@@ -1,7 +1,9 @@
 //! The roles of the `recap` binary as library functions, so that tests and benchmarks
 //! start them exactly as the binary does: `serve` (the embedded edition), the
-//! operations listener (`admin`) and the demo world (`demo`).
+//! operations listener (`admin`), the demo world (`demo`) and the roles of the
+//! distributed edition (`distributed`).
 
 pub mod admin;
 pub mod demo;
+pub mod distributed;
 pub mod serve;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use recap::serve;
+use recap::{distributed, serve};
 
 #[derive(Parser, Debug)]
 #[command(name = "recap", version, about = "The read side of the meeting-notes service: REST API v1 and MCP server over a projected read model")]
@@ -24,6 +24,10 @@ enum Command {
     /// Work with the event stream.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Distributed edition: consume Kafka into ScyllaDB.
+    Projector(distributed::ProjectorConfig),
+    /// Distributed edition: create or upgrade the keyspace and tables (idempotent).
+    Migrate(distributed::MigrateConfig),
 }
 
 #[derive(Subcommand, Debug)]
@@ -39,12 +43,21 @@ struct AppendArgs {
     /// The data dir whose log receives the events.
     #[arg(long, env = "RECAP_DATA_DIR", default_value = "./recap-data")]
     data_dir: PathBuf,
+    /// Publish to these Kafka brokers instead (distributed edition): each event goes to
+    /// its contract topic, keyed by account_id, team_id or share_id.
+    #[arg(long, value_name = "BROKERS")]
+    kafka: Option<String>,
+    /// With --kafka: publish every line to this topic instead of its contract topic.
+    #[arg(long, requires = "kafka")]
+    topic: Option<String>,
     /// Files of JSON Lines; standard input when none.
     files: Vec<PathBuf>,
 }
 
 fn append(args: AppendArgs) -> Result<String, String> {
-    std::fs::create_dir_all(&args.data_dir).map_err(|error| format!("cannot create data dir {}: {error}", args.data_dir.display()))?;
+    if args.kafka.is_none() {
+        std::fs::create_dir_all(&args.data_dir).map_err(|error| format!("cannot create data dir {}: {error}", args.data_dir.display()))?;
+    }
     let log = recap_projector::EventLog::new(args.data_dir.join(serve::LOG_FILE));
     // Every input is checked before anything is written: one bad line refuses the lot.
     let mut validated = Vec::new();
@@ -59,6 +72,12 @@ fn append(args: AppendArgs) -> Result<String, String> {
         }
     }
     let events = validated.iter().filter(|&&byte| byte == b'\n').count();
+    if let Some(brokers) = &args.kafka {
+        let lines: Vec<Vec<u8>> = validated.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()).map(<[u8]>::to_vec).collect();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| error.to_string())?;
+        let sent = runtime.block_on(distributed::produce(brokers, lines, args.topic.as_deref())).map_err(|error| format!("{error:#}"))?;
+        return Ok(format!("published {sent} events to {brokers}"));
+    }
     let bytes = log.append_validated(&validated).map_err(|error| error.to_string())?;
     Ok(format!("appended {events} events ({bytes} bytes) to {}", log.path().display()))
 }
@@ -80,6 +99,8 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Projector(config) => run_async("recap projector", distributed::projector(config)),
+        Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
         Command::Serve(config) => {
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(runtime) => runtime,
@@ -95,6 +116,24 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// Runs a role on a multi-threaded runtime and turns its outcome into an exit code.
+fn run_async(role: &str, future: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("{role}: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(future) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{role}: {error:#}");
+            ExitCode::FAILURE
         }
     }
 }

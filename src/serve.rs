@@ -41,6 +41,10 @@ pub struct ServeConfig {
     /// On first start, seed a demo world through the event log and print a demo token.
     #[arg(long, env = "RECAP_DEMO")]
     pub demo: bool,
+    #[command(flatten)]
+    pub rest: recap_query_api::RestConfig,
+    #[command(flatten)]
+    pub plans: recap_access::PlanConfig,
 }
 
 /// Reads the cursor-signing key from the data dir, creating it on first start.
@@ -109,7 +113,11 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         Arc::new(EmbeddedDriver::open(&store_path).with_context(|| format!("opening {} (is another recap serve using this data dir?)", store_path.display()))?);
     let readmodel = ReadModel::new(driver.clone());
     let demo_token = if config.demo { Some(seed_demo(&config.data_dir, &log)?) } else { None };
-    let secret = cursor_secret(&config.data_dir)?;
+    let secret = match config.rest.cursor_secret_bytes() {
+        Some(secret) => secret,
+        None => cursor_secret(&config.data_dir)?,
+    };
+    let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg).context("--plan-features")?;
 
     let projector = EmbeddedProjector::new(driver.clone(), log.clone(), config.data_dir.join(DEAD_LETTER_FILE), LoopConfig::default());
     let stats = projector.stats();
@@ -121,9 +129,10 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let admin = TcpListener::bind(config.admin_listen).await.with_context(|| format!("binding the admin listener {}", config.admin_listen))?;
     let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
 
-    let rest_router = rest_router(readmodel.clone(), secret);
+    let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
+    let rest_router = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest));
     let mcp_router = mcp_router(readmodel.clone());
-    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: log.clone() });
+    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()) });
 
     println!("recap serving data dir {}", config.data_dir.display());
     println!("REST API  base_url http://{rest_address}/v1");
@@ -176,11 +185,6 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         Err(error) => return Err(error).context("projector task"),
     }
     Ok(())
-}
-
-/// The REST API v1 router.
-pub fn rest_router(_readmodel: ReadModel, _cursor_secret: Vec<u8>) -> axum::Router {
-    axum::Router::new()
 }
 
 /// The MCP router.

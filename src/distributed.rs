@@ -1,0 +1,198 @@
+//! The roles of the distributed edition, each its own process: `migrate` (creates or
+//! upgrades the keyspace and tables of `schemas/cql/recap.cql`), `projector` (Kafka into
+//! ScyllaDB), and the shared settings of the store and the operations listener.
+//! Every role serves `/livez`, `/readyz` and `/metrics`, and drains on SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use recap_projector::kafka::KafkaConfig;
+use recap_projector::Stats;
+use recap_readmodel::scylla::{parse_consistency, ScyllaConfig, ScyllaDriver};
+use recap_readmodel::{Driver, ReadModel};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The CQL schema, as committed (`make schemas` regenerates it from the table catalog).
+pub const CQL_SCHEMA: &str = include_str!("../schemas/cql/recap.cql");
+
+/// How to reach ScyllaDB (or Cassandra standing in for it).
+#[derive(Args, Debug, Clone)]
+pub struct ScyllaArgs {
+    /// Comma-separated `host:port` of ScyllaDB nodes.
+    #[arg(long, env = "RECAP_SCYLLA_NODES", default_value = "127.0.0.1:9042", value_delimiter = ',')]
+    pub scylla_nodes: Vec<String>,
+    /// Keyspace of the read model.
+    #[arg(long, env = "RECAP_SCYLLA_KEYSPACE", default_value = "recap")]
+    pub keyspace: String,
+    /// Consistency level of reads and writes (local_quorum, quorum, one, ...).
+    #[arg(long, env = "RECAP_SCYLLA_CONSISTENCY", default_value = "local_quorum")]
+    pub consistency: String,
+    /// Bound of every store request, in milliseconds.
+    #[arg(long, env = "RECAP_STORE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub store_timeout_ms: u64,
+    /// Writes of one batch in flight at once.
+    #[arg(long, env = "RECAP_SCYLLA_WRITE_CONCURRENCY", default_value_t = 256)]
+    pub write_concurrency: usize,
+}
+
+impl ScyllaArgs {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+
+    /// Connects, retrying until the store answers (a role starts before its store).
+    pub async fn connect(&self, shutdown: &mut watch::Receiver<bool>) -> anyhow::Result<Arc<dyn Driver>> {
+        let consistency = parse_consistency(&self.consistency).map_err(anyhow::Error::msg)?;
+        let config = ScyllaConfig {
+            nodes: self.scylla_nodes.clone(),
+            keyspace: self.keyspace.clone(),
+            consistency,
+            timeout: self.timeout(),
+            write_concurrency: self.write_concurrency,
+        };
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match ScyllaDriver::connect(config.clone()).await {
+                Ok(driver) => return Ok(Arc::new(driver)),
+                Err(error) => {
+                    tracing::warn!(%error, "store not reachable yet, retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => anyhow::bail!("stopped before the store was reachable"),
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MigrateConfig {
+    #[command(flatten)]
+    pub scylla: ScyllaArgs,
+    /// The keyspace's replication, as CQL.
+    #[arg(long, env = "RECAP_SCYLLA_REPLICATION", default_value = "{'class': 'NetworkTopologyStrategy', 'replication_factor': 3}")]
+    pub replication: String,
+}
+
+/// `recap migrate`: creates or upgrades the keyspace and tables; idempotent.
+pub async fn migrate(config: MigrateConfig) -> anyhow::Result<()> {
+    let applied = ScyllaDriver::migrate(&config.scylla.scylla_nodes, &config.scylla.keyspace, &config.replication, CQL_SCHEMA, config.scylla.timeout())
+        .await
+        .context("migrating the read model")?;
+    println!("keyspace {} is up to date ({applied} tables)", config.scylla.keyspace);
+    Ok(())
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct KafkaArgs {
+    /// Comma-separated Kafka bootstrap servers.
+    #[arg(long, env = "RECAP_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
+    pub kafka_brokers: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProjectorConfig {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub scylla: ScyllaArgs,
+    /// Topics to consume.
+    #[arg(long, env = "RECAP_KAFKA_TOPICS", default_value = "recap.accounts.v1,recap.meetings.v1,recap.sharing.v1", value_delimiter = ',')]
+    pub topics: Vec<String>,
+    /// Consumer group shared by every projector.
+    #[arg(long, env = "RECAP_KAFKA_GROUP", default_value = "recap-projector")]
+    pub group: String,
+    /// Where invalid events go, with their source in headers.
+    #[arg(long, env = "RECAP_KAFKA_DEAD_LETTER_TOPIC", default_value = "recap.deadletter.v1")]
+    pub dead_letter_topic: String,
+    /// Events per batch, at most.
+    #[arg(long, env = "RECAP_PROJECTOR_MAX_BATCH", default_value_t = 2_000)]
+    pub max_batch: usize,
+    /// How long a batch waits for more events once it has one, in milliseconds.
+    #[arg(long, env = "RECAP_PROJECTOR_BATCH_WAIT_MS", default_value_t = 5)]
+    pub batch_wait_ms: u64,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}
+
+/// A watch that turns true on SIGTERM or Ctrl-C.
+pub fn shutdown_watch() -> watch::Receiver<bool> {
+    let (sender, receiver) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = sender.send(true);
+    });
+    receiver
+}
+
+/// Serves the operations listener until `shutdown`.
+pub async fn serve_admin(
+    listen: SocketAddr,
+    state: crate::admin::AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the admin listener {listen}"))?;
+    println!("admin     admin_url http://{}/", listener.local_addr()?);
+    let router = crate::admin::router(state);
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })
+            .await;
+    }))
+}
+
+/// `recap projector`: Kafka into ScyllaDB until SIGTERM, then commits and exits.
+pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
+    let mut shutdown = shutdown_watch();
+    let stats = Arc::new(Stats::default());
+    let driver = config.scylla.connect(&mut shutdown).await?;
+    let readmodel = ReadModel::new(driver.clone());
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None }, shutdown.clone()).await?;
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let kafka = KafkaConfig {
+        brokers: config.kafka.kafka_brokers.clone(),
+        topics: config.topics.clone(),
+        group_id: config.group.clone(),
+        dead_letter_topic: config.dead_letter_topic.clone(),
+        max_batch: config.max_batch,
+        batch_wait: Duration::from_millis(config.batch_wait_ms),
+    };
+    recap_projector::kafka::run(driver, kafka, stats, shutdown).await.context("kafka projector")?;
+    let _ = admin.await;
+    tracing::info!("projector stopped after committing its last batch");
+    Ok(())
+}
+
+/// `recap events produce`: publishes JSON Lines envelopes to their topics.
+pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>) -> anyhow::Result<usize> {
+    recap_projector::kafka::produce(brokers, &lines, topic).await.map_err(anyhow::Error::msg)
+}
