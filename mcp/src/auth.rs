@@ -1,0 +1,84 @@
+//! Who is calling `/mcp`: a personal access token (`svc_pat_`, as REST) or an OAuth
+//! access token (`svc_oat_`) issued by this server's authorization server. An OAuth
+//! token is good while its row is live and unexpired, its grant is live, and the PAT
+//! that approved the grant is not revoked (checked on every request, so revoking that
+//! PAT ends every connection it authorized on the next request). Then the plan must
+//! include MCP. Every store call is bounded; a timeout or an unreachable store is 503.
+
+use axum::http::HeaderMap;
+use recap_access::{authenticate_pat, check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
+use recap_readmodel::AccountRecord;
+
+use crate::error::HttpError;
+use crate::oauth::store::{TokenKind, ACCESS_TOKEN_PREFIX};
+use crate::state::McpState;
+
+/// What a token check found, before it becomes an HTTP error (which needs the URL).
+#[derive(Debug)]
+pub enum Denied {
+    Missing,
+    Unknown,
+    Revoked,
+    Unavailable,
+}
+
+impl From<AuthError> for Denied {
+    fn from(error: AuthError) -> Denied {
+        match error {
+            AuthError::Unauthorized => Denied::Unknown,
+            AuthError::TokenRevoked => Denied::Revoked,
+            AuthError::Unavailable(_) => Denied::Unavailable,
+        }
+    }
+}
+
+impl From<recap_readmodel::StoreError> for Denied {
+    fn from(error: recap_readmodel::StoreError) -> Denied {
+        tracing::warn!(error = %error, stage = "mcp_auth", "store call failed");
+        Denied::Unavailable
+    }
+}
+
+/// Authenticates the request's bearer token and checks the plan.
+pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata: impl FnOnce() -> String) -> Result<Caller, HttpError> {
+    let caller = match authenticate(state, headers).await {
+        Ok(caller) => caller,
+        Err(Denied::Missing) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: false }),
+        Err(Denied::Unknown) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: true }),
+        Err(Denied::Revoked) => return Err(HttpError::TokenRevoked { resource_metadata: resource_metadata() }),
+        Err(Denied::Unavailable) => return Err(HttpError::Unavailable),
+    };
+    match check_plan(&state.inner.plans, &caller.account, Feature::Mcp) {
+        Ok(_) => Ok(caller),
+        Err(PlanError::NoPlan) => Err(HttpError::NoPlan),
+        Err(PlanError::FeatureNotIncluded(_)) => Err(HttpError::FeatureNotIncluded),
+    }
+}
+
+async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, Denied> {
+    let Some(header) = headers.get(axum::http::header::AUTHORIZATION) else { return Err(Denied::Missing) };
+    let token = header.to_str().ok().and_then(recap_access::auth::bearer).ok_or(Denied::Unknown)?;
+    let inner = &state.inner;
+    if token.starts_with(PAT_PREFIX) {
+        return match inner.bounded(async { Ok(authenticate_pat(&inner.readmodel, token).await) }).await {
+            Ok(result) => result.map_err(Denied::from),
+            Err(error) => Err(Denied::from(error)),
+        };
+    }
+    if !token.starts_with(ACCESS_TOKEN_PREFIX) || token.len() <= ACCESS_TOKEN_PREFIX.len() {
+        return Err(Denied::Unknown);
+    }
+    let record = inner.token(&recap_access::token_sha256(token)).await?.ok_or(Denied::Unknown)?;
+    if record.kind != TokenKind::Access || record.expires_at <= state.now_micros() {
+        return Err(Denied::Unknown);
+    }
+    // A deleted grant means it was revoked (replay, refresh reuse, RFC 7009, the PAT).
+    let grant = inner.grant(&record.grant_id).await?.ok_or(Denied::Revoked)?;
+    let pat = inner.bounded(inner.readmodel.token_by_hash(&grant.pat_sha256)).await?;
+    match pat {
+        Some(pat) if !pat.revoked => {}
+        _ => return Err(Denied::Revoked),
+    }
+    let account = inner.bounded(inner.readmodel.account(&grant.account_id)).await?.unwrap_or(AccountRecord { plan: None });
+    Ok(Caller { account_id: grant.account_id, token_id: grant.pat_token_id, account })
+}

@@ -1,0 +1,75 @@
+//! The MCP role's settings: which browser origins may call the endpoint, the public URL
+//! the server is reached under (when a proxy hides it), the OAuth lifetimes and the store
+//! timeout. Every field is a flag and a `RECAP_*` variable; the defaults give the
+//! embedded edition on loopback and the spec's lifetimes.
+
+use std::time::Duration;
+
+/// Settings of the MCP server (flattened into `recap serve` and `recap mcp`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct McpConfig {
+    /// Browser origins allowed to call the MCP endpoint, comma-separated and exact
+    /// (`https://app.example.com`). A request whose `Origin` header is neither listed, nor
+    /// the server's own origin, nor a loopback origin (when allowed below) gets 403:
+    /// this is the DNS-rebinding protection the MCP transport asks for. Requests without
+    /// an `Origin` header (native clients) are not affected.
+    #[arg(long = "mcp-allowed-origins", env = "RECAP_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+
+    /// Whether loopback origins (`http://localhost`, `http://127.0.0.1`, `http://[::1]`,
+    /// any port and scheme) may call the endpoint: pages served from the user's own
+    /// machine, such as a local MCP inspector.
+    #[arg(long = "mcp-allow-loopback-origins", env = "RECAP_MCP_ALLOW_LOOPBACK_ORIGINS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub allow_loopback_origins: bool,
+
+    /// The MCP endpoint's public URL (`https://mcp.example.com/mcp`). When unset, the
+    /// OAuth issuer and every advertised URL derive from the request: scheme from
+    /// `X-Forwarded-Proto` (else http), host from `Host`. Set it in production, so
+    /// that what the metadata advertises never depends on a request header.
+    #[arg(long = "mcp-public-url", env = "RECAP_MCP_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Lifetime of OAuth access tokens (`svc_oat_`), in seconds. The spec: one hour.
+    #[arg(long = "mcp-access-token-ttl-secs", env = "RECAP_MCP_ACCESS_TOKEN_TTL_SECS", default_value_t = 3600)]
+    pub access_token_ttl_secs: u64,
+
+    /// Lifetime of each OAuth refresh token, in seconds, counted from its issue (every
+    /// refresh issues a new one). The spec: 30 days.
+    #[arg(long = "mcp-refresh-token-ttl-secs", env = "RECAP_MCP_REFRESH_TOKEN_TTL_SECS", default_value_t = 30 * 86_400)]
+    pub refresh_token_ttl_secs: u64,
+
+    /// Lifetime of authorization codes, in seconds (RFC 6749 recommends at most 10 minutes).
+    #[arg(long = "mcp-code-ttl-secs", env = "RECAP_MCP_CODE_TTL_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub code_ttl_secs: u64,
+
+    /// How long a dynamically registered client stays registered, in seconds.
+    #[arg(long = "mcp-client-ttl-secs", env = "RECAP_MCP_CLIENT_TTL_SECS", default_value_t = 365 * 86_400)]
+    pub client_ttl_secs: u64,
+
+    /// Bound of every store call on the request path, in milliseconds; unset: the
+    /// driver's own bound. A call that takes longer answers 503 (auth) or an isError
+    /// result (tools).
+    #[arg(long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
+    pub store_timeout_ms: Option<u64>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            allowed_origins: Vec::new(),
+            allow_loopback_origins: true,
+            public_url: None,
+            access_token_ttl_secs: 3600,
+            refresh_token_ttl_secs: 30 * 86_400,
+            code_ttl_secs: 600,
+            client_ttl_secs: 365 * 86_400,
+            store_timeout_ms: None,
+        }
+    }
+}
+
+impl McpConfig {
+    pub(crate) fn store_timeout(&self) -> Option<Duration> {
+        self.store_timeout_ms.map(Duration::from_millis)
+    }
+}

@@ -1,0 +1,242 @@
+//! The authorization endpoint (RFC 6749 §4.1 with PKCE S256 required, RFC 9207 `iss`).
+//! GET validates the request and shows the consent page; POST re-validates (the
+//! parameters travel in hidden fields: no server-side session), checks the personal
+//! access token the user typed, and redirects to the registered redirect URI with a
+//! single-use code. Following §4.1.2.1, an unknown client or a redirect URI that is not
+//! exactly one the client registered is shown as an error page and never redirected to;
+//! every later error redirects with `error`, `state` and `iss`.
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use recap_access::{authenticate_pat, check_plan, token_sha256, AuthError, Feature};
+
+use crate::oauth::page;
+use crate::oauth::store::{put, random_id, random_secret, ClientRecord, CodeRecord, CODES, SCOPE};
+use crate::state::McpState;
+use crate::urls::PublicUrls;
+
+/// Parameters of a form or query string. A repeated parameter is an error (RFC 6749 §3.1).
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn parse(encoded: &[u8]) -> Params {
+        Params(url::form_urlencoded::parse(encoded).into_owned().collect())
+    }
+
+    pub fn get(&self, name: &str) -> Result<Option<&str>, String> {
+        let mut found = self.0.iter().filter(|(key, _)| key == name).map(|(_, value)| value.as_str());
+        let first = found.next();
+        if found.next().is_some() {
+            return Err(format!("{name} is repeated"));
+        }
+        Ok(first.filter(|value| !value.is_empty()))
+    }
+}
+
+/// A valid authorization request.
+struct Request {
+    client: ClientRecord,
+    redirect_uri: String,
+    redirect_uri_given: bool,
+    state: Option<String>,
+    code_challenge: String,
+    resource: Option<String>,
+}
+
+enum Refusal {
+    /// Shown, never redirected.
+    Page(StatusCode, String),
+    /// Redirected to the (verified) redirect URI.
+    Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
+}
+
+fn redirect(to: &str, pairs: &[(&str, &str)], status: StatusCode) -> Response {
+    let location = match url::Url::parse(to) {
+        Ok(mut url) => {
+            {
+                let mut query = url.query_pairs_mut();
+                for (key, value) in pairs {
+                    query.append_pair(key, value);
+                }
+            }
+            url.to_string()
+        }
+        // Registered URIs were parsed at registration: this cannot happen.
+        Err(_) => return page::error(StatusCode::BAD_REQUEST, "the redirect URI is not valid"),
+    };
+    (status, [(header::LOCATION, location), (header::CACHE_CONTROL, "no-store".to_string())]).into_response()
+}
+
+fn refuse(refusal: Refusal, issuer: &str) -> Response {
+    match refusal {
+        Refusal::Page(status, message) => page::error(status, &message),
+        Refusal::Redirect { redirect_uri, error, description, state } => {
+            let mut pairs = vec![("error", error), ("error_description", description.as_str())];
+            if let Some(state) = &state {
+                pairs.push(("state", state));
+            }
+            pairs.push(("iss", issuer));
+            redirect(&redirect_uri, &pairs, StatusCode::FOUND)
+        }
+    }
+}
+
+async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal> {
+    let bad_page = |message: String| Refusal::Page(StatusCode::BAD_REQUEST, message);
+    let client_id = params.get("client_id").map_err(bad_page)?.ok_or_else(|| bad_page("client_id is missing".into()))?;
+    let client = match state.inner.client(client_id).await {
+        Ok(Some(client)) => client,
+        Ok(None) => return Err(bad_page("unknown client_id: register the client first".into())),
+        Err(error) => {
+            tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
+            return Err(Refusal::Page(StatusCode::SERVICE_UNAVAILABLE, "the service is unavailable; retry shortly".into()));
+        }
+    };
+    let requested = params.get("redirect_uri").map_err(bad_page)?;
+    let (redirect_uri, redirect_uri_given) = match requested {
+        // Exact string comparison: no normalisation, no port or path leeway.
+        Some(uri) if client.redirect_uris.iter().any(|registered| registered == uri) => (uri.to_string(), true),
+        Some(_) => return Err(bad_page("redirect_uri is not one the client registered".into())),
+        None if client.redirect_uris.len() == 1 => (client.redirect_uris[0].clone(), false),
+        None => return Err(bad_page("redirect_uri is missing".into())),
+    };
+    // From here on errors go back to the client.
+    let state_param = params.get("state").ok().flatten().map(str::to_string);
+    let back = |error: &'static str, description: &str| Refusal::Redirect {
+        redirect_uri: redirect_uri.clone(),
+        error,
+        description: description.to_string(),
+        state: state_param.clone(),
+    };
+    for name in ["response_type", "code_challenge", "code_challenge_method", "scope", "state", "resource"] {
+        if let Err(message) = params.get(name) {
+            return Err(back("invalid_request", &message));
+        }
+    }
+    match params.get("response_type").ok().flatten() {
+        Some("code") => {}
+        None => return Err(back("invalid_request", "response_type is missing")),
+        Some(_) => return Err(back("unsupported_response_type", "response_type must be code")),
+    }
+    let Some(code_challenge) = params.get("code_challenge").ok().flatten() else {
+        return Err(back("invalid_request", "PKCE is required: code_challenge is missing"));
+    };
+    if params.get("code_challenge_method").ok().flatten() != Some("S256") {
+        return Err(back("invalid_request", "code_challenge_method must be S256"));
+    }
+    // BASE64URL(SHA256(verifier)) is always 43 characters.
+    if code_challenge.len() != 43 || !code_challenge.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_') {
+        return Err(back("invalid_request", "code_challenge is not a base64url SHA-256"));
+    }
+    if let Some(scope) = params.get("scope").ok().flatten() {
+        if scope.split_whitespace().any(|scope| scope != SCOPE) {
+            return Err(back("invalid_scope", "the only scope is svc:read"));
+        }
+    }
+    Ok(Request {
+        client,
+        redirect_uri,
+        redirect_uri_given,
+        state: state_param,
+        code_challenge: code_challenge.to_string(),
+        resource: params.get("resource").ok().flatten().map(str::to_string),
+    })
+}
+
+fn hidden_fields(request: &Request) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        ("client_id", request.client.client_id.clone()),
+        ("response_type", "code".to_string()),
+        ("code_challenge", request.code_challenge.clone()),
+        ("code_challenge_method", "S256".to_string()),
+        ("scope", SCOPE.to_string()),
+    ];
+    if request.redirect_uri_given {
+        fields.push(("redirect_uri", request.redirect_uri.clone()));
+    }
+    if let Some(state) = &request.state {
+        fields.push(("state", state.clone()));
+    }
+    if let Some(resource) = &request.resource {
+        fields.push(("resource", resource.clone()));
+    }
+    fields
+}
+
+fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Response {
+    let fields = hidden_fields(request);
+    let borrowed: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let name = request.client.client_name.as_deref().unwrap_or(&request.client.client_id);
+    page::consent(status, name, &borrowed, error)
+}
+
+pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
+    let urls = PublicUrls::of(&state.inner.config, &headers);
+    let params = Params::parse(query.unwrap_or_default().as_bytes());
+    match validate(&state, &params).await {
+        Ok(request) => consent(StatusCode::OK, &request, None),
+        Err(refusal) => refuse(refusal, urls.issuer()),
+    }
+}
+
+pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let urls = PublicUrls::of(&state.inner.config, &headers);
+    let params = Params::parse(&body);
+    let request = match validate(&state, &params).await {
+        Ok(request) => request,
+        Err(refusal) => return refuse(refusal, urls.issuer()),
+    };
+    let back = |error: &'static str, description: &str| Refusal::Redirect {
+        redirect_uri: request.redirect_uri.clone(),
+        error,
+        description: description.to_string(),
+        state: request.state.clone(),
+    };
+    if params.get("decision").ok().flatten() == Some("deny") {
+        return refuse(back("access_denied", "the user denied the request"), urls.issuer());
+    }
+    let Some(pat) = params.get("pat").ok().flatten().map(str::trim) else {
+        return consent(StatusCode::BAD_REQUEST, &request, Some("Enter a personal access token."));
+    };
+    let inner = &state.inner;
+    let caller = match inner.bounded(async { Ok(authenticate_pat(&inner.readmodel, pat).await) }).await {
+        Ok(Ok(caller)) => caller,
+        Ok(Err(AuthError::Unauthorized)) => return consent(StatusCode::UNAUTHORIZED, &request, Some("That is not a valid personal access token.")),
+        Ok(Err(AuthError::TokenRevoked)) => return consent(StatusCode::UNAUTHORIZED, &request, Some("That personal access token was revoked.")),
+        Ok(Err(AuthError::Unavailable(_))) | Err(_) => {
+            return consent(StatusCode::SERVICE_UNAVAILABLE, &request, Some("The service could not check the token; retry shortly."));
+        }
+    };
+    if check_plan(&inner.plans, &caller.account, Feature::Mcp).is_err() {
+        return consent(StatusCode::PAYMENT_REQUIRED, &request, Some("Your plan does not include MCP access."));
+    }
+    let code = random_secret();
+    let ttl_micros = inner.config.code_ttl_secs as i64 * 1_000_000;
+    let record = CodeRecord {
+        client_id: request.client.client_id.clone(),
+        redirect_uri: request.redirect_uri.clone(),
+        redirect_uri_given: request.redirect_uri_given,
+        code_challenge: request.code_challenge.clone(),
+        scope: SCOPE.to_string(),
+        account_id: caller.account_id.clone(),
+        pat_sha256: token_sha256(pat),
+        pat_token_id: caller.token_id.clone(),
+        grant_id: random_id("grt_"),
+        expires_at: state.now_micros() + ttl_micros,
+        used: false,
+    };
+    if let Err(error) = inner.write(vec![put(&CODES, &token_sha256(&code), &record, ttl_micros)]).await {
+        tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
+        return consent(StatusCode::SERVICE_UNAVAILABLE, &request, Some("The service is unavailable; retry shortly."));
+    }
+    tracing::info!(client_id = %record.client_id, account_id = %record.account_id, pat_token_id = %record.pat_token_id, "oauth authorization approved");
+    let mut pairs = vec![("code", code.as_str())];
+    if let Some(state) = &request.state {
+        pairs.push(("state", state));
+    }
+    pairs.push(("iss", urls.issuer()));
+    // 303: the browser follows a POST's redirect with a GET.
+    redirect(&request.redirect_uri, &pairs, StatusCode::SEE_OTHER)
+}

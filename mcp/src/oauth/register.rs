@@ -1,0 +1,129 @@
+//! Dynamic client registration (RFC 7591) for public clients. Redirect URIs must be
+//! https, or http on a loopback host (127.0.0.1, [::1], localhost; any port, RFC 8252),
+//! without a fragment. Every client is registered as public (`token_endpoint_auth_method`
+//! "none", no secret) whatever it asked for: RFC 7591 §3.2.1 lets the server replace
+//! requested values, and the response tells the client what it got.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::oauth::error::OAuthError;
+use crate::oauth::store::{put, random_id, ClientRecord, CLIENTS, SCOPE};
+use crate::state::McpState;
+
+const MAX_REDIRECT_URIS: usize = 10;
+const MAX_URI_CHARS: usize = 2000;
+const MAX_NAME_CHARS: usize = 200;
+
+#[derive(Deserialize)]
+struct Metadata {
+    redirect_uris: Option<Value>,
+    client_name: Option<Value>,
+    grant_types: Option<Vec<String>>,
+    response_types: Option<Vec<String>>,
+    scope: Option<String>,
+}
+
+/// Whether a redirect URI may be registered (and so later redirected to).
+pub fn redirect_uri_allowed(uri: &str) -> Result<(), String> {
+    if uri.len() > MAX_URI_CHARS {
+        return Err("redirect URI too long".into());
+    }
+    let parsed = url::Url::parse(uri).map_err(|_| format!("redirect URI {uri:?} is not an absolute URL"))?;
+    if parsed.fragment().is_some() {
+        return Err("a redirect URI must not have a fragment".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("a redirect URI must not carry credentials".into());
+    }
+    match (parsed.scheme(), parsed.host()) {
+        ("https", Some(_)) => Ok(()),
+        ("http", Some(url::Host::Ipv4(address))) if address.is_loopback() => Ok(()),
+        ("http", Some(url::Host::Ipv6(address))) if address.is_loopback() => Ok(()),
+        ("http", Some(url::Host::Domain(domain))) if domain.eq_ignore_ascii_case("localhost") => Ok(()),
+        _ => Err(format!("redirect URI {uri:?} must use https, or http on a loopback host")),
+    }
+}
+
+pub async fn register(State(state): State<McpState>, body: Bytes) -> Response {
+    match register_client(&state, &body).await {
+        Ok(document) => {
+            (StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], document.to_string()).into_response()
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthError> {
+    let metadata: Metadata = serde_json::from_slice(body)
+        .map_err(|error| OAuthError::InvalidClientMetadata(format!("the body must be a JSON object of client metadata: {error}")))?;
+    let redirect_uris: Vec<String> = match metadata.redirect_uris {
+        Some(Value::Array(uris)) if !uris.is_empty() && uris.len() <= MAX_REDIRECT_URIS => uris
+            .into_iter()
+            .map(|uri| match uri {
+                Value::String(uri) => Ok(uri),
+                _ => Err(OAuthError::InvalidRedirectUri("redirect_uris must be strings".into())),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(OAuthError::InvalidRedirectUri(format!("redirect_uris must be an array of 1 to {MAX_REDIRECT_URIS} URIs"))),
+    };
+    for uri in &redirect_uris {
+        redirect_uri_allowed(uri).map_err(OAuthError::InvalidRedirectUri)?;
+    }
+    let client_name = match metadata.client_name {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) if name.chars().count() <= MAX_NAME_CHARS => Some(name),
+        Some(_) => return Err(OAuthError::InvalidClientMetadata(format!("client_name must be a string of at most {MAX_NAME_CHARS} characters"))),
+    };
+    if let Some(grant_types) = &metadata.grant_types {
+        if grant_types.iter().any(|grant| grant != "authorization_code" && grant != "refresh_token") {
+            return Err(OAuthError::InvalidClientMetadata("grant_types may contain authorization_code and refresh_token only".into()));
+        }
+    }
+    if let Some(response_types) = &metadata.response_types {
+        if response_types.iter().any(|response| response != "code") {
+            return Err(OAuthError::InvalidClientMetadata("response_types may contain code only".into()));
+        }
+    }
+    if let Some(scope) = &metadata.scope {
+        if scope.split_whitespace().any(|scope| scope != SCOPE) {
+            return Err(OAuthError::InvalidClientMetadata("the only scope is svc:read".into()));
+        }
+    }
+    let issued_at = state.now_micros() / 1_000_000;
+    let client = ClientRecord { client_id: random_id("mcpc_"), client_name, redirect_uris, client_id_issued_at: issued_at };
+    let ttl = state.inner.config.client_ttl_secs as i64 * 1_000_000;
+    state.inner.write(vec![put(&CLIENTS, &client.client_id, &client, ttl)]).await?;
+    tracing::info!(client_id = %client.client_id, "oauth client registered");
+    Ok(json!({
+        "client_id": client.client_id,
+        "client_id_issued_at": issued_at,
+        "client_name": client.client_name,
+        "redirect_uris": client.redirect_uris,
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "scope": SCOPE,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_uris_are_https_or_loopback_http() {
+        assert!(redirect_uri_allowed("https://client.example.com/callback").is_ok());
+        assert!(redirect_uri_allowed("http://127.0.0.1:43123/callback").is_ok());
+        assert!(redirect_uri_allowed("http://[::1]:8080/cb").is_ok());
+        assert!(redirect_uri_allowed("http://localhost/cb").is_ok());
+        assert!(redirect_uri_allowed("http://client.example.com/cb").is_err());
+        assert!(redirect_uri_allowed("https://client.example.com/cb#frag").is_err());
+        assert!(redirect_uri_allowed("javascript:alert(1)").is_err());
+        assert!(redirect_uri_allowed("/relative").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! The token endpoint (RFC 6749 §4.1.3 and §6, PKCE per RFC 7636) and revocation
+//! (RFC 7009). Codes are single-use and short-lived; redeeming one twice revokes the
+//! grant it created (and so every token issued from it). Refresh tokens rotate on every
+//! use; presenting a rotated one revokes the whole grant (OAuth 2.1 §4.3.1 reuse
+//! detection). The approving PAT is checked on every exchange.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use recap_access::token_sha256;
+use sha2::{Digest, Sha256};
+
+use crate::oauth::authorize::Params;
+use crate::oauth::error::OAuthError;
+use crate::oauth::store::{
+    delete, index_grant, put, random_secret, GrantRecord, TokenKind, TokenRecord, ACCESS_TOKEN_PREFIX, CODES, GRANTS, REFRESH_TOKEN_PREFIX, SCOPE, TOKENS,
+};
+use crate::state::McpState;
+
+fn param<'a>(params: &'a Params, name: &str) -> Result<Option<&'a str>, OAuthError> {
+    params.get(name).map_err(OAuthError::InvalidRequest)
+}
+
+fn required<'a>(params: &'a Params, name: &str) -> Result<&'a str, OAuthError> {
+    param(params, name)?.ok_or_else(|| OAuthError::InvalidRequest(format!("{name} is missing")))
+}
+
+pub async fn token(State(state): State<McpState>, body: Bytes) -> Response {
+    let params = Params::parse(&body);
+    let result = match param(&params, "grant_type") {
+        Ok(Some("authorization_code")) => redeem_code(&state, &params).await,
+        Ok(Some("refresh_token")) => refresh(&state, &params).await,
+        Ok(Some(_)) => Err(OAuthError::UnsupportedGrantType),
+        Ok(None) => Err(OAuthError::InvalidRequest("grant_type is missing".into())),
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(issued) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store"), (header::PRAGMA, "no-cache")], issued)
+            .into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// RFC 7636 §4.1: 43 to 128 unreserved characters.
+fn verifier_well_formed(verifier: &str) -> bool {
+    (43..=128).contains(&verifier.len()) && verifier.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte))
+}
+
+pub fn s256(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// Whether the PAT that approved a grant still works.
+async fn pat_alive(state: &McpState, pat_sha256: &str) -> Result<bool, OAuthError> {
+    let inner = &state.inner;
+    Ok(inner.bounded(inner.readmodel.token_by_hash(pat_sha256)).await?.is_some_and(|pat| !pat.revoked))
+}
+
+/// Mints an access and a refresh token for a grant: the mutations and the response body.
+fn issue(state: &McpState, grant: &mut GrantRecord) -> (Vec<recap_readmodel::Mutation>, String) {
+    let config = &state.inner.config;
+    let now = state.now_micros();
+    let access_ttl = config.access_token_ttl_secs as i64 * 1_000_000;
+    let refresh_ttl = config.refresh_token_ttl_secs as i64 * 1_000_000;
+    let access = format!("{ACCESS_TOKEN_PREFIX}{}", random_secret());
+    let refresh = format!("{REFRESH_TOKEN_PREFIX}{}", random_secret());
+    let refresh_sha256 = token_sha256(&refresh);
+    grant.refresh_sha256 = refresh_sha256.clone();
+    grant.expires_at = now + refresh_ttl;
+    let access_record = TokenRecord {
+        kind: TokenKind::Access,
+        grant_id: grant.grant_id.clone(),
+        client_id: grant.client_id.clone(),
+        expires_at: now + access_ttl,
+        rotated: false,
+    };
+    let refresh_record = TokenRecord {
+        kind: TokenKind::Refresh,
+        grant_id: grant.grant_id.clone(),
+        client_id: grant.client_id.clone(),
+        expires_at: now + refresh_ttl,
+        rotated: false,
+    };
+    let mutations = vec![
+        put(&GRANTS, &grant.grant_id, grant, refresh_ttl),
+        index_grant(grant, now, refresh_ttl),
+        put(&TOKENS, &token_sha256(&access), &access_record, access_ttl),
+        put(&TOKENS, &refresh_sha256, &refresh_record, refresh_ttl),
+    ];
+    let body = serde_json::json!({
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": config.access_token_ttl_secs,
+        "refresh_token": refresh,
+        "scope": grant.scope,
+    })
+    .to_string();
+    (mutations, body)
+}
+
+async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthError> {
+    let code = required(params, "code")?;
+    let verifier = required(params, "code_verifier")?;
+    let client_id = required(params, "client_id")?;
+    let redirect_uri = param(params, "redirect_uri")?;
+    let inner = &state.inner;
+    if inner.client(client_id).await?.is_none() {
+        return Err(OAuthError::InvalidClient("unknown client_id".into()));
+    }
+    let code_sha256 = token_sha256(code);
+    let Some(record) = inner.code(&code_sha256).await? else {
+        return Err(OAuthError::InvalidGrant("unknown or expired authorization code".into()));
+    };
+    if record.used {
+        // RFC 6749 §4.1.2: a replayed code revokes what it issued.
+        inner.revoke_grant(&record.grant_id).await?;
+        tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "authorization code replayed; grant revoked");
+        return Err(OAuthError::InvalidGrant("authorization code already used; the tokens it issued are revoked".into()));
+    }
+    let now = state.now_micros();
+    if record.expires_at <= now {
+        return Err(OAuthError::InvalidGrant("authorization code expired".into()));
+    }
+    if record.client_id != client_id {
+        return Err(OAuthError::InvalidGrant("the code was issued to another client".into()));
+    }
+    match redirect_uri {
+        Some(uri) if uri == record.redirect_uri => {}
+        None if !record.redirect_uri_given => {}
+        _ => return Err(OAuthError::InvalidGrant("redirect_uri does not match the authorization request".into())),
+    }
+    if !verifier_well_formed(verifier) || s256(verifier) != record.code_challenge {
+        return Err(OAuthError::InvalidGrant("code_verifier does not match the code_challenge".into()));
+    }
+    if !pat_alive(state, &record.pat_sha256).await? {
+        return Err(OAuthError::InvalidGrant("the personal access token that approved this request was revoked".into()));
+    }
+    let mut grant = GrantRecord {
+        grant_id: record.grant_id.clone(),
+        client_id: record.client_id.clone(),
+        account_id: record.account_id.clone(),
+        pat_sha256: record.pat_sha256.clone(),
+        pat_token_id: record.pat_token_id.clone(),
+        scope: record.scope.clone(),
+        refresh_sha256: String::new(),
+        expires_at: 0,
+    };
+    let (mut mutations, body) = issue(state, &mut grant);
+    let remaining = (record.expires_at - now).max(1_000_000);
+    mutations.push(put(&CODES, &code_sha256, &crate::oauth::store::CodeRecord { used: true, ..record }, remaining));
+    inner.write(mutations).await?;
+    tracing::info!(client_id = %grant.client_id, grant_id = %grant.grant_id, "oauth tokens issued");
+    Ok(body)
+}
+
+async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError> {
+    let refresh_token = required(params, "refresh_token")?;
+    let client_id = param(params, "client_id")?;
+    if let Some(scope) = param(params, "scope")? {
+        if scope.split_whitespace().any(|scope| scope != SCOPE) {
+            return Err(OAuthError::InvalidScope);
+        }
+    }
+    let inner = &state.inner;
+    let refresh_sha256 = token_sha256(refresh_token);
+    let record = match inner.token(&refresh_sha256).await? {
+        Some(record) if record.kind == TokenKind::Refresh => record,
+        _ => return Err(OAuthError::InvalidGrant("unknown or expired refresh token".into())),
+    };
+    if client_id.is_some_and(|client_id| client_id != record.client_id) {
+        return Err(OAuthError::InvalidGrant("the refresh token was issued to another client".into()));
+    }
+    let grant = inner.grant(&record.grant_id).await?;
+    let reused = record.rotated || grant.as_ref().is_some_and(|grant| grant.refresh_sha256 != refresh_sha256);
+    if reused {
+        inner.revoke_grant(&record.grant_id).await?;
+        tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "rotated refresh token presented; grant revoked");
+        return Err(OAuthError::InvalidGrant("refresh token already used; the grant is revoked".into()));
+    }
+    let now = state.now_micros();
+    if record.expires_at <= now {
+        return Err(OAuthError::InvalidGrant("refresh token expired".into()));
+    }
+    let Some(mut grant) = grant else {
+        return Err(OAuthError::InvalidGrant("the grant was revoked".into()));
+    };
+    if !pat_alive(state, &grant.pat_sha256).await? {
+        inner.revoke_grant(&grant.grant_id).await?;
+        return Err(OAuthError::InvalidGrant("the personal access token that approved this grant was revoked".into()));
+    }
+    let (mut mutations, body) = issue(state, &mut grant);
+    let remaining = (record.expires_at - now).max(1_000_000);
+    mutations.push(put(&TOKENS, &refresh_sha256, &TokenRecord { rotated: true, ..record }, remaining));
+    inner.write(mutations).await?;
+    Ok(body)
+}
+
+/// RFC 7009: 200 whether or not the token was known (so the endpoint reveals nothing).
+/// A refresh token revokes its whole grant; an access token only itself.
+pub async fn revoke(State(state): State<McpState>, body: Bytes) -> Response {
+    let params = Params::parse(&body);
+    let result: Result<(), OAuthError> = async {
+        let token = required(&params, "token")?;
+        let client_id = param(&params, "client_id")?;
+        let inner = &state.inner;
+        let sha256 = token_sha256(token);
+        let Some(record) = inner.token(&sha256).await? else { return Ok(()) };
+        if client_id.is_some_and(|client_id| client_id != record.client_id) {
+            return Ok(());
+        }
+        match record.kind {
+            TokenKind::Refresh => inner.revoke_grant(&record.grant_id).await?,
+            TokenKind::Access => inner.write(vec![delete(&TOKENS, &sha256)]).await?,
+        }
+        tracing::info!(client_id = %record.client_id, grant_id = %record.grant_id, "oauth token revoked");
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => (StatusCode::OK, [(header::CACHE_CONTROL, "no-store")]).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s256_is_base64url_of_the_sha256() {
+        // Computed independently: base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip("=")
+        assert_eq!(s256("dBjftJeZ4CVP-mJ0kz23zMBNS9qgTlXkBJT3ZZbcoYh3yX8I4jqGGyDd"), "a064dqRsGufq6jEUNG7dO0chDTFt4KQD9PuATnU2N-c");
+        assert!(verifier_well_formed("dBjftJeZ4CVP-mJ0kz23zMBNS9qgTlXkBJT3ZZbcoYh3yX8I4jqGGyDd"));
+        assert!(!verifier_well_formed("short"));
+    }
+}

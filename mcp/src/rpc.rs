@@ -1,0 +1,184 @@
+//! JSON-RPC 2.0 as MCP uses it over HTTP: reading one message (batches refused),
+//! classifying it (request, notification, or a client's response), the protocol
+//! versions this server speaks, and writing responses and errors. Response and error
+//! objects are rmcp's model types; the one exception is an error whose id could not be
+//! read, which JSON-RPC 2.0 requires to carry `"id": null` while rmcp's `JsonRpcError`
+//! leaves the member out (the 2026 revision's rule).
+
+use std::borrow::Cow;
+
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The version a client gets when it asks for one this server does not know, and the
+/// version assumed for requests without an `MCP-Protocol-Version` header.
+pub const DEFAULT_VERSION: &str = "2025-03-26";
+
+/// Versions this server speaks, oldest first. Each later one only adds what this
+/// server sends when asked (structuredContent, outputSchema, titles).
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// From this version on, tools carry `outputSchema` and results `structuredContent`.
+pub const STRUCTURED_SINCE: &str = "2025-06-18";
+
+/// The version an initialize request gets: the requested one when supported, else the
+/// default (the client then decides whether it can continue).
+pub fn negotiate(requested: Option<&str>) -> &'static str {
+    requested.and_then(|requested| SUPPORTED_VERSIONS.iter().copied().find(|supported| *supported == requested)).unwrap_or(DEFAULT_VERSION)
+}
+
+pub fn supported(version: &str) -> Option<&'static str> {
+    SUPPORTED_VERSIONS.iter().copied().find(|supported| *supported == version)
+}
+
+/// Whether a negotiated version includes structured tool output.
+pub fn structured(version: &str) -> bool {
+    version >= STRUCTURED_SINCE
+}
+
+/// A protocol error, answered as a JSON-RPC error response (HTTP 200).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// -32700
+    #[error("parse error: the body is not valid JSON")]
+    Parse,
+    /// -32600
+    #[error("invalid request: {0}")]
+    InvalidRequest(&'static str),
+    /// -32601
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// -32602: an unknown tool, or params of the wrong shape.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+}
+
+impl RpcError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RpcError::Parse => ErrorCode::PARSE_ERROR,
+            RpcError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
+            RpcError::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
+            RpcError::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+        }
+    }
+
+    fn data(&self) -> ErrorData {
+        ErrorData::new(self.code(), Cow::Owned(self.to_string()), None)
+    }
+}
+
+/// One incoming message.
+#[derive(Debug)]
+pub enum Incoming {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Value>,
+    },
+    /// No id: nothing is answered (202).
+    Notification,
+    /// A client's answer to a server request (this server sends none): 202.
+    Response,
+}
+
+/// Reads a message; on failure, the error and the id when it could be read.
+pub fn parse(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| (None, RpcError::Parse))?;
+    let mut object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => return Err((None, RpcError::InvalidRequest("batches are not supported"))),
+        _ => return Err((None, RpcError::InvalidRequest("the message must be a JSON object"))),
+    };
+    let id = match object.get("id") {
+        None => None,
+        Some(Value::String(id)) => Some(NumberOrString::String(id.as_str().into())),
+        Some(Value::Number(number)) if number.as_i64().is_some() => number.as_i64().map(NumberOrString::Number),
+        // MCP forbids null ids; JSON-RPC forbids fractions.
+        Some(_) => return Err((None, RpcError::InvalidRequest("id must be a string or an integer"))),
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((id, RpcError::InvalidRequest("jsonrpc must be \"2.0\"")));
+    }
+    let method = match object.remove("method") {
+        Some(Value::String(method)) => method,
+        Some(_) => return Err((id, RpcError::InvalidRequest("method must be a string"))),
+        None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => return Ok(Incoming::Response),
+        None => return Err((id, RpcError::InvalidRequest("method is missing"))),
+    };
+    let params = object.remove("params");
+    if !matches!(params, None | Some(Value::Object(_))) {
+        return Err((id, RpcError::InvalidRequest("params must be an object")));
+    }
+    match id {
+        None => Ok(Incoming::Notification),
+        Some(id) => Ok(Incoming::Request { id, method, params }),
+    }
+}
+
+/// A success response around an already serialised result.
+pub fn respond_raw(id: &RequestId, result_json: &str) -> String {
+    let id_json = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+    let mut out = String::with_capacity(result_json.len() + id_json.len() + 36);
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(&id_json);
+    out.push_str(",\"result\":");
+    out.push_str(result_json);
+    out.push('}');
+    out
+}
+
+pub fn respond<T: Serialize>(id: RequestId, result: T) -> String {
+    serde_json::to_string(&JsonRpcResponse { jsonrpc: JsonRpcVersion2_0, id, result })
+        .unwrap_or_else(|_| error(None, &RpcError::InvalidRequest("unserialisable result")))
+}
+
+pub fn error(id: Option<RequestId>, error: &RpcError) -> String {
+    match id {
+        Some(id) => serde_json::to_string(&JsonRpcError::new(Some(id), error.data())).unwrap_or_default(),
+        None => {
+            let data = serde_json::to_string(&error.data()).unwrap_or_default();
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{data}}}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> i32 {
+        match parse(body.as_bytes()) {
+            Err((_, error)) => error.code().0,
+            Ok(_) => 0,
+        }
+    }
+
+    #[test]
+    fn classifies_messages() {
+        assert_eq!(code("{"), -32700);
+        assert_eq!(code("[]"), -32600);
+        assert_eq!(code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":7}"#), -32600);
+        assert!(matches!(parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Ok(Incoming::Notification)));
+        assert!(matches!(parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Ok(Incoming::Response)));
+    }
+
+    #[test]
+    fn negotiates_known_versions_and_falls_back() {
+        assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(negotiate(Some("2025-11-25")), "2025-11-25");
+        assert_eq!(negotiate(Some("2024-11-05")), "2025-03-26");
+        assert_eq!(negotiate(Some("2099-01-01")), "2025-03-26");
+        assert_eq!(negotiate(None), "2025-03-26");
+    }
+
+    #[test]
+    fn errors_without_an_id_carry_null() {
+        assert_eq!(error(None, &RpcError::Parse), r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: the body is not valid JSON"}}"#);
+    }
+}

@@ -1,0 +1,56 @@
+//! The state every handler shares: the read model (also where OAuth state is kept), the
+//! plans, the settings, the clock and the prebuilt tool catalog. Cheap to clone; holds
+//! nothing a request writes, since pods are stateless and any pod serves any request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use recap_access::Plans;
+use recap_readmodel::ReadModel;
+
+use crate::config::McpConfig;
+use crate::tools::Catalog;
+
+/// Wall-clock microseconds. Injectable so tests can age codes and tokens.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Shared state of the MCP router.
+#[derive(Clone)]
+pub struct McpState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub readmodel: ReadModel,
+    pub plans: Plans,
+    pub config: McpConfig,
+    pub clock: Clock,
+    pub catalog: Catalog,
+    pub store_timeout: Duration,
+}
+
+impl McpState {
+    pub fn new(readmodel: ReadModel, plans: Plans, config: &McpConfig) -> McpState {
+        McpState::with_clock(readmodel, plans, config, Arc::new(recap_readmodel::driver::now_micros))
+    }
+
+    /// As [`McpState::new`], with the clock that decides token and code expiry.
+    pub fn with_clock(readmodel: ReadModel, plans: Plans, config: &McpConfig, clock: Clock) -> McpState {
+        let store_timeout = config.store_timeout().unwrap_or_else(|| readmodel.driver().timeout());
+        McpState { inner: Arc::new(Inner { readmodel, plans, config: config.clone(), clock, catalog: Catalog::build(), store_timeout }) }
+    }
+
+    pub(crate) fn now_micros(&self) -> i64 {
+        (self.inner.clock)()
+    }
+}
+
+impl Inner {
+    /// Runs one store call under the configured bound; a timeout is an unavailable store.
+    pub async fn bounded<T>(&self, call: impl std::future::Future<Output = Result<T, recap_readmodel::StoreError>>) -> Result<T, recap_readmodel::StoreError> {
+        match tokio::time::timeout(self.store_timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(recap_readmodel::StoreError::Unavailable(format!("no answer within {} ms", self.store_timeout.as_millis()))),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Assembling tool results from stored bodies without parsing them into values and
+//! serialising them again: stored bodies are already the JSON the spec wants, so
+//! results are written by copying raw JSON, touching only the fields MCP changes
+//! (`markdown` on documents, `meeting_id`/`meeting_title` on action items). Key order is
+//! kept as stored.
+
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The entries of one JSON object, in order, values left raw.
+pub struct Entries<'a>(pub Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for EntriesVisitor<'a> {
+            type Value = Entries<'a>;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Entries<'a>, M::Error> {
+                let mut entries = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(EntriesVisitor(std::marker::PhantomData))
+    }
+}
+
+pub fn push_key(out: &mut String, key: &str) {
+    if out.ends_with('{') || out.ends_with('[') {
+        // first member
+    } else {
+        out.push(',');
+    }
+    push_string(out, key);
+    out.push(':');
+}
+
+pub fn push_string(out: &mut String, text: &str) {
+    // Serialising a &str cannot fail.
+    out.push_str(&serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into()));
+}
+
+pub fn push_value<T: Serialize>(out: &mut String, value: &T) {
+    out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "null".into()));
+}
+
+/// A note or summary object with `markdown` added: its text, which the projection keeps
+/// as plain text with one line per paragraph or heading.
+pub fn with_markdown(document: &RawValue) -> Result<String, serde_json::Error> {
+    let entries: Entries = serde_json::from_str(document.get())?;
+    let mut out = String::with_capacity(document.get().len() * 2);
+    out.push('{');
+    let mut text = None;
+    for (key, value) in &entries.0 {
+        if key == "markdown" {
+            continue;
+        }
+        if key == "text" {
+            text = Some(*value);
+        }
+        push_key(&mut out, key);
+        out.push_str(value.get());
+    }
+    push_key(&mut out, "markdown");
+    out.push_str(text.map_or("\"\"", RawValue::get));
+    out.push('}');
+    Ok(out)
+}
+
+/// A stored meeting detail with `markdown` on the note and on every summary.
+pub fn meeting_with_markdown(detail: &str) -> Result<String, serde_json::Error> {
+    let entries: Entries = serde_json::from_str(detail)?;
+    let mut out = String::with_capacity(detail.len() * 2);
+    out.push('{');
+    for (key, value) in &entries.0 {
+        push_key(&mut out, key);
+        match key.as_str() {
+            "note" if value.get() != "null" => out.push_str(&with_markdown(value)?),
+            "summaries" => {
+                let summaries: Vec<&RawValue> = serde_json::from_str(value.get())?;
+                out.push('[');
+                for (index, summary) in summaries.iter().enumerate() {
+                    if index > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&with_markdown(summary)?);
+                }
+                out.push(']');
+            }
+            _ => out.push_str(value.get()),
+        }
+    }
+    out.push('}');
+    Ok(out)
+}
+
+/// An action item in REST's list form (`meeting: {id, title} | null`) in MCP's form:
+/// `meeting_id` and `meeting_title` in place of `meeting` (both null for an item that
+/// did not come from a meeting).
+pub fn pending_item(body: &str) -> Result<String, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct MeetingRef<'a> {
+        #[serde(borrow)]
+        id: &'a RawValue,
+        #[serde(borrow)]
+        title: &'a RawValue,
+    }
+    let entries: Entries = serde_json::from_str(body)?;
+    let mut out = String::with_capacity(body.len() + 32);
+    out.push('{');
+    for (key, value) in &entries.0 {
+        if key == "meeting" {
+            let meeting: Option<MeetingRef> = serde_json::from_str(value.get())?;
+            push_key(&mut out, "meeting_id");
+            out.push_str(meeting.as_ref().map_or("null", |meeting| meeting.id.get()));
+            push_key(&mut out, "meeting_title");
+            out.push_str(meeting.as_ref().map_or("null", |meeting| meeting.title.get()));
+        } else {
+            push_key(&mut out, key);
+            out.push_str(value.get());
+        }
+    }
+    out.push('}');
+    Ok(out)
+}
+
+/// The pagination object of every paginated tool.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Pagination {
+    pub offset: usize,
+    pub limit: usize,
+    pub returned: usize,
+    pub total: Option<usize>,
+    pub next_offset: Option<usize>,
+}
+
+/// `{"<list_key>": [items...], "pagination": {...}}` from raw items.
+pub fn page<'a>(list_key: &str, items: impl IntoIterator<Item = &'a str>, pagination: &Pagination) -> String {
+    let mut out = String::with_capacity(4096);
+    out.push('{');
+    push_key(&mut out, list_key);
+    out.push('[');
+    for (index, item) in items.into_iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(item);
+    }
+    out.push(']');
+    push_key(&mut out, "pagination");
+    push_value(&mut out, pagination);
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_is_added_after_the_existing_fields_in_order() {
+        let detail = r#"{"id":"m","note":{"id":"d","text":"A\nB","updated_at":"x"},"summaries":[{"id":"s","text":"S"}],"participants":[]}"#;
+        assert_eq!(
+            meeting_with_markdown(detail).unwrap(),
+            r#"{"id":"m","note":{"id":"d","text":"A\nB","updated_at":"x","markdown":"A\nB"},"summaries":[{"id":"s","text":"S","markdown":"S"}],"participants":[]}"#
+        );
+    }
+
+    #[test]
+    fn pending_items_name_their_meeting() {
+        assert_eq!(pending_item(r#"{"id":"a","meeting":{"id":"m","title":"T"}}"#).unwrap(), r#"{"id":"a","meeting_id":"m","meeting_title":"T"}"#);
+        assert_eq!(pending_item(r#"{"id":"a","meeting":null}"#).unwrap(), r#"{"id":"a","meeting_id":null,"meeting_title":null}"#);
+    }
+
+    #[test]
+    fn pages_render_items_and_pagination() {
+        let pagination = Pagination { offset: 0, limit: 2, returned: 1, total: None, next_offset: None };
+        assert_eq!(
+            page("meetings", ["{\"id\":1}"], &pagination),
+            r#"{"meetings":[{"id":1}],"pagination":{"offset":0,"limit":2,"returned":1,"total":null,"next_offset":null}}"#
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! The eight read-only tools: argument parsing (defaults and clamping per the spec's
+//! tables), one read-model query each, and the result JSON. A tool that cannot answer
+//! returns a [`ToolError`], which becomes a normal result with `isError: true`.
+//!
+//! Arguments: a missing, null, non-string or blank required string is a missing
+//! argument. `limit` and `offset` accept any JSON number (a fraction is truncated) or a
+//! string holding one, and are clamped into range, never rejected; any other type
+//! (boolean, object, non-numeric string) is an invalid argument. Unknown arguments are
+//! ignored, so newer clients can send more.
+
+mod catalog;
+pub mod json;
+mod shared;
+
+pub use catalog::Catalog;
+
+use recap_readmodel::words::query_words;
+use recap_readmodel::{Row, StoreError};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::state::McpState;
+use json::{page, Pagination};
+
+/// Offsets above this are clamped: offset paging reads the skipped rows, so an
+/// unbounded offset would be an unbounded read.
+pub const MAX_OFFSET: usize = 100_000;
+
+/// Why a tool could not answer; rendered as `{"error": {"code", "message"}}` with
+/// `isError: true`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("meeting {0} not found")]
+    MeetingNotFound(String),
+    #[error("shared note {0} not found")]
+    SharedNoteNotFound(String),
+    /// The store did not answer in time or is unreachable: worth retrying.
+    #[error("the data could not be read right now; retry shortly")]
+    Unavailable,
+    /// Stored data could not be read back.
+    #[error("the data could not be read")]
+    ReadFailed,
+}
+
+impl ToolError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArgument(_) => "invalid_argument",
+            ToolError::MeetingNotFound(_) => "meeting_not_found",
+            ToolError::SharedNoteNotFound(_) => "shared_note_not_found",
+            ToolError::Unavailable => "unavailable",
+            ToolError::ReadFailed => "read_failed",
+        }
+    }
+
+    /// The JSON text of the error result.
+    pub fn to_json(&self) -> String {
+        serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}}).to_string()
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(error: StoreError) -> ToolError {
+        tracing::warn!(error = %error, stage = "mcp_tool", "store call failed");
+        match error {
+            StoreError::Unavailable(_) => ToolError::Unavailable,
+            StoreError::Corrupt(_) => ToolError::ReadFailed,
+        }
+    }
+}
+
+impl From<serde_json::Error> for ToolError {
+    fn from(error: serde_json::Error) -> ToolError {
+        tracing::warn!(error = %error, stage = "mcp_tool", "stored body did not parse");
+        ToolError::ReadFailed
+    }
+}
+
+pub type Args = Map<String, Value>;
+
+fn required_str<'a>(args: &'a Args, name: &str) -> Result<&'a str, ToolError> {
+    match args.get(name) {
+        Some(Value::String(value)) if !value.trim().is_empty() => Ok(value),
+        _ => Err(ToolError::InvalidArgument(format!("missing required argument: {name} (a non-empty string)"))),
+    }
+}
+
+fn optional_str<'a>(args: &'a Args, name: &str) -> Result<Option<&'a str>, ToolError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(value)) if value.is_empty() => Ok(None),
+        Some(Value::String(value)) => Ok(Some(value)),
+        Some(_) => Err(ToolError::InvalidArgument(format!("{name} must be a string"))),
+    }
+}
+
+/// An integer argument: default when absent, clamped into `min..=max`.
+fn clamped(args: &Args, name: &str, default: usize, min: usize, max: usize) -> Result<usize, ToolError> {
+    let number = match args.get(name) {
+        None | Some(Value::Null) => return Ok(default),
+        Some(Value::Number(number)) => number.as_i64().map(|value| value as f64).or_else(|| number.as_f64()),
+        Some(Value::String(text)) => text.trim().parse::<f64>().ok().filter(|value| !value.is_nan()),
+        Some(_) => None,
+    };
+    let Some(number) = number else { return Err(ToolError::InvalidArgument(format!("{name} must be an integer"))) };
+    // `as` saturates: ±inf and huge values land on the bounds.
+    let truncated = number.trunc();
+    Ok(if truncated < min as f64 {
+        min
+    } else if truncated > max as f64 {
+        max
+    } else {
+        truncated as usize
+    })
+}
+
+fn offset(args: &Args) -> Result<usize, ToolError> {
+    clamped(args, "offset", 0, 0, MAX_OFFSET)
+}
+
+fn next_offset(offset: usize, returned: usize, more: bool) -> Option<usize> {
+    more.then_some(offset + returned)
+}
+
+/// Runs a tool; `Ok` is the JSON text of a successful result.
+pub async fn call(state: &McpState, account_id: &str, name: &str, args: &Args) -> Result<String, ToolError> {
+    match name {
+        "list_meetings" => list_meetings(state, account_id, args).await,
+        "get_meeting" => get_meeting(state, account_id, args).await,
+        "get_meeting_transcript" => get_meeting_transcript(state, account_id, args).await,
+        "get_recurring_meeting_history" => get_recurring_meeting_history(state, account_id, args).await,
+        "search_meetings" => search_meetings(state, account_id, args).await,
+        "list_pending_action_items" => list_pending_action_items(state, account_id, args).await,
+        "search_shared_notes" => shared::search_shared_notes(state, account_id, args).await,
+        "get_shared_note" => shared::get_shared_note(state, account_id, args).await,
+        // The transport checks the name against the catalog first.
+        _ => Err(ToolError::InvalidArgument(format!("unknown tool {name}"))),
+    }
+}
+
+fn meetings_page(rows: &[Row], pagination: &Pagination) -> String {
+    page("meetings", rows.iter().map(|row| row.body.as_str()), pagination)
+}
+
+async fn list_meetings(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let query = optional_str(args, "query")?;
+    let series_id = optional_str(args, "series_id")?;
+    let limit = clamped(args, "limit", 20, 1, 200)?;
+    let offset = offset(args)?;
+    let inner = &state.inner;
+    let (rows, more) = match series_id {
+        None => {
+            let page = inner.bounded(inner.readmodel.meetings_matching(account_id, query, offset, limit)).await?;
+            (page.rows, page.has_more)
+        }
+        Some(series_id) => {
+            // A series is small: read it whole and filter, in the series' own order.
+            let (all, _) = inner.bounded(inner.readmodel.series_meetings(account_id, series_id, 0, usize::MAX)).await?;
+            let needle = query.map(str::to_lowercase);
+            let mut matched = Vec::new();
+            for row in all {
+                if let Some(needle) = &needle {
+                    #[derive(Deserialize)]
+                    struct Entry<'a> {
+                        id: std::borrow::Cow<'a, str>,
+                        title: std::borrow::Cow<'a, str>,
+                    }
+                    let entry: Entry = serde_json::from_str(&row.body)?;
+                    if !entry.title.to_lowercase().contains(needle.as_str()) && !entry.id.to_lowercase().contains(needle.as_str()) {
+                        continue;
+                    }
+                }
+                matched.push(row);
+            }
+            let more = matched.len() > offset + limit;
+            (matched.into_iter().skip(offset).take(limit).collect(), more)
+        }
+    };
+    let pagination = Pagination { offset, limit, returned: rows.len(), total: None, next_offset: next_offset(offset, rows.len(), more) };
+    Ok(meetings_page(&rows, &pagination))
+}
+
+async fn meeting_detail(state: &McpState, account_id: &str, meeting_id: &str) -> Result<String, ToolError> {
+    let inner = &state.inner;
+    inner.bounded(inner.readmodel.meeting_detail(account_id, meeting_id)).await?.ok_or_else(|| ToolError::MeetingNotFound(meeting_id.to_string()))
+}
+
+async fn get_meeting(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let meeting_id = required_str(args, "meeting_id")?;
+    let detail = meeting_detail(state, account_id, meeting_id).await?;
+    Ok(json::meeting_with_markdown(&detail)?)
+}
+
+async fn get_meeting_transcript(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let meeting_id = required_str(args, "meeting_id")?;
+    let limit = clamped(args, "limit", 200, 1, 500)?;
+    let offset = offset(args)?;
+    // The meeting first: a transcript may outlive its meeting's delete in the store.
+    meeting_detail(state, account_id, meeting_id).await?;
+    let inner = &state.inner;
+    let transcript = inner.bounded(inner.readmodel.meeting_transcript(account_id, meeting_id)).await?;
+    #[derive(Deserialize)]
+    struct Text<'a> {
+        #[serde(borrow)]
+        text: &'a RawValue,
+    }
+    let (text, total) = match &transcript {
+        Some(record) => (Some(serde_json::from_str::<Text>(&record.body)?.text.get()), record.word_count),
+        None => (None, 0),
+    };
+    let words = if offset < total { inner.bounded(inner.readmodel.transcript_words(account_id, meeting_id, offset, limit)).await? } else { Vec::new() };
+    let returned = words.len();
+    let pagination = Pagination { offset, limit, returned, total: Some(total), next_offset: next_offset(offset, returned, offset + returned < total) };
+    let mut out = String::with_capacity(256 + text.map_or(0, str::len) + returned * 64);
+    out.push('{');
+    json::push_key(&mut out, "meeting_id");
+    json::push_string(&mut out, meeting_id);
+    json::push_key(&mut out, "text");
+    // The text comes with the first page only; later pages page the words.
+    match (offset, text) {
+        (0, Some(text)) => out.push_str(text),
+        (0, None) => out.push_str("\"\""),
+        _ => out.push_str("null"),
+    }
+    json::push_key(&mut out, "words");
+    json::push_value(&mut out, &words);
+    json::push_key(&mut out, "pagination");
+    json::push_value(&mut out, &pagination);
+    out.push('}');
+    Ok(out)
+}
+
+async fn get_recurring_meeting_history(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let meeting_id = required_str(args, "meeting_id")?;
+    let limit = clamped(args, "limit", 20, 1, 200)?;
+    let offset = offset(args)?;
+    let detail = meeting_detail(state, account_id, meeting_id).await?;
+    #[derive(Deserialize)]
+    struct Series {
+        series_id: Option<String>,
+    }
+    let series: Series = serde_json::from_str(&detail)?;
+    let (rows, total) = match series.series_id {
+        Some(series_id) => {
+            let inner = &state.inner;
+            inner.bounded(inner.readmodel.series_meetings(account_id, &series_id, offset, limit)).await?
+        }
+        None => (Vec::new(), 0),
+    };
+    let pagination =
+        Pagination { offset, limit, returned: rows.len(), total: Some(total), next_offset: next_offset(offset, rows.len(), offset + rows.len() < total) };
+    Ok(meetings_page(&rows, &pagination))
+}
+
+async fn search_meetings(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let query = required_str(args, "query")?;
+    let limit = clamped(args, "limit", 20, 1, 200)?;
+    let offset = offset(args)?;
+    let words = query_words(query);
+    let (rows, total) = if words.is_empty() {
+        (Vec::new(), 0)
+    } else {
+        let inner = &state.inner;
+        inner.bounded(inner.readmodel.search_meetings(account_id, &words, offset, limit)).await?
+    };
+    let pagination =
+        Pagination { offset, limit, returned: rows.len(), total: Some(total), next_offset: next_offset(offset, rows.len(), offset + rows.len() < total) };
+    Ok(meetings_page(&rows, &pagination))
+}
+
+async fn list_pending_action_items(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
+    let limit = clamped(args, "limit", 20, 1, 200)?;
+    let offset = offset(args)?;
+    let inner = &state.inner;
+    let page_rows = inner.bounded(inner.readmodel.pending_action_items(account_id, offset, limit)).await?;
+    let items = page_rows.rows.iter().map(|row| json::pending_item(&row.body)).collect::<Result<Vec<String>, _>>()?;
+    // Counting every pending item would read them all; like list_meetings, total is null.
+    let pagination = Pagination { offset, limit, returned: items.len(), total: None, next_offset: next_offset(offset, items.len(), page_rows.has_more) };
+    Ok(page("action_items", items.iter().map(String::as_str), &pagination))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: Value) -> Args {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn limits_clamp_and_never_reject_numbers() {
+        assert_eq!(clamped(&args(json!({})), "limit", 20, 1, 200), Ok(20));
+        assert_eq!(clamped(&args(json!({"limit": 0})), "limit", 20, 1, 200), Ok(1));
+        assert_eq!(clamped(&args(json!({"limit": -5})), "limit", 20, 1, 200), Ok(1));
+        assert_eq!(clamped(&args(json!({"limit": 1e300})), "limit", 20, 1, 200), Ok(200));
+        assert_eq!(clamped(&args(json!({"limit": 7.9})), "limit", 20, 1, 200), Ok(7));
+        assert_eq!(clamped(&args(json!({"limit": "30"})), "limit", 20, 1, 200), Ok(30));
+        assert_eq!(clamped(&args(json!({"limit": u64::MAX})), "limit", 20, 1, 200), Ok(200));
+        assert!(clamped(&args(json!({"limit": "many"})), "limit", 20, 1, 200).is_err());
+        assert!(clamped(&args(json!({"limit": true})), "limit", 20, 1, 200).is_err());
+    }
+
+    #[test]
+    fn required_strings_must_be_present_and_non_blank() {
+        assert!(required_str(&args(json!({"meeting_id": "  "})), "meeting_id").is_err());
+        assert!(required_str(&args(json!({"meeting_id": 5})), "meeting_id").is_err());
+        assert_eq!(required_str(&args(json!({"meeting_id": "m"})), "meeting_id"), Ok("m"));
+    }
+}

@@ -1,0 +1,136 @@
+//! The Streamable HTTP endpoint, stateless and JSON-only: POST of one JSON-RPC message
+//! answered with `application/json` (never an SSE stream, never a session id), 202 for
+//! notifications, 405 for every other method.
+//!
+//! Checks run in this order, each answering instead of a JSON-RPC response: method
+//! (405) → Origin (403) → token (401) → plan (402) → `MCP-Protocol-Version` header
+//! (400) → the message. So nothing about the body is revealed to an unauthenticated
+//! caller, as REST does with parameters.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, EmptyObject, Implementation, InitializeResult, ProtocolVersion, ServerCapabilities, ToolsCapability,
+};
+use serde_json::Value;
+
+use crate::auth;
+use crate::error::HttpError;
+use crate::rpc::{self, Incoming, RpcError};
+use crate::state::McpState;
+use crate::tools;
+use crate::urls::PublicUrls;
+
+const INSTRUCTIONS: &str = "Read-only access to the meetings this account syncs (metadata, notes, summaries, transcripts, action items) and to the notes others share with it. Use list_meetings or search_meetings to find meetings, then get_meeting or get_meeting_transcript.";
+
+pub async fn method_not_allowed() -> Response {
+    HttpError::MethodNotAllowed.into_response()
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Whether a browser origin may call: the configured list, the server's own origin,
+/// or a loopback origin when allowed.
+fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else { return true };
+    let Ok(origin) = origin.to_str() else { return false };
+    let config = &state.inner.config;
+    if origin.eq_ignore_ascii_case(own_origin) || config.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin)) {
+        return true;
+    }
+    config.allow_loopback_origins && is_loopback_origin(origin)
+}
+
+pub fn is_loopback_origin(origin: &str) -> bool {
+    match url::Url::parse(origin) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => match url.host() {
+            Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(address)) => address.is_loopback(),
+            Some(url::Host::Ipv6(address)) => address.is_loopback(),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let urls = PublicUrls::of(&state.inner.config, &headers);
+    if !origin_allowed(&state, &headers, &urls.origin) {
+        return HttpError::ForbiddenOrigin.into_response();
+    }
+    let caller = match auth::authorize(&state, &headers, || urls.resource_metadata()).await {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    // No header: the client speaks 2025-03-26 (as the transport spec says to assume).
+    let version = match headers.get("mcp-protocol-version") {
+        None => rpc::DEFAULT_VERSION,
+        Some(value) => match value.to_str().ok().and_then(rpc::supported) {
+            Some(version) => version,
+            None => return HttpError::UnsupportedProtocolVersion(String::from_utf8_lossy(value.as_bytes()).into_owned()).into_response(),
+        },
+    };
+    let (id, method, params) = match rpc::parse(&body) {
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+        Ok(Incoming::Notification | Incoming::Response) => return StatusCode::ACCEPTED.into_response(),
+        Err((id, error)) => return json_response(StatusCode::OK, rpc::error(id, &error)),
+    };
+    let body = match method.as_str() {
+        "initialize" => {
+            let requested = params.as_ref().and_then(|params| params.get("protocolVersion")).and_then(Value::as_str);
+            let negotiated = rpc::negotiate(requested);
+            // Only tools: no resources, no prompts, no logging. The tool list never changes.
+            let mut capabilities = ServerCapabilities::default();
+            let mut tools_capability = ToolsCapability::default();
+            tools_capability.list_changed = Some(false);
+            capabilities.tools = Some(tools_capability);
+            let result = InitializeResult::new(capabilities)
+                .with_protocol_version(version_of(negotiated))
+                .with_server_info(Implementation::new("recap", env!("CARGO_PKG_VERSION")).with_title("recap meeting notes"))
+                .with_instructions(INSTRUCTIONS);
+            rpc::respond(id, result)
+        }
+        "ping" => rpc::respond(id, EmptyObject {}),
+        "tools/list" => {
+            let catalog = &state.inner.catalog;
+            let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
+            rpc::respond_raw(&id, list)
+        }
+        "tools/call" => {
+            let params: CallToolRequestParams = match params.map(serde_json::from_value) {
+                Some(Ok(params)) => params,
+                _ => return json_response(StatusCode::OK, rpc::error(Some(id), &RpcError::InvalidParams("tools/call needs params {name, arguments}".into()))),
+            };
+            if !state.inner.catalog.contains(&params.name) {
+                return json_response(StatusCode::OK, rpc::error(Some(id), &RpcError::InvalidParams(format!("unknown tool: {}", params.name))));
+            }
+            let arguments = params.arguments.unwrap_or_default();
+            let result = match tools::call(&state, &caller.account_id, &params.name, &arguments).await {
+                Ok(text) => {
+                    let structured = if rpc::structured(version) { serde_json::from_str(&text).ok() } else { None };
+                    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                    result.structured_content = structured;
+                    result
+                }
+                Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_json())]),
+            };
+            let mut result = result;
+            result.result_type = None;
+            rpc::respond(id, result)
+        }
+        other => rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string())),
+    };
+    json_response(StatusCode::OK, body)
+}
+
+fn version_of(version: &'static str) -> ProtocolVersion {
+    match version {
+        "2025-06-18" => ProtocolVersion::V_2025_06_18,
+        "2025-11-25" => ProtocolVersion::V_2025_11_25,
+        _ => ProtocolVersion::V_2025_03_26,
+    }
+}
