@@ -1,0 +1,159 @@
+//! The limiter of the distributed edition: one Lua script per counted request does the
+//! sliding minute window (a sorted set of request instants) and the billing-period
+//! counter together, atomically, so every query-api process shares exact limits. It is
+//! sent as EVALSHA: one round trip per request once the script is cached.
+//!
+//! Policy when Redis is down or slow (every call is bounded by `timeout`): requests are
+//! still served — the limiter fails open to a per-process [`InProcessLimiter`] (so one
+//! process alone still enforces the limits locally), counts `fail_open_total`, warns at
+//! most once every 10 seconds, and skips Redis for one second before trying it again, so
+//! a hung Redis costs at most one timeout per second rather than one per request.
+//! Counting in Redis resumes by itself once it answers. Never a 5xx.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use recap_schemas::Timestamp;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, Usage, Verdict, MINUTE_MICROS};
+
+/// Checks the window and the quota, counts the request only when both admit it.
+/// KEYS: the account's minute set, the account's period counter.
+/// ARGV: window (µs), per-minute limit, period quota, period counter TTL (s), member.
+/// Returns {verdict (0 admitted, 1 rate limited, 2 quota exhausted), requests in the
+/// window, requests of the period, instant (µs) the blocking request leaves the window,
+/// instant (µs) of the oldest request in the window, now (µs)}.
+const SCRIPT: &str = r#"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local window = tonumber(ARGV[1])
+local per_minute = tonumber(ARGV[2])
+local quota = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+local function oldest()
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then return tonumber(first[2]) end
+  return 0
+end
+if count >= per_minute then
+  local blocking = 0
+  if per_minute > 0 then
+    local entry = redis.call('ZRANGE', KEYS[1], count - per_minute, count - per_minute, 'WITHSCORES')
+    if entry[2] then blocking = tonumber(entry[2]) end
+  end
+  return {1, count, used, blocking, oldest(), now}
+end
+if used >= quota then
+  return {2, count, used, 0, oldest(), now}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[5])
+redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000)
+used = redis.call('INCR', KEYS[2])
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+return {0, count + 1, used, 0, oldest(), now}
+"#;
+
+pub struct RedisLimiter {
+    connection: ConnectionManager,
+    script: redis::Script,
+    timeout: Duration,
+    clock: Arc<dyn Clock>,
+    local: InProcessLimiter,
+    /// Until when (µs) Redis is skipped after a failure.
+    skip_until: AtomicI64,
+    last_warning: AtomicI64,
+    /// Requests decided locally because Redis did not answer.
+    pub fail_open_total: AtomicU64,
+    sequence: AtomicU64,
+}
+
+fn seconds_until(instant: i64, now: i64) -> u64 {
+    ((instant + MINUTE_MICROS - now).max(1) as u64).div_ceil(1_000_000)
+}
+
+impl RedisLimiter {
+    /// Connects (bounded by `timeout`); reconnects by itself later.
+    pub async fn connect(url: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
+        let client = redis::Client::open(url).map_err(|error| LimiterError::Unavailable(error.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = tokio::time::timeout(timeout * 4, ConnectionManager::new_with_config(client, config))
+            .await
+            .map_err(|_| LimiterError::Unavailable("connecting to redis timed out".into()))?
+            .map_err(|error| LimiterError::Unavailable(error.to_string()))?;
+        Ok(RedisLimiter {
+            connection,
+            script: redis::Script::new(SCRIPT),
+            timeout,
+            local: InProcessLimiter::new(clock.clone()),
+            clock,
+            skip_until: AtomicI64::new(0),
+            last_warning: AtomicI64::new(0),
+            fail_open_total: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
+        })
+    }
+
+    async fn admit_in_redis(&self, account_id: &str, limits: &Limits, now: Timestamp) -> Result<Decision, String> {
+        let period = billing_period(limits.billing_cycle_anchor, now);
+        // One hash tag per account keeps both keys in one slot of a Redis cluster.
+        let minute_key = format!("recap:limit:{{{account_id}}}:minute");
+        let period_key = format!("recap:limit:{{{account_id}}}:period:{}", period.start.micros());
+        let ttl_seconds = ((period.end.micros() - now.micros()) / 1_000_000).max(1) + 86_400;
+        let member = format!("{}-{}-{}", now.micros(), std::process::id(), self.sequence.fetch_add(1, Ordering::Relaxed));
+        let mut connection = self.connection.clone();
+        let mut invocation = self.script.key(minute_key);
+        invocation.key(period_key).arg(MINUTE_MICROS).arg(limits.per_minute).arg(limits.period_quota).arg(ttl_seconds).arg(member);
+        let reply: Vec<i64> = tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
+            .await
+            .map_err(|_| format!("no answer within {} ms", self.timeout.as_millis()))?
+            .map_err(|error| error.to_string())?;
+        let [verdict, count, used, blocking, oldest, redis_now] = reply[..] else {
+            return Err(format!("unexpected script reply {reply:?}"));
+        };
+        let usage = Usage {
+            period,
+            quota_limit: limits.period_quota,
+            quota_used: used.max(0) as u64,
+            minute_limit: limits.per_minute,
+            minute_remaining: (limits.per_minute as i64 - count).max(0) as u32,
+            minute_reset_seconds: if oldest > 0 { seconds_until(oldest, redis_now) } else { 0 },
+        };
+        let verdict = match verdict {
+            0 => Verdict::Admitted,
+            1 => Verdict::RateLimited { retry_after_seconds: if blocking > 0 { seconds_until(blocking, redis_now) } else { 60 } },
+            _ => Verdict::QuotaExhausted,
+        };
+        Ok(Decision { verdict, usage })
+    }
+}
+
+#[async_trait]
+impl Limiter for RedisLimiter {
+    async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError> {
+        let now = self.clock.now();
+        if now.micros() >= self.skip_until.load(Ordering::Relaxed) {
+            match self.admit_in_redis(account_id, limits, now).await {
+                Ok(decision) => return Ok(decision),
+                Err(reason) => {
+                    self.skip_until.store(now.micros() + 1_000_000, Ordering::Relaxed);
+                    let last = self.last_warning.load(Ordering::Relaxed);
+                    if now.micros() - last >= 10_000_000 && self.last_warning.compare_exchange(last, now.micros(), Ordering::Relaxed, Ordering::Relaxed).is_ok()
+                    {
+                        tracing::warn!(%reason, "redis limiter unavailable: failing open to the local limiter");
+                    }
+                }
+            }
+        }
+        self.fail_open_total.fetch_add(1, Ordering::Relaxed);
+        self.local.admit(account_id, limits).await
+    }
+}
