@@ -196,3 +196,65 @@ pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
 pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>) -> anyhow::Result<usize> {
     recap_projector::kafka::produce(brokers, &lines, topic).await.map_err(anyhow::Error::msg)
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct QueryApiConfig {
+    #[command(flatten)]
+    pub scylla: ScyllaArgs,
+    #[command(flatten)]
+    pub rest: recap_query_api::RestConfig,
+    #[command(flatten)]
+    pub plans: recap_access::PlanConfig,
+    /// Redis holding the rate-limit windows and quota counters, shared by every replica.
+    #[arg(long, env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+    /// Bound of each limiter call, in milliseconds; past it the request is decided by
+    /// the process's local limiter (fail open).
+    #[arg(long, env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
+    pub redis_timeout_ms: u64,
+    /// Address of the REST API; its base_url is http://<this>/v1.
+    #[arg(long, env = "RECAP_REST_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+}
+
+/// `recap query-api`: the REST API over ScyllaDB and Redis until SIGTERM, then drains.
+pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
+    let mut shutdown = shutdown_watch();
+    let secret = config.rest.cursor_secret_bytes().context("RECAP_CURSOR_SECRET is required: every replica must sign cursors with the same key")?;
+    let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
+    let driver = config.scylla.connect(&mut shutdown).await?;
+    let readmodel = ReadModel::new(driver);
+    let timeout = Duration::from_millis(config.redis_timeout_ms);
+    let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
+    let limiter: Arc<dyn recap_access::Limiter> = loop {
+        match recap_access::RedisLimiter::connect(&config.redis_url, timeout, clock.clone()).await {
+            Ok(limiter) => break Arc::new(limiter),
+            Err(error) => {
+                tracing::warn!(%error, "redis not reachable yet, retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = shutdown.changed() => anyhow::bail!("stopped before redis was reachable"),
+                }
+            }
+        }
+    };
+    let stats = Arc::new(Stats::default());
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None }, shutdown.clone()).await?;
+    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+    println!("REST API  base_url http://{}/v1", listener.local_addr()?);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let router = recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest));
+    let mut stop = shutdown.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        })
+        .await
+        .context("serving the REST API")?;
+    let _ = admin.await;
+    Ok(())
+}

@@ -28,6 +28,9 @@ enum Command {
     Projector(distributed::ProjectorConfig),
     /// Distributed edition: create or upgrade the keyspace and tables (idempotent).
     Migrate(distributed::MigrateConfig),
+    /// Distributed edition: the REST API over ScyllaDB, limits in Redis.
+    #[command(name = "query-api")]
+    QueryApi(distributed::QueryApiConfig),
 }
 
 #[derive(Subcommand, Debug)]
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         },
         Command::Projector(config) => run_async("recap projector", distributed::projector(config)),
         Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
+        Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config)),
         Command::Serve(config) => {
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(runtime) => runtime,
