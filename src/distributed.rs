@@ -94,6 +94,10 @@ pub struct KafkaArgs {
     /// Comma-separated Kafka bootstrap servers.
     #[arg(long, env = "RECAP_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
     pub kafka_brokers: String,
+    /// Prefix of every topic name (e.g. `staging.`), so several deployments or test
+    /// runs can share one cluster.
+    #[arg(long, env = "RECAP_KAFKA_TOPIC_PREFIX", default_value = "")]
+    pub topic_prefix: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -180,9 +184,9 @@ pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
         brokers: config.kafka.kafka_brokers.clone(),
-        topics: config.topics.clone(),
+        topics: config.topics.iter().map(|topic| format!("{}{topic}", config.kafka.topic_prefix)).collect(),
         group_id: config.group.clone(),
-        dead_letter_topic: config.dead_letter_topic.clone(),
+        dead_letter_topic: format!("{}{}", config.kafka.topic_prefix, config.dead_letter_topic),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),
     };
@@ -193,8 +197,8 @@ pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
 }
 
 /// `recap events produce`: publishes JSON Lines envelopes to their topics.
-pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>) -> anyhow::Result<usize> {
-    recap_projector::kafka::produce(brokers, &lines, topic).await.map_err(anyhow::Error::msg)
+pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>, topic_prefix: &str) -> anyhow::Result<usize> {
+    recap_projector::kafka::produce(brokers, &lines, topic, topic_prefix).await.map_err(anyhow::Error::msg)
 }
 
 #[derive(Args, Debug, Clone)]

@@ -53,6 +53,9 @@ struct AppendArgs {
     /// With --kafka: publish every line to this topic instead of its contract topic.
     #[arg(long, requires = "kafka")]
     topic: Option<String>,
+    /// With --kafka: prefix of the contract topics' names.
+    #[arg(long, env = "RECAP_KAFKA_TOPIC_PREFIX", default_value = "")]
+    topic_prefix: String,
     /// Files of JSON Lines; standard input when none.
     files: Vec<PathBuf>,
 }
@@ -78,7 +81,7 @@ fn append(args: AppendArgs) -> Result<String, String> {
     if let Some(brokers) = &args.kafka {
         let lines: Vec<Vec<u8>> = validated.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()).map(<[u8]>::to_vec).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| error.to_string())?;
-        let sent = runtime.block_on(distributed::produce(brokers, lines, args.topic.as_deref())).map_err(|error| format!("{error:#}"))?;
+        let sent = runtime.block_on(distributed::produce(brokers, lines, args.topic.as_deref(), &args.topic_prefix)).map_err(|error| format!("{error:#}"))?;
         return Ok(format!("published {sent} events to {brokers}"));
     }
     let bytes = log.append_validated(&validated).map_err(|error| error.to_string())?;

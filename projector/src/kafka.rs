@@ -305,12 +305,12 @@ fn report_lag<C: ConsumerContext>(consumer: &StreamConsumer<C>, stats: &Stats, l
 /// account_id, the meeting's owner, team_id or share_id. Lines that do not decode are
 /// published as they are (tests publish poison events this way), keyed by what can be
 /// read of them.
-pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&str>) -> Result<usize, String> {
+pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&str>, topic_prefix: &str) -> Result<usize, String> {
     let producer = producer(brokers).map_err(|error| error.to_string())?;
     let mut deliveries = Vec::with_capacity(lines.len());
     for line in lines {
         let (topic, key) = route(line);
-        let topic = topic_override.map(str::to_string).unwrap_or(topic);
+        let topic = topic_override.map(str::to_string).unwrap_or_else(|| format!("{topic_prefix}{topic}"));
         let producer = producer.clone();
         let line = line.clone();
         deliveries.push(tokio::spawn(async move {
