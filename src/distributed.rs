@@ -32,8 +32,8 @@ pub struct ScyllaArgs {
     #[arg(long, env = "RECAP_SCYLLA_CONSISTENCY", default_value = "local_quorum")]
     pub consistency: String,
     /// Bound of every store request, in milliseconds.
-    #[arg(long, env = "RECAP_STORE_TIMEOUT_MS", default_value_t = 2_000)]
-    pub store_timeout_ms: u64,
+    #[arg(long = "store-timeout-ms", env = "RECAP_STORE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub scylla_timeout_ms: u64,
     /// Writes of one batch in flight at once.
     #[arg(long, env = "RECAP_SCYLLA_WRITE_CONCURRENCY", default_value_t = 256)]
     pub write_concurrency: usize,
@@ -41,7 +41,7 @@ pub struct ScyllaArgs {
 
 impl ScyllaArgs {
     pub fn timeout(&self) -> Duration {
-        Duration::from_millis(self.store_timeout_ms)
+        Duration::from_millis(self.scylla_timeout_ms)
     }
 
     /// Connects, retrying until the store answers (a role starts before its store).

@@ -144,3 +144,13 @@ fn run_async(role: &str, future: impl std::future::Future<Output = anyhow::Resul
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_role_has_a_consistent_command_line() {
+        super::Cli::command().debug_assert();
+    }
+}
