@@ -1,0 +1,293 @@
+//! Conformance of the eight tools and their results (spec/mcp-server.md: Tools,
+//! Results, Limits). Each test quotes the rule it checks.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array().unwrap().iter().map(|entry| entry["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn sorted_keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
+fn sorted(keys: &[&str]) -> Vec<String> {
+    let mut keys: Vec<String> = keys.iter().map(|key| key.to_string()).collect();
+    keys.sort();
+    keys
+}
+
+// "Each tool call returns one text content item whose text is JSON."
+#[tokio::test]
+async fn every_tool_returns_one_text_item_of_json() {
+    let world = World::new().await;
+    let calls = [
+        ("list_meetings", json!({})),
+        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
+        ("search_meetings", json!({"query": "budget"})),
+        ("list_pending_action_items", json!({})),
+        ("search_shared_notes", json!({"query": "budget"})),
+        ("get_shared_note", json!({"share_id": "shr_team"})),
+    ];
+    for (tool, arguments) in calls {
+        let result = world.call(tool, arguments).await;
+        assert_eq!(result["isError"], false, "{tool}: {result}");
+        text_json(&result);
+    }
+}
+
+// list_meetings: "Returns meetings, newest first, and pagination. pagination.total is null."
+#[tokio::test]
+async fn list_meetings_is_newest_first_with_a_null_total() {
+    let world = World::new().await;
+    let page = world.call_ok("list_meetings", json!({})).await;
+    let listed = ids(&page["meetings"]);
+    assert_eq!(listed.len(), 20, "default limit 20");
+    assert_eq!(listed[0], "mtg_standup_24");
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 20, "returned": 20, "total": null, "next_offset": 20}));
+    let rest = world.call_ok("list_meetings", json!({"offset": 20})).await;
+    assert_eq!(
+        ids(&rest["meetings"]),
+        ["mtg_standup_04", "mtg_standup_03", "mtg_standup_02", "mtg_standup_01", "mtg_standup_00", "mtg_budget", "mtg_weekly_2", "mtg_weekly_1"]
+    );
+    assert_eq!(rest["pagination"]["next_offset"], Value::Null);
+    // Entries have the REST meeting list entry's fields (contract: fields fixed).
+    assert_eq!(
+        sorted_keys(&rest["meetings"][5]),
+        sorted(&["id", "title", "kind", "status", "started_at", "ended_at", "created_at", "updated_at", "series_id"])
+    );
+}
+
+// list_meetings query: "case-insensitive substring of title or meeting identifier"; series_id: "exact recurring series identifier"
+#[tokio::test]
+async fn list_meetings_filters_by_substring_and_series() {
+    let world = World::new().await;
+    assert_eq!(ids(&world.call_ok("list_meetings", json!({"query": "WEEKLY"})).await["meetings"]), ["mtg_weekly_2", "mtg_weekly_1"]);
+    assert_eq!(ids(&world.call_ok("list_meetings", json!({"query": "standup_1"})).await["meetings"]).len(), 10);
+    assert_eq!(ids(&world.call_ok("list_meetings", json!({"query": "dget pla"})).await["meetings"]), ["mtg_budget"]);
+    assert_eq!(ids(&world.call_ok("list_meetings", json!({"series_id": "ser_weekly"})).await["meetings"]), ["mtg_weekly_2", "mtg_weekly_1"]);
+    assert_eq!(ids(&world.call_ok("list_meetings", json!({"series_id": "ser_weekly", "query": "_1"})).await["meetings"]), ["mtg_weekly_1"]);
+    assert!(ids(&world.call_ok("list_meetings", json!({"series_id": "SER_WEEKLY"})).await["meetings"]).is_empty());
+    let page = world.call_ok("list_meetings", json!({"series_id": "ser_weekly", "limit": 1})).await;
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 1, "returned": 1, "total": null, "next_offset": 1}));
+    // Another account's meetings never appear.
+    assert!(ids(&world.call_ok("list_meetings", json!({"query": "other"})).await["meetings"]).is_empty());
+}
+
+// "Out-of-range limit and offset values are clamped, not rejected." limit clamped to 1..200.
+#[tokio::test]
+async fn out_of_range_limits_and_offsets_are_clamped() {
+    let world = World::new().await;
+    for (limit, clamped) in [(json!(0), 1), (json!(-3), 1), (json!(1000), 200), (json!(2.9), 2), (json!("3"), 3)] {
+        let page = world.call_ok("list_meetings", json!({"limit": limit})).await;
+        assert_eq!(page["pagination"]["limit"], clamped, "{limit}");
+    }
+    let page = world.call_ok("list_meetings", json!({"offset": -10, "limit": 1})).await;
+    assert_eq!(page["pagination"]["offset"], 0);
+    let page = world.call_ok("search_shared_notes", json!({"query": "budget", "limit": 500})).await;
+    assert!(page["results"].as_array().unwrap().len() <= 20);
+    let page = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "limit": 100000})).await;
+    assert_eq!(page["pagination"]["limit"], 500);
+    // A non-numeric limit is an argument error, not a protocol error.
+    let error = world.call_err("list_meetings", json!({"limit": "lots"})).await;
+    assert_eq!(error["error"]["code"], "invalid_argument");
+}
+
+// get_meeting: metadata, note, summaries, participants, action_items; "Each note or summary carries its text in the field markdown"; "Transcript words are not included."
+#[tokio::test]
+async fn get_meeting_returns_the_detail_with_markdown() {
+    let world = World::new().await;
+    let meeting = world.call_ok("get_meeting", json!({"meeting_id": "mtg_weekly_1"})).await;
+    for field in [
+        "id",
+        "title",
+        "kind",
+        "status",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "ended_at",
+        "series_id",
+        "timezone",
+        "language",
+        "note",
+        "summaries",
+        "participants",
+        "action_items",
+    ] {
+        assert!(meeting.get(field).is_some(), "{field}");
+    }
+    assert_eq!(meeting["note"]["markdown"], meeting["note"]["text"]);
+    assert_eq!(meeting["note"]["markdown"], "Weekly sync\nAgenda\nBudget review");
+    assert_eq!(meeting["summaries"][0]["markdown"], "Summary text");
+    assert_eq!(meeting["series_id"], "ser_weekly");
+    assert_eq!(meeting["action_items"].as_array().unwrap().len(), 2);
+    assert!(meeting.get("transcript").is_none() && meeting.get("words").is_none());
+}
+
+// "a meeting that does not exist or is not the caller's (message of the form: meeting with the given identifier not found)"
+#[tokio::test]
+async fn unknown_and_foreign_meetings_are_tool_errors() {
+    let world = World::new().await;
+    for tool in ["get_meeting", "get_meeting_transcript", "get_recurring_meeting_history"] {
+        for id in ["mtg_x", "mtg_foreign"] {
+            let error = world.call_err(tool, json!({"meeting_id": id})).await;
+            assert_eq!(error["error"]["message"], format!("meeting {id} not found"), "{tool}");
+            assert_eq!(error["error"]["code"], "meeting_not_found");
+        }
+    }
+    // A deleted meeting disappears from every tool.
+    world.feed(&[events::meeting_deleted("acc_flow", "mtg_weekly_1", 5)]).await;
+    assert_eq!(world.call_err("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})).await["error"]["code"], "meeting_not_found");
+}
+
+// "This covers a missing required argument"
+#[tokio::test]
+async fn missing_required_arguments_are_tool_errors() {
+    let world = World::new().await;
+    for (tool, argument) in [
+        ("get_meeting", "meeting_id"),
+        ("get_meeting_transcript", "meeting_id"),
+        ("get_recurring_meeting_history", "meeting_id"),
+        ("search_meetings", "query"),
+        ("search_shared_notes", "query"),
+        ("get_shared_note", "share_id"),
+    ] {
+        for arguments in [json!({}), json!({argument: null}), json!({argument: ""}), json!({argument: 7})] {
+            let error = world.call_err(tool, arguments).await;
+            assert_eq!(error["error"]["code"], "invalid_argument");
+            assert!(error["error"]["message"].as_str().unwrap().contains(argument), "{error}");
+        }
+    }
+    // A call without any arguments object at all.
+    let response = world.rpc("tools/call", json!({"name": "get_meeting"})).await;
+    assert_eq!(response["result"]["isError"], true);
+}
+
+// "A tool that cannot answer returns a normal result with isError true ... a failure while reading data."
+#[tokio::test]
+async fn a_failed_read_is_a_tool_error() {
+    let world = World::new().await;
+    world.fail_table("meeting_details");
+    let error = world.call_err("get_meeting", json!({"meeting_id": "mtg_budget"})).await;
+    assert_eq!(error["error"]["code"], "unavailable");
+    world.fail_table("meetings_by_account");
+    assert_eq!(world.call_err("list_meetings", json!({})).await["error"]["code"], "unavailable");
+}
+
+// get_meeting_transcript: "pagination.total is the number of words; pagination.next_offset is null on the last page."
+#[tokio::test]
+async fn transcripts_page_by_word() {
+    let world = World::new().await;
+    let first = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "limit": 2})).await;
+    assert_eq!(first["meeting_id"], "mtg_weekly_1");
+    assert_eq!(first["text"], "Hello team budget");
+    assert_eq!(
+        first["words"],
+        json!([{"text": "Hello", "start_ms": 0, "end_ms": 200, "track": "speaker"}, {"text": "team", "start_ms": 300, "end_ms": 500, "track": "speaker"}])
+    );
+    assert_eq!(first["pagination"], json!({"offset": 0, "limit": 2, "returned": 2, "total": 3, "next_offset": 2}));
+    let last = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "offset": 2, "limit": 2})).await;
+    assert_eq!(last["words"].as_array().unwrap().len(), 1);
+    assert_eq!(last["pagination"], json!({"offset": 2, "limit": 2, "returned": 1, "total": 3, "next_offset": null}));
+    assert_eq!(last["text"], Value::Null, "the text comes with the first page");
+    let whole = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})).await;
+    assert_eq!(whole["pagination"], json!({"offset": 0, "limit": 200, "returned": 3, "total": 3, "next_offset": null}));
+}
+
+// "When a meeting has transcript text but no word timings, the first page returns the text with an empty words list."
+#[tokio::test]
+async fn a_transcript_without_word_timings_returns_its_text_and_no_words() {
+    let world = World::new().await;
+    let page = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_2"})).await;
+    assert_eq!(page["text"], "Only text here");
+    assert_eq!(page["words"], json!([]));
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 200, "returned": 0, "total": 0, "next_offset": null}));
+    let none = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_budget"})).await;
+    assert_eq!((none["text"].clone(), none["words"].clone()), (json!(""), json!([])));
+}
+
+// get_recurring_meeting_history: "Returns meetings of the same recurring series, newest first ... A meeting outside a series returns an empty list."
+#[tokio::test]
+async fn history_lists_the_series_and_is_empty_outside_one() {
+    let world = World::new().await;
+    let page = world.call_ok("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_weekly_2", "mtg_weekly_1"]);
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 20, "returned": 2, "total": 2, "next_offset": null}));
+    let page = world.call_ok("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1", "limit": 1})).await;
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 1, "returned": 1, "total": 2, "next_offset": 1}));
+    let lone = world.call_ok("get_recurring_meeting_history", json!({"meeting_id": "mtg_budget"})).await;
+    assert_eq!(lone, json!({"meetings": [], "pagination": {"offset": 0, "limit": 20, "returned": 0, "total": 0, "next_offset": null}}));
+}
+
+// search_meetings: "text to find in meeting titles and summaries, case-insensitive"; "pagination.total counts the matches."
+#[tokio::test]
+async fn search_meetings_counts_matches() {
+    let world = World::new().await;
+    let page = world.call_ok("search_meetings", json!({"query": "BUDGET"})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_budget"]);
+    assert_eq!(page["pagination"]["total"], 1);
+    // Every seeded meeting has a summary titled "Summary": 28 matches.
+    let page = world.call_ok("search_meetings", json!({"query": "summary", "limit": 2})).await;
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 2, "returned": 2, "total": 28, "next_offset": 2}));
+    let page = world.call_ok("search_meetings", json!({"query": "quarterly agreed"})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_budget"]);
+    let page = world.call_ok("search_meetings", json!({"query": "?!"})).await;
+    assert_eq!(page["pagination"]["total"], 0);
+}
+
+// list_pending_action_items: "Returns action_items whose status is todo or in_progress, newest first, each with meeting_id and meeting_title of its origin, and pagination."
+#[tokio::test]
+async fn pending_action_items_name_their_meeting() {
+    let world = World::new().await;
+    let page = world.call_ok("list_pending_action_items", json!({})).await;
+    let items = page["action_items"].as_array().unwrap();
+    assert_eq!(items.iter().map(|item| item["id"].as_str().unwrap()).collect::<Vec<_>>(), ["ai_loose", "ai_doing", "ai_todo"]);
+    assert_eq!(items[1]["meeting_id"], "mtg_weekly_2");
+    assert_eq!(items[1]["meeting_title"], "Weekly sync");
+    assert_eq!((items[0]["meeting_id"].clone(), items[0]["meeting_title"].clone()), (Value::Null, Value::Null));
+    assert!(items.iter().all(|item| item.get("meeting").is_none()));
+    assert_eq!(page["pagination"], json!({"offset": 0, "limit": 20, "returned": 3, "total": null, "next_offset": null}));
+    let page = world.call_ok("list_pending_action_items", json!({"limit": 2})).await;
+    assert_eq!(page["pagination"]["next_offset"], 2);
+}
+
+// search_shared_notes: "Returns results, each with share_id, title, team, published_at and snippet." Shared with the caller's teams included.
+#[tokio::test]
+async fn search_shared_notes_returns_snippets_of_what_is_shared_with_the_caller() {
+    let world = World::new().await;
+    let found = world.call_ok("search_shared_notes", json!({"query": "Budget"})).await;
+    let results = found["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "shr_private is not shared with the caller: {found}");
+    let result = &results[0];
+    assert_eq!(sorted_keys(result), sorted(&["share_id", "title", "team", "published_at", "snippet"]));
+    assert_eq!(result["share_id"], "shr_team");
+    assert_eq!(result["team"], json!({"id": "team_design", "name": "Design"}));
+    assert!(result["snippet"].as_str().unwrap().contains("budget for Q3"));
+    assert_eq!(world.call_ok("search_shared_notes", json!({"query": "budget nonexistentword"})).await["results"], json!([]));
+}
+
+// get_shared_note: "Returns share_id, title, team, published_at, text (up to 12,000 characters) and truncated."
+#[tokio::test]
+async fn get_shared_note_cuts_text_at_12000_characters() {
+    let world = World::new().await;
+    let long = world.call_ok("get_shared_note", json!({"share_id": "shr_long"})).await;
+    assert_eq!(long["text"].as_str().unwrap().chars().count(), 12_000);
+    assert_eq!(long["truncated"], true);
+    assert_eq!(long["team"], Value::Null);
+    let short = world.call_ok("get_shared_note", json!({"share_id": "shr_team"})).await;
+    assert_eq!(short["truncated"], false);
+    assert_eq!(short["text"], "Q3 planning\nDecisions\nThe budget for Q3 is approved.");
+    assert_eq!(sorted_keys(&short), sorted(&["share_id", "title", "team", "published_at", "text", "truncated"]));
+    for id in ["shr_private", "shr_none"] {
+        let error = world.call_err("get_shared_note", json!({"share_id": id})).await;
+        assert_eq!(error["error"]["code"], "shared_note_not_found");
+    }
+}

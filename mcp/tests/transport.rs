@@ -1,0 +1,339 @@
+//! Conformance of the endpoint, its protocol handling and its authentication
+//! (spec/mcp-server.md: Transport, Errors, Authentication, Versioning). Each test
+//! quotes the rule it checks.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use common::*;
+use recap_mcp::McpConfig;
+use serde_json::{json, Value};
+
+const INITIALIZE: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+// "{mcp_url} receives POST requests, each with one JSON-RPC 2.0 message; the response is JSON."
+#[tokio::test]
+async fn post_one_message_gets_a_json_response() {
+    let world = World::new().await;
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let body = reply.json();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], 1);
+}
+
+// "The server is stateless: there is no session."
+#[tokio::test]
+async fn no_session_id_is_issued_or_needed() {
+    let world = World::new().await;
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert!(reply.header("mcp-session-id").is_none());
+    // A tools/call without any initialize on this "connection" works.
+    let reply = world.post_raw(Some(FLOW_PAT), r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["id"], "a");
+}
+
+// "It speaks MCP protocol 2025-03-26" / "It declares only the tools capability, with no resources and no prompts."
+#[tokio::test]
+async fn initialize_answers_2025_03_26_with_only_tools() {
+    let world = World::new().await;
+    let result = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await.json()["result"].clone();
+    assert_eq!(result["protocolVersion"], "2025-03-26");
+    let capabilities = result["capabilities"].as_object().unwrap();
+    assert_eq!(capabilities.keys().collect::<Vec<_>>(), vec!["tools"]);
+    assert_eq!(result["serverInfo"]["name"], "recap");
+    assert!(result.get("resultType").is_none());
+}
+
+// Forward compatibility: a client asking 2025-06-18 or 2025-11-25 gets that version; unknown or older gets 2025-03-26.
+#[tokio::test]
+async fn initialize_negotiates_newer_versions_and_falls_back_for_unknown_ones() {
+    let world = World::new().await;
+    for (asked, answered) in [("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"), ("2024-11-05", "2025-03-26"), ("2030-01-01", "2025-03-26")] {
+        let response = world.rpc("initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
+        assert_eq!(response["result"]["protocolVersion"], answered, "asked {asked}");
+    }
+}
+
+// "Batches are not supported." / -32600 "invalid JSON-RPC request, or a batch"
+#[tokio::test]
+async fn a_batch_is_an_invalid_request() {
+    let world = World::new().await;
+    let reply = world.post_raw(Some(FLOW_PAT), r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = reply.json();
+    assert_eq!(body["error"]["code"], -32600);
+    assert_eq!(body["id"], Value::Null);
+}
+
+// "GET (the optional event stream) returns 405. Any non-POST request returns 405."
+#[tokio::test]
+async fn get_and_every_other_method_return_405() {
+    let world = World::new().await;
+    for method in ["GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"] {
+        let request = Request::builder().method(method).uri("/mcp").header("authorization", format!("Bearer {FLOW_PAT}")).body(Body::empty()).unwrap();
+        let reply = world.send(request).await;
+        assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(reply.header("allow"), Some("POST"));
+    }
+    // Even without a token: the method is checked first.
+    let reply = world.send(Request::get("/mcp").header("accept", "text/event-stream").body(Body::empty()).unwrap()).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+// "Supported methods: initialize, ping, tools/list, tools/call."
+#[tokio::test]
+async fn ping_answers_an_empty_result() {
+    let world = World::new().await;
+    assert_eq!(world.rpc("ping", json!({})).await, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+}
+
+// "Notifications are accepted with 202 and no body."
+#[tokio::test]
+async fn notifications_get_202_without_a_body() {
+    let world = World::new().await;
+    for body in
+        [r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#]
+    {
+        let reply = world.post_raw(Some(FLOW_PAT), body, &[]).await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED);
+        assert!(reply.body.is_empty());
+    }
+}
+
+// -32700 "the body is not valid JSON"
+#[tokio::test]
+async fn invalid_json_is_a_parse_error() {
+    let world = World::new().await;
+    let body = world.post_raw(Some(FLOW_PAT), r#"{"jsonrpc":"2.0","id":1,"method":"#, &[]).await.json();
+    assert_eq!(body["error"]["code"], -32700);
+    assert_eq!(body["id"], Value::Null);
+}
+
+// -32600 "invalid JSON-RPC request"
+#[tokio::test]
+async fn invalid_request_objects_are_invalid_requests() {
+    let world = World::new().await;
+    for body in [
+        r#"{"id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":42}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}"#,
+        r#""just a string""#,
+    ] {
+        let reply = world.post_raw(Some(FLOW_PAT), body, &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{body}");
+        assert_eq!(reply.json()["error"]["code"], -32600, "{body}");
+    }
+}
+
+// -32601 "unsupported method"
+#[tokio::test]
+async fn unsupported_methods_are_method_not_found() {
+    let world = World::new().await;
+    for method in ["resources/list", "prompts/list", "logging/setLevel", "completion/complete", "nope"] {
+        let response = world.rpc(method, json!({})).await;
+        assert_eq!(response["error"]["code"], -32601, "{method}");
+        assert_eq!(response["id"], 1);
+    }
+}
+
+// -32602 "unknown tool"
+#[tokio::test]
+async fn an_unknown_tool_is_invalid_params() {
+    let world = World::new().await;
+    let response = world.rpc("tools/call", json!({"name": "delete_everything", "arguments": {}})).await;
+    assert_eq!(response["error"]["code"], -32602);
+    let response = world.rpc("tools/call", json!({"arguments": {}})).await;
+    assert_eq!(response["error"]["code"], -32602);
+}
+
+// "Every tool is read-only and idempotent." Annotations readOnlyHint, idempotentHint, openWorldHint false; the spec's order.
+#[tokio::test]
+async fn tools_list_names_the_eight_tools_in_the_spec_order_with_annotations() {
+    let world = World::new().await;
+    let tools = world.rpc("tools/list", json!({})).await["result"]["tools"].clone();
+    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|tool| tool["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "list_meetings",
+            "get_meeting",
+            "get_meeting_transcript",
+            "get_recurring_meeting_history",
+            "search_meetings",
+            "list_pending_action_items",
+            "search_shared_notes",
+            "get_shared_note"
+        ]
+    );
+    for tool in tools.as_array().unwrap() {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true);
+        assert_eq!(tool["annotations"]["idempotentHint"], true);
+        assert_eq!(tool["annotations"]["openWorldHint"], false);
+        assert_eq!(tool["inputSchema"]["type"], "object");
+        // outputSchema is for 2025-06-18 and later.
+        assert!(tool.get("outputSchema").is_none());
+    }
+    let required = |name: &str| tools.as_array().unwrap().iter().find(|tool| tool["name"] == name).unwrap()["inputSchema"]["required"].clone();
+    assert_eq!(required("get_meeting"), json!(["meeting_id"]));
+    assert_eq!(required("search_meetings"), json!(["query"]));
+    assert_eq!(required("list_meetings"), Value::Null);
+}
+
+// structuredContent and outputSchema for clients on 2025-06-18 or later (the header names the version).
+#[tokio::test]
+async fn clients_on_2025_06_18_get_output_schemas_and_structured_content() {
+    let world = World::new().await;
+    let header = [("mcp-protocol-version", "2025-06-18")];
+    let tools = world.rpc_as(FLOW_PAT, "tools/list", json!({}), &header).await["result"]["tools"].clone();
+    for tool in tools.as_array().unwrap() {
+        assert_eq!(tool["outputSchema"]["type"], "object", "{}", tool["name"]);
+    }
+    let result =
+        world.rpc_as(FLOW_PAT, "tools/call", json!({"name": "get_meeting", "arguments": {"meeting_id": "mtg_budget"}}), &header).await["result"].clone();
+    assert_eq!(result["structuredContent"], text_json(&result));
+    let old = world.call("get_meeting", json!({"meeting_id": "mtg_budget"})).await;
+    assert!(old.get("structuredContent").is_none());
+}
+
+// Validate MCP-Protocol-Version: absent is fine, an unsupported value is 400.
+#[tokio::test]
+async fn an_unsupported_protocol_version_header_is_400() {
+    let world = World::new().await;
+    for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let reply = world.post_raw(Some(FLOW_PAT), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[("mcp-protocol-version", version)]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{version}");
+    }
+    for version in ["1999-01-01", "latest", "2024-11-05"] {
+        let reply = world.post_raw(Some(FLOW_PAT), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[("mcp-protocol-version", version)]).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{version}");
+        assert_eq!(reply.json()["error"]["code"], "invalid_request");
+    }
+}
+
+// A present Origin not allowed by configuration is 403; absent, loopback and configured origins pass.
+#[tokio::test]
+async fn origins_not_allowed_are_403() {
+    let world = World::with_config(McpConfig { allowed_origins: vec!["https://app.example.com".into()], ..McpConfig::default() }).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for (origin, status) in [
+        ("https://evil.example", StatusCode::FORBIDDEN),
+        ("null", StatusCode::FORBIDDEN),
+        ("https://app.example.com.evil.example", StatusCode::FORBIDDEN),
+        ("https://app.example.com", StatusCode::OK),
+        ("http://localhost:6274", StatusCode::OK),
+        ("http://127.0.0.1:3000", StatusCode::OK),
+        ("http://mcp.test:8080", StatusCode::OK),
+    ] {
+        let reply = world.post_raw(Some(FLOW_PAT), ping, &[("origin", origin)]).await;
+        assert_eq!(reply.status, status, "{origin}");
+    }
+    // Forbidden before the token is even looked at.
+    assert_eq!(world.post_raw(None, ping, &[("origin", "https://evil.example")]).await.status, StatusCode::FORBIDDEN);
+    let strict = World::with_config(McpConfig { allow_loopback_origins: false, ..McpConfig::default() }).await;
+    assert_eq!(strict.post_raw(Some(FLOW_PAT), ping, &[("origin", "http://localhost:6274")]).await.status, StatusCode::FORBIDDEN);
+}
+
+fn assert_challenge(reply: &Reply) {
+    let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(r#"resource_metadata="http://mcp.test:8080/mcp/.well-known/oauth-protected-resource""#), "{challenge}");
+}
+
+// "A missing, unknown, expired or revoked token returns 401 with a WWW-Authenticate header pointing to the protected-resource metadata."
+#[tokio::test]
+async fn missing_unknown_and_malformed_tokens_are_401_with_the_metadata_pointer() {
+    let world = World::new().await;
+    let reply = world.post_raw(None, INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_challenge(&reply);
+    assert_eq!(reply.json()["error"]["code"], "unauthorized");
+    for token in ["svc_pat_unknown", "svc_oat_unknown", "sk_live_123", "svc_pat_", "svc_oat_"] {
+        let reply = world.post_raw(Some(token), INITIALIZE, &[]).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{token}");
+        assert_challenge(&reply);
+        assert!(!reply.body.contains(token) || token.len() < 9, "the token is echoed");
+    }
+    let reply = world
+        .send(Request::post("/mcp").header("host", "mcp.test:8080").header("authorization", "Basic dXNlcjpwYXNz").body(Body::from(INITIALIZE)).unwrap())
+        .await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_revoked_pat_is_401_token_revoked() {
+    let world = World::new().await;
+    let reply = world.post_raw(Some(REVOKED_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_challenge(&reply);
+    assert_eq!(reply.json()["error"]["code"], "token_revoked");
+    // Revocation is seen on the next request.
+    world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
+    assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::UNAUTHORIZED);
+}
+
+// 402 "the plan does not include MCP; the body code is feature_not_included or no_plan"
+#[tokio::test]
+async fn plans_without_mcp_are_402() {
+    let world = World::new().await;
+    let reply = world.post_raw(Some(ENTERPRISE_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(reply.json(), json!({"error": {"code": "feature_not_included", "message": "the plan does not include MCP", "feature": "mcp"}}));
+    let reply = world.post_raw(Some(NO_PLAN_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(reply.json()["error"]["code"], "no_plan");
+    // "The plan is checked on every request": a downgrade takes effect at once.
+    world.feed(&[events::account("acc_flow", Some("enterprise"), None, 2)]).await;
+    assert_eq!(world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await.status, StatusCode::PAYMENT_REQUIRED);
+}
+
+// 503 "the token or plan could not be verified; retry shortly"
+#[tokio::test]
+async fn an_unreachable_store_is_503() {
+    let world = World::new().await;
+    world.fail_table("tokens_by_hash");
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert_eq!(reply.json()["error"]["code"], "unavailable");
+}
+
+#[tokio::test]
+async fn a_stalled_store_is_503_within_the_bound() {
+    let world = World::with_config(McpConfig { store_timeout_ms: Some(100), ..McpConfig::default() }).await;
+    world.stall_table("accounts");
+    let started = std::time::Instant::now();
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+// Never 500 for input, never a panic: garbage bodies and headers.
+#[tokio::test]
+async fn garbage_never_causes_a_500() {
+    let world = World::new().await;
+    let bodies = [
+        "",
+        "\u{0}",
+        "null",
+        "123",
+        "{}",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_meeting","arguments":[1,2]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_meeting","arguments":{"meeting_id":{"$ne":1}}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_meetings","arguments":{"limit":1e400}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":5}}"#,
+        r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}"#,
+    ];
+    for body in bodies {
+        let reply = world.post_raw(Some(FLOW_PAT), body, &[]).await;
+        assert!(reply.status.is_success() || reply.status.is_client_error(), "{body}: {}", reply.status);
+    }
+}
