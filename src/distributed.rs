@@ -262,3 +262,45 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
     let _ = admin.await;
     Ok(())
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct McpRoleConfig {
+    #[command(flatten)]
+    pub scylla: ScyllaArgs,
+    #[command(flatten)]
+    pub plans: recap_access::PlanConfig,
+    #[command(flatten)]
+    pub mcp: recap_mcp::McpConfig,
+    /// Address of the MCP server; its mcp_url is http://<this>/mcp.
+    #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+}
+
+/// `recap mcp`: the MCP server and its OAuth authorization server over ScyllaDB until
+/// SIGTERM, then drains. Its OAuth state lives in the store, so any replica serves any
+/// request.
+pub async fn mcp(config: McpRoleConfig) -> anyhow::Result<()> {
+    let mut shutdown = shutdown_watch();
+    let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
+    let driver = config.scylla.connect(&mut shutdown).await?;
+    let readmodel = ReadModel::new(driver);
+    let stats = Arc::new(Stats::default());
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None }, shutdown.clone()).await?;
+    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+    println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let router = recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp));
+    let mut stop = shutdown.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        })
+        .await
+        .context("serving MCP")?;
+    let _ = admin.await;
+    Ok(())
+}

@@ -1,7 +1,8 @@
 //! `recap`, the one binary. Every role is a library function; this file only parses the
 //! command line (flags and `RECAP_*` variables) and starts the role asked for:
-//! `serve` (the embedded edition: projector + REST + MCP over one data dir) and
-//! `events append` (adds contract events to the embedded log).
+//! `serve` (the embedded edition: projector + REST + MCP over one data dir),
+//! `events append` (adds contract events to the embedded log or publishes them to
+//! Kafka), and the distributed roles `projector`, `query-api`, `mcp` and `migrate`.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -31,6 +32,8 @@ enum Command {
     /// Distributed edition: the REST API over ScyllaDB, limits in Redis.
     #[command(name = "query-api")]
     QueryApi(distributed::QueryApiConfig),
+    /// Distributed edition: the MCP server and its OAuth authorization server over ScyllaDB.
+    Mcp(distributed::McpRoleConfig),
 }
 
 #[derive(Subcommand, Debug)]
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Projector(config) => run_async("recap projector", distributed::projector(config)),
         Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
         Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config)),
+        Command::Mcp(config) => run_async("recap mcp", distributed::mcp(config)),
         Command::Serve(config) => {
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(runtime) => runtime,

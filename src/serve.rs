@@ -45,6 +45,8 @@ pub struct ServeConfig {
     pub rest: recap_query_api::RestConfig,
     #[command(flatten)]
     pub plans: recap_access::PlanConfig,
+    #[command(flatten)]
+    pub mcp: recap_mcp::McpConfig,
 }
 
 /// Reads the cursor-signing key from the data dir, creating it on first start.
@@ -131,7 +133,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
 
     let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
     let rest_router = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest));
-    let mcp_router = mcp_router(readmodel.clone());
+    let mcp_router = recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp));
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()) });
 
     println!("recap serving data dir {}", config.data_dir.display());
@@ -185,9 +187,4 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         Err(error) => return Err(error).context("projector task"),
     }
     Ok(())
-}
-
-/// The MCP router.
-pub fn mcp_router(_readmodel: ReadModel) -> axum::Router {
-    axum::Router::new()
 }

@@ -49,7 +49,7 @@ pub struct McpConfig {
     /// Bound of every store call on the request path, in milliseconds; unset: the
     /// driver's own bound. A call that takes longer answers 503 (auth) or an isError
     /// result (tools).
-    #[arg(long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
+    #[arg(id = "mcp_store_timeout_ms", long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
 }
 

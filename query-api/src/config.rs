@@ -17,7 +17,7 @@ pub struct RestConfig {
     pub rate_limit_per_minute: u32,
     /// Bound of each store and limiter call of a request, in milliseconds; past it the
     /// request is answered 503 unavailable. Unset: the store driver's own timeout.
-    #[arg(long = "rest-store-timeout-ms", env = "RECAP_REST_STORE_TIMEOUT_MS")]
+    #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", env = "RECAP_REST_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
 }
 
