@@ -212,6 +212,9 @@ pub struct QueryApiConfig {
     /// Redis holding the rate-limit windows and quota counters, shared by every replica.
     #[arg(long, env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+    /// Prefix of every Redis key, so deployments can share one Redis.
+    #[arg(long, env = "RECAP_REDIS_KEY_PREFIX", default_value = "recap:")]
+    pub redis_key_prefix: String,
     /// Bound of each limiter call, in milliseconds; past it the request is decided by
     /// the process's local limiter (fail open).
     #[arg(long, env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
@@ -234,7 +237,7 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
     let timeout = Duration::from_millis(config.redis_timeout_ms);
     let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
     let limiter: Arc<dyn recap_access::Limiter> = loop {
-        match recap_access::RedisLimiter::connect(&config.redis_url, timeout, clock.clone()).await {
+        match recap_access::RedisLimiter::connect(&config.redis_url, &config.redis_key_prefix, timeout, clock.clone()).await {
             Ok(limiter) => break Arc::new(limiter),
             Err(error) => {
                 tracing::warn!(%error, "redis not reachable yet, retrying");

@@ -61,6 +61,7 @@ return {0, count + 1, used, 0, oldest(), now}
 pub struct RedisLimiter {
     connection: ConnectionManager,
     script: redis::Script,
+    key_prefix: String,
     timeout: Duration,
     clock: Arc<dyn Clock>,
     local: InProcessLimiter,
@@ -78,7 +79,9 @@ fn seconds_until(instant: i64, now: i64) -> u64 {
 
 impl RedisLimiter {
     /// Connects (bounded by `timeout`); reconnects by itself later.
-    pub async fn connect(url: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
+    /// Keys are `<key_prefix>limit:{<account>}:...`, so deployments (or test runs) can
+    /// share one Redis.
+    pub async fn connect(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
         let client = redis::Client::open(url).map_err(|error| LimiterError::Unavailable(error.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -92,6 +95,7 @@ impl RedisLimiter {
         Ok(RedisLimiter {
             connection,
             script: redis::Script::new(SCRIPT),
+            key_prefix: key_prefix.to_string(),
             timeout,
             local: InProcessLimiter::new(clock.clone()),
             clock,
@@ -105,8 +109,9 @@ impl RedisLimiter {
     async fn admit_in_redis(&self, account_id: &str, limits: &Limits, now: Timestamp) -> Result<Decision, String> {
         let period = billing_period(limits.billing_cycle_anchor, now);
         // One hash tag per account keeps both keys in one slot of a Redis cluster.
-        let minute_key = format!("recap:limit:{{{account_id}}}:minute");
-        let period_key = format!("recap:limit:{{{account_id}}}:period:{}", period.start.micros());
+        let prefix = &self.key_prefix;
+        let minute_key = format!("{prefix}limit:{{{account_id}}}:minute");
+        let period_key = format!("{prefix}limit:{{{account_id}}}:period:{}", period.start.micros());
         let ttl_seconds = ((period.end.micros() - now.micros()) / 1_000_000).max(1) + 86_400;
         let member = format!("{}-{}-{}", now.micros(), std::process::id(), self.sequence.fetch_add(1, Ordering::Relaxed));
         let mut connection = self.connection.clone();
