@@ -1,0 +1,504 @@
+//! The OAuth 2.1 authorization server (spec/mcp-server.md: Authentication, OAuth
+//! details 1–5) and its abuse cases: wrong verifier, code replay, expired code, near-miss
+//! redirect URIs, refresh-token reuse, revoked PAT.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::*;
+use serde_json::{json, Value};
+
+async fn mcp_status(world: &World, token: &str) -> (StatusCode, Value) {
+    let reply =
+        world.post_raw(Some(token), r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_meetings","arguments":{"limit":1}}}"#, &[]).await;
+    let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+    (reply.status, body)
+}
+
+// "Metadata is published at /.well-known/oauth-protected-resource and /.well-known/oauth-authorization-server under {mcp_url}." (+ RFC 8414/9728 root forms)
+#[tokio::test]
+async fn metadata_is_published_under_mcp_url_and_at_the_rfc_paths() {
+    let world = World::new().await;
+    for path in ["/mcp/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+        let reply = world.get(path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        let document = reply.json();
+        assert_eq!(document["resource"], "http://mcp.test:8080/mcp");
+        assert_eq!(document["authorization_servers"], json!(["http://mcp.test:8080/mcp"]));
+        assert_eq!(document["scopes_supported"], json!(["svc:read"]));
+    }
+    for path in ["/mcp/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp", "/.well-known/oauth-authorization-server"] {
+        let reply = world.get(path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        let document = reply.json();
+        assert_eq!(document["issuer"], "http://mcp.test:8080/mcp");
+        assert_eq!(document["authorization_endpoint"], "http://mcp.test:8080/mcp/authorize");
+        assert_eq!(document["token_endpoint"], "http://mcp.test:8080/mcp/token");
+        assert_eq!(document["registration_endpoint"], "http://mcp.test:8080/mcp/register");
+        assert_eq!(document["revocation_endpoint"], "http://mcp.test:8080/mcp/revoke");
+        assert_eq!(document["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(document["token_endpoint_auth_methods_supported"], json!(["none"]));
+        assert_eq!(document["grant_types_supported"], json!(["authorization_code", "refresh_token"]));
+        assert_eq!(document["authorization_response_iss_parameter_supported"], true);
+    }
+}
+
+// The issuer equals the URL the document is fetched under (Host, X-Forwarded-Proto).
+#[tokio::test]
+async fn the_issuer_follows_the_host_the_client_used() {
+    let world = World::new().await;
+    let request = axum::http::Request::get("/.well-known/oauth-authorization-server/mcp")
+        .header("host", "mcp.example.com")
+        .header("x-forwarded-proto", "https")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(world.send(request).await.json()["issuer"], "https://mcp.example.com/mcp");
+}
+
+// "Dynamic client registration at /register ... public clients without a secret"
+#[tokio::test]
+async fn registration_creates_a_public_client() {
+    let world = World::new().await;
+    for path in ["/mcp/register", "/register"] {
+        let reply = world.post_json(path, &json!({"client_name": "Claude", "redirect_uris": ["https://claude.ai/api/mcp/auth_callback", "http://localhost:33418/cb"], "token_endpoint_auth_method": "client_secret_post"})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        let client = reply.json();
+        assert!(client["client_id"].as_str().unwrap().starts_with("mcpc_"));
+        assert_eq!(client["token_endpoint_auth_method"], "none");
+        assert!(client.get("client_secret").is_none());
+        assert_eq!(client["grant_types"], json!(["authorization_code", "refresh_token"]));
+        assert_eq!(client["redirect_uris"], json!(["https://claude.ai/api/mcp/auth_callback", "http://localhost:33418/cb"]));
+    }
+}
+
+// RFC 7591 §3.2.2: invalid_redirect_uri and invalid_client_metadata.
+#[tokio::test]
+async fn bad_registrations_are_rfc_7591_errors() {
+    let world = World::new().await;
+    for (body, code) in [
+        (json!({"redirect_uris": ["http://evil.example/cb"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://ok.example/cb#fragment"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["myapp://callback"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": []}), "invalid_redirect_uri"),
+        (json!({"client_name": "x"}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "grant_types": ["client_credentials"]}), "invalid_client_metadata"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "response_types": ["token"]}), "invalid_client_metadata"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "scope": "admin"}), "invalid_client_metadata"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "client_name": 5}), "invalid_client_metadata"),
+        (json!([1, 2]), "invalid_client_metadata"),
+    ] {
+        let reply = world.post_json("/mcp/register", &body).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(reply.json()["error"], code, "{body}");
+    }
+}
+
+fn authorize_query(client_id: &str, redirect_uri: &str, extra: &[(&str, &str)]) -> String {
+    let challenge = challenge(VERIFIER);
+    let mut pairs = vec![
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect_uri),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+        ("state", "st8"),
+        ("scope", "svc:read"),
+    ];
+    for (key, value) in extra {
+        pairs.retain(|(existing, _)| existing != key);
+        if !value.is_empty() {
+            pairs.push((key, value));
+        }
+    }
+    url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
+// "On the authorization page the user proves identity with a personal access token."
+#[tokio::test]
+async fn the_authorization_page_names_the_client_and_scope_and_asks_for_a_pat() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &[]))).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.header("content-type").unwrap().starts_with("text/html"));
+    assert!(reply.body.contains("Test &lt;Client&gt;"), "the client's name, escaped");
+    assert!(reply.body.contains("svc:read"));
+    assert!(reply.body.contains("<form method=\"POST\""));
+    assert!(reply.body.contains("name=\"pat\""));
+    assert_eq!(reply.header("x-frame-options"), Some("DENY"));
+}
+
+// RFC 6749 §4.1.2.1: an invalid client or redirect URI is shown, never redirected to.
+#[tokio::test]
+async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_error_page() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let near_misses = [
+        "http://127.0.0.1:47124/callback",
+        "http://127.0.0.1:47123/callback/",
+        "http://127.0.0.1:47123/Callback",
+        "http://localhost:47123/callback",
+        "http://127.0.0.1:47123/callback?x=1",
+        "https://evil.example/callback",
+    ];
+    for redirect_uri in near_misses {
+        let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, redirect_uri, &[]))).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{redirect_uri}");
+        assert!(reply.header("location").is_none());
+        assert!(reply.body.contains("Authorization failed"));
+    }
+    let reply = world.get(&format!("/mcp/authorize?{}", authorize_query("mcpc_unknown", REDIRECT_URI, &[]))).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.header("location").is_none());
+    // The POST is held to the same rule.
+    let reply = world.post_form("/mcp/authorize", &[("client_id", &client_id), ("redirect_uri", near_misses[0]), ("pat", FLOW_PAT)]).await;
+    assert!(reply.header("location").is_none());
+}
+
+// "authorization code flow with PKCE method S256": plain and a missing challenge are refused (redirect with error, state and iss).
+#[tokio::test]
+async fn pkce_s256_is_required() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    for (extra, error) in [
+        (vec![("code_challenge_method", "plain")], "invalid_request"),
+        (vec![("code_challenge_method", "")], "invalid_request"),
+        (vec![("code_challenge", "")], "invalid_request"),
+        (vec![("response_type", "token")], "unsupported_response_type"),
+        (vec![("scope", "svc:write")], "invalid_scope"),
+    ] {
+        let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &extra))).await;
+        assert_eq!(reply.status, StatusCode::FOUND, "{extra:?}");
+        let (base, pairs) = location_query(&reply);
+        assert_eq!(base, REDIRECT_URI);
+        assert_eq!(query_value(&pairs, "error").as_deref(), Some(error), "{extra:?}");
+        assert_eq!(query_value(&pairs, "state").as_deref(), Some("st8"));
+        assert_eq!(query_value(&pairs, "iss").as_deref(), Some("http://mcp.test:8080/mcp"));
+        assert!(query_value(&pairs, "code").is_none());
+    }
+}
+
+// Approval redirects to the exact registered redirect URI with code, state and iss (RFC 9207).
+#[tokio::test]
+async fn approval_redirects_with_code_state_and_iss() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let challenge = challenge(VERIFIER);
+    let reply = world
+        .post_form(
+            "/mcp/authorize",
+            &[
+                ("response_type", "code"),
+                ("client_id", &client_id),
+                ("redirect_uri", REDIRECT_URI),
+                ("code_challenge", &challenge),
+                ("code_challenge_method", "S256"),
+                ("state", "opaque state"),
+                ("pat", FLOW_PAT),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    let (base, pairs) = location_query(&reply);
+    assert_eq!(base, REDIRECT_URI);
+    assert!(query_value(&pairs, "code").is_some_and(|code| code.len() >= 43));
+    assert_eq!(query_value(&pairs, "state").as_deref(), Some("opaque state"));
+    assert_eq!(query_value(&pairs, "iss").as_deref(), Some("http://mcp.test:8080/mcp"));
+}
+
+#[tokio::test]
+async fn bad_pats_and_denial_do_not_issue_codes() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let challenge = challenge(VERIFIER);
+    let form = |pat: &'static str, decision: &'static str| {
+        vec![
+            ("response_type", "code".to_string()),
+            ("client_id", client_id.clone()),
+            ("redirect_uri", REDIRECT_URI.to_string()),
+            ("code_challenge", challenge.clone()),
+            ("code_challenge_method", "S256".to_string()),
+            ("state", "s".to_string()),
+            ("pat", pat.to_string()),
+            ("decision", decision.to_string()),
+        ]
+    };
+    for (pat, status) in [
+        ("svc_pat_nope", StatusCode::UNAUTHORIZED),
+        (REVOKED_PAT, StatusCode::UNAUTHORIZED),
+        (ENTERPRISE_PAT, StatusCode::PAYMENT_REQUIRED),
+        ("", StatusCode::BAD_REQUEST),
+    ] {
+        let pairs = form(pat, "approve");
+        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+        let reply = world.post_form("/mcp/authorize", &borrowed).await;
+        assert_eq!(reply.status, status, "{pat}");
+        assert!(reply.header("location").is_none());
+        assert!(reply.body.contains("name=\"pat\""), "the form is shown again");
+        assert!(!pat.starts_with("svc_") || !reply.body.contains(pat), "the PAT is never echoed");
+    }
+    let pairs = form("", "deny");
+    let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let reply = world.post_form("/mcp/authorize", &borrowed).await;
+    let (_, query) = location_query(&reply);
+    assert_eq!(query_value(&query, "error").as_deref(), Some("access_denied"));
+}
+
+// The whole flow: the svc_oat_ token works on /mcp; access tokens last one hour.
+#[tokio::test]
+async fn a_code_exchange_issues_a_working_one_hour_access_token() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let reply = exchange(&world, &client_id, &code).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    let tokens = reply.json();
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["expires_in"], 3600);
+    assert_eq!(tokens["scope"], "svc:read");
+    let access = tokens["access_token"].as_str().unwrap();
+    assert!(access.starts_with("svc_oat_"));
+    let (status, body) = mcp_status(&world, access).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["isError"], false);
+    world.advance_clock(Duration::from_secs(3599));
+    assert_eq!(mcp_status(&world, access).await.0, StatusCode::OK);
+    world.advance_clock(Duration::from_secs(2));
+    let reply = world.post_raw(Some(access), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "expired after one hour");
+    assert!(reply.header("www-authenticate").unwrap().contains("resource_metadata="));
+}
+
+// Abuse: a wrong PKCE verifier.
+#[tokio::test]
+async fn a_wrong_verifier_is_invalid_grant() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    for verifier in ["wrong-verifier-0123456789-0123456789-0123456789", "short", ""] {
+        let reply = world
+            .post_form(
+                "/mcp/token",
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("redirect_uri", REDIRECT_URI),
+                    ("client_id", &client_id),
+                    ("code_verifier", verifier),
+                ],
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{verifier}");
+        assert!(["invalid_grant", "invalid_request"].contains(&reply.json()["error"].as_str().unwrap()));
+    }
+}
+
+// Abuse: code replay revokes what the code issued.
+#[tokio::test]
+async fn replaying_a_code_fails_and_revokes_the_tokens_it_issued() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let tokens = exchange(&world, &client_id, &code).await.json();
+    let access = tokens["access_token"].as_str().unwrap();
+    assert_eq!(mcp_status(&world, access).await.0, StatusCode::OK);
+    let replay = exchange(&world, &client_id, &code).await;
+    assert_eq!(replay.status, StatusCode::BAD_REQUEST);
+    assert_eq!(replay.json()["error"], "invalid_grant");
+    let (status, body) = mcp_status(&world, access).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"]["code"], "token_revoked");
+    assert_eq!(refresh(&world, &client_id, tokens["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
+}
+
+// Abuse: codes live at most 10 minutes.
+#[tokio::test]
+async fn an_expired_code_is_invalid_grant() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    world.advance_clock(Duration::from_secs(601));
+    let reply = exchange(&world, &client_id, &code).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.json()["error"], "invalid_grant");
+}
+
+// redirect_uri must match the authorization request; the code belongs to its client.
+#[tokio::test]
+async fn a_mismatched_redirect_uri_or_client_is_invalid_grant() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI, "http://127.0.0.1:47123/other"]).await;
+    let other_client = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    for (client, redirect_uri) in [(client_id.as_str(), "http://127.0.0.1:47123/other"), (other_client.as_str(), REDIRECT_URI)] {
+        let reply = world
+            .post_form(
+                "/mcp/token",
+                &[("grant_type", "authorization_code"), ("code", &code), ("redirect_uri", redirect_uri), ("client_id", client), ("code_verifier", VERIFIER)],
+            )
+            .await;
+        assert_eq!(reply.json()["error"], "invalid_grant", "{client} {redirect_uri}");
+    }
+    let reply =
+        world.post_form("/mcp/token", &[("grant_type", "authorization_code"), ("code", &code), ("client_id", &client_id), ("code_verifier", VERIFIER)]).await;
+    assert_eq!(reply.json()["error"], "invalid_grant", "redirect_uri omitted although the request named it");
+    let reply = world
+        .post_form(
+            "/mcp/token",
+            &[("grant_type", "authorization_code"), ("code", &code), ("redirect_uri", REDIRECT_URI), ("client_id", "mcpc_nobody"), ("code_verifier", VERIFIER)],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reply.json()["error"], "invalid_client");
+    // The legitimate exchange still works.
+    assert_eq!(exchange(&world, &client_id, &code).await.status, StatusCode::OK);
+}
+
+// "Refresh tokens last 30 days and rotate on every use."
+#[tokio::test]
+async fn refresh_tokens_rotate_and_last_30_days() {
+    let world = World::new().await;
+    let (client_id, _, refresh_1) = connect(&world, FLOW_PAT).await;
+    let reply = refresh(&world, &client_id, &refresh_1).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let tokens = reply.json();
+    let refresh_2 = tokens["refresh_token"].as_str().unwrap().to_string();
+    assert_ne!(refresh_2, refresh_1);
+    assert_eq!(mcp_status(&world, tokens["access_token"].as_str().unwrap()).await.0, StatusCode::OK);
+    world.advance_clock(Duration::from_secs(30 * 86_400 - 60));
+    let reply = refresh(&world, &client_id, &refresh_2).await;
+    assert_eq!(reply.status, StatusCode::OK, "still within 30 days");
+    let refresh_3 = reply.json()["refresh_token"].as_str().unwrap().to_string();
+    world.advance_clock(Duration::from_secs(30 * 86_400 + 1));
+    let reply = refresh(&world, &client_id, &refresh_3).await;
+    assert_eq!(reply.json()["error"], "invalid_grant", "expired after 30 days");
+}
+
+// Abuse: presenting a rotated refresh token revokes the whole grant.
+#[tokio::test]
+async fn reusing_a_rotated_refresh_token_revokes_the_grant() {
+    let world = World::new().await;
+    let (client_id, _, refresh_1) = connect(&world, FLOW_PAT).await;
+    let tokens = refresh(&world, &client_id, &refresh_1).await.json();
+    let (access_2, refresh_2) = (tokens["access_token"].as_str().unwrap().to_string(), tokens["refresh_token"].as_str().unwrap().to_string());
+    let reuse = refresh(&world, &client_id, &refresh_1).await;
+    assert_eq!(reuse.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reuse.json()["error"], "invalid_grant");
+    assert_eq!(mcp_status(&world, &access_2).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(refresh(&world, &client_id, &refresh_2).await.json()["error"], "invalid_grant");
+}
+
+// "Revoking that token also revokes every OAuth connection it authorized."
+#[tokio::test]
+async fn revoking_the_pat_revokes_every_connection_it_authorized() {
+    let world = World::new().await;
+    let (client_a, access_a, refresh_a) = connect(&world, FLOW2_PAT).await;
+    let (_, access_b, _) = connect(&world, FLOW2_PAT).await;
+    let (_, access_other, _) = connect(&world, FLOW_PAT).await;
+    assert_eq!(mcp_status(&world, &access_a).await.0, StatusCode::OK);
+    world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
+    for access in [&access_a, &access_b] {
+        let (status, body) = mcp_status(&world, access).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["code"], "token_revoked");
+    }
+    assert_eq!(refresh(&world, &client_a, &refresh_a).await.json()["error"], "invalid_grant");
+    assert_eq!(mcp_status(&world, &access_other).await.0, StatusCode::OK, "connections approved with another PAT live on");
+}
+
+// A code approved with a PAT revoked before the exchange issues nothing.
+#[tokio::test]
+async fn a_code_approved_by_a_since_revoked_pat_is_invalid_grant() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW2_PAT).await;
+    world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
+    assert_eq!(exchange(&world, &client_id, &code).await.json()["error"], "invalid_grant");
+}
+
+// RFC 7009 revocation: a refresh token revokes the grant, an access token itself; unknown tokens are 200.
+#[tokio::test]
+async fn revocation_follows_rfc_7009() {
+    let world = World::new().await;
+    let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
+    let reply = world.post_form("/mcp/revoke", &[("token", &access), ("client_id", &client_id)]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(refresh(&world, &client_id, &refresh_token).await.status, StatusCode::OK, "the refresh token survives an access token's revocation");
+    let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
+    assert_eq!(world.post_form("/revoke", &[("token", &refresh_token), ("token_type_hint", "refresh_token")]).await.status, StatusCode::OK);
+    assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(refresh(&world, &client_id, &refresh_token).await.json()["error"], "invalid_grant");
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", "svc_oat_unknown")]).await.status, StatusCode::OK);
+    let reply = world.post_form("/mcp/revoke", &[]).await;
+    assert_eq!((reply.status, reply.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_request")));
+}
+
+// RFC 6749 §5.2 errors with proper statuses.
+#[tokio::test]
+async fn token_endpoint_errors_follow_rfc_6749() {
+    let world = World::new().await;
+    for (pairs, status, error) in [
+        (vec![("grant_type", "password"), ("username", "a")], StatusCode::BAD_REQUEST, "unsupported_grant_type"),
+        (vec![("grant_type", "client_credentials")], StatusCode::BAD_REQUEST, "unsupported_grant_type"),
+        (vec![], StatusCode::BAD_REQUEST, "invalid_request"),
+        (vec![("grant_type", "authorization_code")], StatusCode::BAD_REQUEST, "invalid_request"),
+        (vec![("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
+        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope")], StatusCode::BAD_REQUEST, "invalid_grant"),
+        (vec![("grant_type", "authorization_code"), ("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
+    ] {
+        let reply = world.post_form("/mcp/token", &pairs).await;
+        assert_eq!(reply.status, status, "{pairs:?}");
+        assert_eq!(reply.json()["error"], error, "{pairs:?}");
+        assert_eq!(reply.header("cache-control"), Some("no-store"));
+    }
+}
+
+// "only hashes of tokens and codes stored": no stored row holds a token or code value.
+#[tokio::test]
+async fn only_hashes_of_tokens_and_codes_are_stored() {
+    use recap_readmodel::tables::{OAUTH_CODES, OAUTH_GRANTS, OAUTH_TOKENS};
+    use recap_readmodel::Val;
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let tokens = exchange(&world, &client_id, &code).await.json();
+    let driver = world.readmodel.driver();
+    let secrets = [code.as_str(), tokens["access_token"].as_str().unwrap(), tokens["refresh_token"].as_str().unwrap(), FLOW_PAT];
+    assert!(driver.get(&OAUTH_CODES, &[Val::text(&code)], &[]).await.unwrap().is_none());
+    let code_row = driver.get(&OAUTH_CODES, &[Val::text(recap_access::token_sha256(&code))], &[]).await.unwrap().expect("the code's hash is the key");
+    let access_row = driver.get(&OAUTH_TOKENS, &[Val::text(recap_access::token_sha256(secrets[1]))], &[]).await.unwrap().expect("access hash");
+    let refresh_row = driver.get(&OAUTH_TOKENS, &[Val::text(recap_access::token_sha256(secrets[2]))], &[]).await.unwrap().expect("refresh hash");
+    let grant_id = serde_json::from_str::<Value>(&access_row.body).unwrap()["grant_id"].as_str().unwrap().to_string();
+    let grant_row = driver.get(&OAUTH_GRANTS, &[Val::text(&grant_id)], &[]).await.unwrap().expect("grant");
+    for row in [&code_row, &access_row, &refresh_row, &grant_row] {
+        for secret in secrets {
+            assert!(!row.body.contains(secret), "a stored row holds a secret: {}", row.body);
+        }
+    }
+}
+
+// OAuth state lives in the store: a second router over the same store continues the flow (any pod serves any step).
+#[tokio::test]
+async fn any_router_over_the_same_store_continues_a_flow() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let second = recap_mcp::router(recap_mcp::McpState::new(world.readmodel.clone(), recap_access::Plans::default(), &recap_mcp::McpConfig::default()));
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT_URI),
+            ("client_id", client_id.as_str()),
+            ("code_verifier", VERIFIER),
+        ])
+        .finish();
+    let request =
+        axum::http::Request::post("/mcp/token").header("content-type", "application/x-www-form-urlencoded").body(axum::body::Body::from(body)).unwrap();
+    let response = tower::ServiceExt::oneshot(second, request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
