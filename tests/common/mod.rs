@@ -1,9 +1,16 @@
 //! The black-box harness: starts the real `recap serve` on port 0 over a temporary data
 //! dir, feeds it events through `recap events append`, and waits on the operations
 //! listener's `/progress` (never on sleeps). Event builders live in `events`.
+//!
+//! With `RECAP_TEST_EDITION=distributed` (what `make test` sets for its second pass over
+//! the conformance suites), `Server::start()` and `Server::builder().env(..).start()`
+//! start the distributed edition instead (`cluster.rs`): the same URLs, `feed` produces
+//! to Kafka and waits for the projector. Tests that need a data dir or `serve` flags are
+//! about the embedded edition and always run it.
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod events;
 
 use std::io::{BufRead, BufReader, Write};
@@ -27,10 +34,19 @@ pub struct Server {
     pub mcp_url: String,
     /// `http://127.0.0.1:<port>/`
     pub admin_url: String,
+    /// Every REST base_url (two query-api processes in the distributed edition).
+    pub base_urls: Vec<String>,
     /// Everything the server printed on standard output.
     pub stdout: Vec<String>,
     extra_args: Vec<String>,
     envs: Vec<(String, String)>,
+    /// The distributed edition, when that is what runs.
+    pub cluster: Option<cluster::Cluster>,
+}
+
+/// Whether the black-box suites run against the distributed edition.
+pub fn distributed() -> bool {
+    std::env::var("RECAP_TEST_EDITION").is_ok_and(|edition| edition == "distributed")
 }
 
 pub struct ServerBuilder {
@@ -57,6 +73,22 @@ impl ServerBuilder {
     }
 
     pub fn start(self) -> Server {
+        if distributed() && self.data_dir.is_none() && self.args.is_empty() {
+            let cluster = cluster::Cluster::start(&self.envs);
+            return Server {
+                child: None,
+                data_dir: PathBuf::new(),
+                _temp: None,
+                base_url: cluster.query_apis[0].url.clone(),
+                mcp_url: cluster.mcp.url.clone(),
+                admin_url: cluster.projectors[0].admin_url.clone(),
+                base_urls: cluster.query_apis.iter().map(|role| role.url.clone()).collect(),
+                stdout: Vec::new(),
+                extra_args: Vec::new(),
+                envs: self.envs,
+                cluster: Some(cluster),
+            };
+        }
         let (temp, data_dir) = match self.data_dir {
             Some(path) => (None, path),
             None => {
@@ -72,9 +104,11 @@ impl ServerBuilder {
             base_url: String::new(),
             mcp_url: String::new(),
             admin_url: String::new(),
+            base_urls: Vec::new(),
             stdout: Vec::new(),
             extra_args: self.args,
             envs: self.envs,
+            cluster: None,
         };
         server.spawn();
         server
@@ -132,6 +166,7 @@ impl Server {
             }
             self.stdout.push(line);
         }
+        self.base_urls = vec![self.base_url.clone()];
         // Keep what follows (the demo token lines) without blocking the server.
         let deadline = Instant::now() + Duration::from_millis(200);
         while let Ok(line) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
@@ -142,6 +177,10 @@ impl Server {
 
     /// Appends JSON lines through `recap events append`; panics when refused.
     pub fn append(&self, lines: &[String]) {
+        if let Some(cluster) = &self.cluster {
+            cluster.produce(lines);
+            return;
+        }
         let output = append_lines(&self.data_dir, lines);
         assert!(output.status.success(), "recap events append failed: {}", String::from_utf8_lossy(&output.stderr));
     }
@@ -154,6 +193,10 @@ impl Server {
 
     /// Waits until the projector has applied everything appended so far.
     pub fn wait_caught_up(&self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.wait_projected();
+            return;
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let progress = self.progress();
@@ -177,6 +220,10 @@ impl Server {
 
     /// SIGKILL: no chance to clean up.
     pub fn kill9(&mut self) {
+        if let Some(cluster) = &mut self.cluster {
+            cluster.projectors.iter_mut().chain(cluster.query_apis.iter_mut()).chain(std::iter::once(&mut cluster.mcp)).for_each(cluster::Role::kill9);
+            return;
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -185,6 +232,13 @@ impl Server {
 
     /// SIGTERM, then waits for a clean exit.
     pub fn stop(&mut self) -> std::process::ExitStatus {
+        if let Some(cluster) = &mut self.cluster {
+            let mut statuses: Vec<std::process::ExitStatus> = Vec::new();
+            for role in cluster.query_apis.iter_mut().chain(std::iter::once(&mut cluster.mcp)).chain(cluster.projectors.iter_mut()) {
+                statuses.extend(role.stop());
+            }
+            return statuses.into_iter().find(|status| !status.success()).unwrap_or_else(|| std::process::ExitStatus::default());
+        }
         let mut child = self.child.take().expect("running");
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -199,6 +253,19 @@ impl Server {
 
     /// Starts again over the same data dir.
     pub fn restart(&mut self) {
+        if let Some(cluster) = &mut self.cluster {
+            for role in cluster.projectors.iter_mut().chain(cluster.query_apis.iter_mut()).chain(std::iter::once(&mut cluster.mcp)) {
+                if role.child.is_some() {
+                    role.stop();
+                }
+                role.start();
+            }
+            self.base_url = cluster.query_apis[0].url.clone();
+            self.base_urls = cluster.query_apis.iter().map(|role| role.url.clone()).collect();
+            self.mcp_url = cluster.mcp.url.clone();
+            self.admin_url = cluster.projectors[0].admin_url.clone();
+            return;
+        }
         if self.child.is_some() {
             self.stop();
         }

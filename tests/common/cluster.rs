@@ -1,0 +1,268 @@
+//! The distributed edition under test: one `recap projector`, two `recap query-api` and
+//! one `recap mcp` process over the real engines started by `make up` (Kafka, Cassandra
+//! standing in for ScyllaDB, Redis), isolated per test by their own topic prefix,
+//! keyspace, consumer group and Redis key prefix. Engine addresses come from
+//! `RECAP_KAFKA_BROKERS`, `RECAP_SCYLLA_NODES` and `RECAP_REDIS_URL`, or from the file
+//! `make up` writes (`~/.cache/recap/engines/env`).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::recap_bin;
+
+/// Where the engines listen.
+#[derive(Clone, Debug)]
+pub struct Engines {
+    pub brokers: String,
+    pub scylla_nodes: String,
+    pub redis_url: String,
+}
+
+impl Engines {
+    pub fn from_env() -> Engines {
+        let mut values: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        if let Some(home) = std::env::var_os("HOME") {
+            let path = std::path::Path::new(&home).join(".cache/recap/engines/env");
+            for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+                let line = line.trim().trim_start_matches("export ");
+                if let Some((key, value)) = line.split_once('=') {
+                    values.insert(key.trim().to_string(), value.trim().trim_matches('"').trim_matches('\'').to_string());
+                }
+            }
+        }
+        let get = |key: &str, default: &str| std::env::var(key).ok().or_else(|| values.get(key).cloned()).unwrap_or_else(|| default.to_string());
+        Engines {
+            brokers: get("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"),
+            scylla_nodes: get("RECAP_SCYLLA_NODES", "127.0.0.1:9042"),
+            redis_url: get("RECAP_REDIS_URL", "redis://127.0.0.1:6379"),
+        }
+    }
+}
+
+static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
+
+/// A unique, CQL- and Kafka-safe name for one test's resources.
+pub fn run_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or_default();
+    format!("t{}_{}_{}", std::process::id(), nanos % 1_000_000_000, NEXT_RUN.fetch_add(1, Ordering::SeqCst))
+}
+
+/// One running role and what it printed.
+pub struct Role {
+    pub name: String,
+    pub child: Option<Child>,
+    pub args: Vec<String>,
+    pub envs: Vec<(String, String)>,
+    pub url: String,
+    pub admin_url: String,
+}
+
+impl Role {
+    fn spawn(name: &str, args: Vec<String>, envs: Vec<(String, String)>) -> Role {
+        let mut role = Role { name: name.to_string(), child: None, args, envs, url: String::new(), admin_url: String::new() };
+        role.start();
+        role
+    }
+
+    pub fn start(&mut self) {
+        let mut command = Command::new(recap_bin());
+        command.args(&self.args).env("RECAP_LOG", "error").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        for (key, value) in &self.envs {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap_or_else(|error| panic!("start recap {}: {error}", self.name));
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, receiver) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.child = Some(child);
+        self.url.clear();
+        self.admin_url.clear();
+        let wants_url = self.name != "projector";
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.admin_url.is_empty() || (wants_url && self.url.is_empty()) {
+            let line = receiver
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("recap {} did not print its URLs (are the engines up? `make up`)", self.name));
+            if let Some(url) = line.split("base_url ").nth(1).or_else(|| line.split("mcp_url ").nth(1)) {
+                self.url = url.trim().to_string();
+            }
+            if let Some(url) = line.split("admin_url ").nth(1) {
+                self.admin_url = url.trim().trim_end_matches('/').to_string() + "/";
+            }
+        }
+        std::thread::spawn(move || while receiver.recv().is_ok() {});
+        // Ready means its store answers.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, _, _) = super::get(&format!("{}readyz", self.admin_url), None);
+            if status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "recap {} never became ready", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// The whole distributed edition for one test.
+pub struct Cluster {
+    pub id: String,
+    pub engines: Engines,
+    pub projectors: Vec<Role>,
+    pub query_apis: Vec<Role>,
+    pub mcp: Role,
+    /// Events produced so far: the projector has caught up when it accounted for all.
+    pub produced: AtomicU64,
+    pub topic_prefix: String,
+    pub keyspace: String,
+    common_envs: Vec<(String, String)>,
+}
+
+impl Cluster {
+    /// Starts every role; `envs` go to every process (settings such as
+    /// `RECAP_REST_RATE_LIMIT_PER_MINUTE` apply to both editions alike).
+    pub fn start(envs: &[(String, String)]) -> Cluster {
+        let engines = Engines::from_env();
+        let id = run_id();
+        let topic_prefix = format!("{id}.");
+        let keyspace = format!("recap_{id}");
+        create_topics(&engines.brokers, &topic_prefix);
+        let mut common: Vec<(String, String)> = vec![
+            ("RECAP_KAFKA_BROKERS".into(), engines.brokers.clone()),
+            ("RECAP_KAFKA_TOPIC_PREFIX".into(), topic_prefix.clone()),
+            ("RECAP_KAFKA_GROUP".into(), format!("{id}-projector")),
+            ("RECAP_SCYLLA_NODES".into(), engines.scylla_nodes.clone()),
+            ("RECAP_SCYLLA_KEYSPACE".into(), keyspace.clone()),
+            ("RECAP_SCYLLA_CONSISTENCY".into(), "local_quorum".into()),
+            ("RECAP_REDIS_URL".into(), engines.redis_url.clone()),
+            ("RECAP_REDIS_KEY_PREFIX".into(), format!("{id}:")),
+            ("RECAP_CURSOR_SECRET".into(), format!("cursor-secret-of-{id}-0123456789abcdef")),
+            ("RECAP_ADMIN_LISTEN".into(), "127.0.0.1:0".into()),
+            ("RECAP_REST_LISTEN".into(), "127.0.0.1:0".into()),
+            ("RECAP_MCP_LISTEN".into(), "127.0.0.1:0".into()),
+            ("RECAP_PROJECTOR_BATCH_WAIT_MS".into(), "2".into()),
+        ];
+        common.extend(envs.iter().cloned());
+        let migrate = Command::new(recap_bin())
+            .args(["migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"])
+            .envs(common.iter().map(|(key, value)| (key.as_str(), value.as_str())))
+            .output()
+            .expect("run recap migrate");
+        assert!(migrate.status.success(), "recap migrate failed: {}", String::from_utf8_lossy(&migrate.stderr));
+        let projectors = vec![Role::spawn("projector", vec!["projector".into()], common.clone())];
+        let query_apis = (0..2).map(|_| Role::spawn("query-api", vec!["query-api".into()], common.clone())).collect();
+        let mcp = Role::spawn("mcp", vec!["mcp".into()], common.clone());
+        Cluster { id, engines, projectors, query_apis, mcp, produced: AtomicU64::new(0), topic_prefix, keyspace, common_envs: common }
+    }
+
+    /// Another projector in the same consumer group (rebalance tests).
+    pub fn add_projector(&mut self) {
+        self.projectors.push(Role::spawn("projector", vec!["projector".into()], self.common_envs.clone()));
+    }
+
+    /// Publishes events to their contract topics with their contract keys.
+    pub fn produce(&self, lines: &[String]) {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        use std::io::Write;
+        for line in lines {
+            writeln!(file, "{line}").expect("write events");
+        }
+        let output = Command::new(recap_bin())
+            .args(["events", "append", "--kafka", &self.engines.brokers, "--topic-prefix", &self.topic_prefix])
+            .arg(file.path())
+            .output()
+            .expect("run recap events append --kafka");
+        assert!(output.status.success(), "producing failed: {}", String::from_utf8_lossy(&output.stderr));
+        self.produced.fetch_add(lines.len() as u64, Ordering::SeqCst);
+    }
+
+    /// Events every projector accounted for (applied, stale, skipped or dead-lettered).
+    pub fn accounted(&self) -> u64 {
+        self.projectors
+            .iter()
+            .filter(|role| role.child.is_some())
+            .map(|role| {
+                let (_, _, body) = super::get(&format!("{}progress", role.admin_url), None);
+                let progress: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                ["applied", "stale", "skipped_unknown", "dead_lettered"].iter().map(|key| progress[*key].as_u64().unwrap_or(0)).sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Waits until the projectors accounted for every produced event.
+    pub fn wait_projected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let want = self.produced.load(Ordering::SeqCst);
+        loop {
+            let accounted = self.accounted();
+            if accounted >= want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "projected {accounted} of {want} events");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Creates the run's topics (3 partitions each, the dead-letter topic 1).
+fn create_topics(brokers: &str, prefix: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("kafka admin client");
+        let names: Vec<(String, i32)> = [("recap.accounts.v1", 3), ("recap.meetings.v1", 3), ("recap.sharing.v1", 3), ("recap.deadletter.v1", 1)]
+            .iter()
+            .map(|(name, partitions)| (format!("{prefix}{name}"), *partitions))
+            .collect();
+        let topics: Vec<NewTopic> = names.iter().map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1))).collect();
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = admin.create_topics(&topics, &options).await.expect("create topics (are the engines up? `make up`)");
+        for result in results {
+            if let Err((topic, code)) = result {
+                assert_eq!(code, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists, "creating {topic}");
+            }
+        }
+    });
+}
