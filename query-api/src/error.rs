@@ -11,19 +11,28 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
-    InvalidRequest { param: &'static str, message: String },
+    InvalidRequest {
+        param: &'static str,
+        message: String,
+    },
     Unauthorized,
     TokenRevoked,
     FeatureNotIncluded,
     NoPlan,
-    QuotaExhausted { used: u64, limit: u64, resets_at: Timestamp },
+    QuotaExhausted {
+        used: u64,
+        limit: u64,
+        resets_at: Timestamp,
+    },
     TeamPlanRequired,
     NotFound,
     MeetingNotFound,
     SharedNoteNotFound,
     TeamNotFound,
     MethodNotAllowed,
-    RateLimited { retry_after_seconds: u64 },
+    RateLimited {
+        retry_after_seconds: u64,
+    },
     /// A failure on the service side; the detail is logged, not sent.
     Internal(String),
     /// A backend (store, limiter) did not answer in time or at all; the detail is logged.

@@ -142,9 +142,10 @@ pub fn has_unindexable_word(query: &str) -> bool {
 /// The cursor parameter, verified against its binding; None when absent.
 pub fn cursor(query: &str, signer: &CursorSigner, binding: &str) -> Result<Option<Vec<Val>>, ApiError> {
     let Some(text) = query_param(query, "cursor")? else { return Ok(None) };
-    signer.open(binding, &text).map(Some).ok_or_else(|| {
-        ApiError::invalid("cursor", "cursor is not a next_cursor this endpoint issued for these filters; send the same filters with every page")
-    })
+    signer
+        .open(binding, &text)
+        .map(Some)
+        .ok_or_else(|| ApiError::invalid("cursor", "cursor is not a next_cursor this endpoint issued for these filters; send the same filters with every page"))
 }
 
 #[cfg(test)]

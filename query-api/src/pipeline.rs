@@ -159,7 +159,9 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
             detail = error.detail().unwrap_or_default(),
             "rest request failed"
         ),
-        Some(error) => tracing::debug!(route = trace.route, status = status.as_u16(), code = error.code(), request_id = request_id_text, "rest request refused"),
+        Some(error) => {
+            tracing::debug!(route = trace.route, status = status.as_u16(), code = error.code(), request_id = request_id_text, "rest request refused")
+        }
     }
     headers.insert(X_REQUEST_ID.clone(), request_id);
     response

@@ -1,0 +1,353 @@
+//! A seeded world for router tests: a temporary embedded store filled through the real
+//! projection, the REST router over it, and a manual clock driving the limiter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use recap_access::{InProcessLimiter, ManualClock, Plans};
+use recap_query_api::{router, RestConfig, RestState};
+use recap_readmodel::table::Table;
+use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_schemas::Timestamp;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+pub const ALICE: &str = "svc_pat_alice_0123456789";
+pub const BOB: &str = "svc_pat_bob_0123456789";
+pub const CAROL: &str = "svc_pat_carol_0123456789";
+pub const NO_PLAN: &str = "svc_pat_noplan_0123456789";
+pub const BASIC: &str = "svc_pat_basic_0123456789";
+pub const ENTERPRISE: &str = "svc_pat_enterprise_0123456789";
+pub const REVOKED: &str = "svc_pat_revoked_0123456789";
+pub const SMALL_QUOTA: &str = "svc_pat_small_0123456789";
+
+/// The instant the tests' clock starts at.
+pub const NOW: &str = "2026-11-20T10:00:00Z";
+
+pub fn ts(minute: i64) -> String {
+    Timestamp(Timestamp::parse("2026-11-01T00:00:00Z").unwrap().micros() + minute * 60_000_000).to_rfc3339()
+}
+
+pub fn event(event_type: &str, version: u64, data: Value) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = format!("00000000-0000-4000-8000-{:012}", NEXT.fetch_add(1, Ordering::Relaxed));
+    json!({"id": id, "type": event_type, "version": version, "occurred_at": ts(0), "data": data}).to_string()
+}
+
+pub fn account(account_id: &str, tier: Option<&str>, quota: Option<u64>) -> String {
+    let plan = tier.map(|tier| json!({"tier": tier, "api_quota": quota, "billing_cycle_anchor": "2026-01-15T00:00:00Z"}));
+    event("account.upserted", 1, json!({"account_id": account_id, "plan": plan}))
+}
+
+pub fn token(account_id: &str, token_id: &str, token: &str) -> String {
+    event(
+        "token.created",
+        1,
+        json!({"account_id": account_id, "token_id": token_id, "name": "script", "token_sha256": recap_access::token_sha256(token), "created_at": ts(0)}),
+    )
+}
+
+pub fn revoke(account_id: &str, token_id: &str) -> String {
+    event("token.revoked", 2, json!({"account_id": account_id, "token_id": token_id, "revoked_at": ts(1)}))
+}
+
+pub fn item(item_id: &str, status: &str, assignee: Option<&str>, created_minute: i64) -> Value {
+    json!({"id": item_id, "text": format!("do {item_id}"), "status": status, "assignee_human_id": assignee, "due_at": null, "completed_at": null, "created_at": ts(created_minute)})
+}
+
+pub fn meeting(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, items: Vec<Value>) -> String {
+    event(
+        "meeting.upserted",
+        1,
+        json!({"account_id": account_id, "meeting": {
+            "id": meeting_id, "title": title, "kind": "call", "status": "done",
+            "started_at": ts(created_minute), "ended_at": ts(created_minute + 30), "created_at": ts(created_minute), "updated_at": ts(created_minute + 31),
+            "series_id": if created_minute % 20 == 10 { json!("ser_1") } else { json!(null) }, "timezone": "Europe/Berlin", "language": "en",
+            "note": {"id": format!("{meeting_id}_note"), "kind": "note", "title": title, "template_id": null, "text": format!("{title}\nAgenda"), "created_at": ts(created_minute), "updated_at": ts(created_minute)},
+            "summaries": [{"id": format!("{meeting_id}_sum"), "kind": "template_output", "title": "Summary", "template_id": "tpl_1", "text": format!("summary of {title}"), "created_at": ts(created_minute), "updated_at": ts(created_minute)}],
+            "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
+            "action_items": items}}),
+    )
+}
+
+pub fn transcript(account_id: &str, meeting_id: &str) -> String {
+    event(
+        "meeting.transcript_set",
+        2,
+        json!({"account_id": account_id, "meeting_id": meeting_id, "transcript": {"text": "Hello there", "segments": [
+            {"id": "seg_1", "track": "mic", "start_ms": 0, "end_ms": 4200, "text": "Hello"},
+            {"id": "seg_2", "track": "speaker", "start_ms": 4200, "end_ms": 5000, "text": "there"}],
+            "words": [{"text": "Hello", "start_ms": 0, "end_ms": 350, "track": "mic"}]}}),
+    )
+}
+
+pub fn delete_meeting(account_id: &str, meeting_id: &str) -> String {
+    event("meeting.deleted", 9, json!({"account_id": account_id, "meeting_id": meeting_id}))
+}
+
+pub fn standalone_item(account_id: &str, item: Value) -> String {
+    event("action_item.upserted", 1, json!({"account_id": account_id, "item": item}))
+}
+
+pub fn team(team_id: &str, name: &str, includes_items: bool) -> String {
+    event(
+        "team.upserted",
+        1,
+        json!({"team": {"id": team_id, "name": name, "plan": if includes_items { json!("business") } else { json!(null) }, "can_collaborate": true, "includes_team_action_items": includes_items}}),
+    )
+}
+
+pub fn member(team_id: &str, account_id: &str) -> String {
+    event("team_member.upserted", 1, json!({"team_id": team_id, "account_id": account_id, "role": "member"}))
+}
+
+pub fn remove_member(team_id: &str, account_id: &str) -> String {
+    event("team_member.removed", 2, json!({"team_id": team_id, "account_id": account_id}))
+}
+
+pub fn share(share_id: &str, owner: &str, team: Option<(&str, &str)>, recipients: &[&str], title: &str, published_minute: i64) -> String {
+    event(
+        "note.shared",
+        1,
+        json!({"share": {"id": share_id, "title": title, "owner_account_id": owner, "owner_name": format!("owner {owner}"), "access": "viewer",
+            "published_at": ts(published_minute), "team": team.map(|(id, name)| json!({"id": id, "name": name})),
+            "recipient_account_ids": recipients, "text": format!("{title}\nshared text")}}),
+    )
+}
+
+pub fn team_item(team_id: &str, item_id: &str, status: &str, created_minute: i64) -> String {
+    event(
+        "team_action_item.upserted",
+        1,
+        json!({"team_id": team_id, "item": {"id": item_id, "text": format!("team {item_id}"), "status": status, "due_at": null, "assignee": "Grace", "owner_name": "Ada", "created_at": ts(created_minute), "shared_note": {"id": "shr_team", "title": "Team plan"}}}),
+    )
+}
+
+/// The standard world: accounts in every plan situation, two accounts with meetings,
+/// teams with and without team action items, shares of every kind.
+pub fn standard_events() -> Vec<String> {
+    let mut events = vec![
+        account("acc_a", Some("flow"), None),
+        account("acc_b", Some("enterprise"), None),
+        account("acc_c", Some("flow"), None),
+        account("acc_none", None, None),
+        account("acc_basic", Some("basic"), None),
+        account("acc_ent", Some("enterprise"), Some(7)),
+        account("acc_small", Some("flow"), Some(3)),
+        token("acc_a", "tok_a", ALICE),
+        token("acc_b", "tok_b", BOB),
+        token("acc_c", "tok_c", CAROL),
+        token("acc_none", "tok_none", NO_PLAN),
+        token("acc_basic", "tok_basic", BASIC),
+        token("acc_ent", "tok_ent", ENTERPRISE),
+        token("acc_small", "tok_small", SMALL_QUOTA),
+        token("acc_a", "tok_revoked", REVOKED),
+        revoke("acc_a", "tok_revoked"),
+    ];
+    // Alice: five meetings (minutes 10..50), the newest with a transcript, one deleted.
+    events.push(meeting("acc_a", "mtg_a1", "Budget review", 10, vec![item("ai_1", "todo", Some("hum_1"), 10), item("ai_2", "done", None, 11)]));
+    events.push(meeting("acc_a", "mtg_a2", "Design sync", 20, vec![item("ai_3", "in_progress", Some("hum_2"), 20)]));
+    events.push(meeting("acc_a", "mtg_a3", "Hiring", 30, vec![item("ai_4", "todo", Some("hum_2"), 30)]));
+    events.push(meeting("acc_a", "mtg_a4", "Roadmap", 40, vec![]));
+    events.push(meeting("acc_a", "mtg_a5", "Retro", 50, vec![item("ai_5", "todo", Some("hum_1"), 50)]));
+    events.push(transcript("acc_a", "mtg_a5"));
+    events.push(meeting("acc_a", "mtg_gone", "Deleted one", 45, vec![item("ai_gone", "todo", None, 45)]));
+    events.push(delete_meeting("acc_a", "mtg_gone"));
+    events.push(standalone_item("acc_a", item("ai_9", "in_progress", None, 60)));
+    // Bob's own meeting, never visible to Alice.
+    events.push(meeting("acc_b", "mtg_b1", "Bob private", 15, vec![item("ai_b1", "todo", None, 15)]));
+    // Teams: design (Alice, Bob; includes team items), free (Alice; no team items),
+    // secret (Bob only).
+    events.push(team("team_design", "Design", true));
+    events.push(team("team_free", "Free team", false));
+    events.push(team("team_secret", "Secret", true));
+    events.push(member("team_design", "acc_a"));
+    events.push(member("team_design", "acc_b"));
+    events.push(member("team_free", "acc_a"));
+    events.push(member("team_secret", "acc_b"));
+    events.push(share("shr_team", "acc_b", Some(("team_design", "Design")), &[], "Team plan budget", 100));
+    events.push(share("shr_direct", "acc_b", None, &["acc_a"], "Direct notes", 110));
+    events.push(share("shr_own", "acc_a", Some(("team_design", "Design")), &[], "Alice own share budget", 120));
+    events.push(share("shr_secret", "acc_b", Some(("team_secret", "Secret")), &[], "Secret budget", 130));
+    events.push(team_item("team_design", "tai_1", "todo", 100));
+    events.push(team_item("team_design", "tai_2", "done", 101));
+    events.push(team_item("team_design", "tai_3", "todo", 102));
+    events.push(team_item("team_secret", "tai_s", "todo", 103));
+    events
+}
+
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+    pub json: Value,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.header("x-quota-remaining").and_then(|value| value.parse().ok()).unwrap_or_else(|| panic!("no X-Quota-Remaining: {:?}", self.headers))
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.json["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no data array: {}", self.text))
+            .iter()
+            .map(|entry| entry["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Asserts the error envelope: status, code, and exactly these extra fields.
+    pub fn assert_error(&self, status: u16, code: &str, extra: &[&str]) {
+        assert_eq!(self.status.as_u16(), status, "{}", self.text);
+        assert_eq!(self.code(), code, "{}", self.text);
+        let fields = self.json["error"].as_object().unwrap();
+        assert!(fields["message"].is_string());
+        let mut names: Vec<&str> = fields.keys().map(String::as_str).filter(|name| *name != "code" && *name != "message").collect();
+        names.sort();
+        let mut expected = extra.to_vec();
+        expected.sort();
+        assert_eq!(names, expected, "extra fields of {code}: {}", self.text);
+        assert_eq!(self.json.as_object().unwrap().len(), 1, "only the error key: {}", self.text);
+    }
+}
+
+/// How the store behind the router misbehaves (for the 5xx rules).
+pub const FAULT_NONE: u8 = 0;
+pub const FAULT_UNAVAILABLE: u8 = 1;
+pub const FAULT_HANG: u8 = 2;
+pub const FAULT_CORRUPT: u8 = 3;
+
+/// The embedded driver, with faults switched on and off by tests.
+pub struct FaultyDriver {
+    inner: Arc<dyn Driver>,
+    fault: Arc<std::sync::atomic::AtomicU8>,
+}
+
+impl FaultyDriver {
+    /// Corruption is reported by scans only, so a request gets past the token lookup
+    /// (a `get`) and fails where the endpoint reads.
+    async fn fault(&self, scanning: bool) -> Result<(), StoreError> {
+        match self.fault.load(Ordering::SeqCst) {
+            FAULT_UNAVAILABLE => Err(StoreError::Unavailable("connection refused".into())),
+            FAULT_HANG => {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                Ok(())
+            }
+            FAULT_CORRUPT if scanning => Err(StoreError::Corrupt("row does not decode".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Driver for FaultyDriver {
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        self.fault(false).await?;
+        self.inner.get(table, partition, clustering).await
+    }
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.fault(true).await?;
+        self.inner.scan(table, partition, range, limit).await
+    }
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        self.inner.write(mutations).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.fault(false).await?;
+        self.inner.ping().await
+    }
+}
+
+#[allow(dead_code)]
+pub struct World {
+    _dir: tempfile::TempDir,
+    pub driver: Arc<dyn Driver>,
+    pub fault: Arc<std::sync::atomic::AtomicU8>,
+    pub readmodel: ReadModel,
+    pub clock: ManualClock,
+    pub router: axum::Router,
+    position: i64,
+}
+
+impl World {
+    pub async fn new(events: &[String]) -> World {
+        World::with_config(events, RestConfig { rate_limit_per_minute: 120, ..RestConfig::default() }).await
+    }
+
+    pub async fn standard() -> World {
+        World::new(&standard_events()).await
+    }
+
+    pub async fn with_config(events: &[String], config: RestConfig) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).unwrap());
+        let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
+        let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone() }));
+        let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());
+        let limiter = Arc::new(InProcessLimiter::new(Arc::new(clock.clone())));
+        let state = RestState::new(readmodel.clone(), Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
+        let mut world = World { _dir: dir, driver, fault, readmodel, clock, router: router(state), position: 0 };
+        world.apply(events).await;
+        world
+    }
+
+    pub async fn apply(&mut self, events: &[String]) {
+        let mut batch = Batch::new(self.driver.clone());
+        for line in events {
+            self.position += 1;
+            let envelope = recap_schemas::Envelope::decode(line.as_bytes()).unwrap_or_else(|error| panic!("{error}: {line}"));
+            batch.apply(&envelope, self.position).await.unwrap();
+        }
+        self.driver.write(batch.into_mutations()).await.unwrap();
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> Response {
+        let path = request.uri().path().to_string();
+        let method = request.method().to_string();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        // A response to HEAD has no body (HTTP semantics; the server strips it).
+        if method == "HEAD" {
+            assert!(text.is_empty());
+            assert!(headers.contains_key("x-request-id"));
+            return Response { status, headers, text, json: Value::Null };
+        }
+        let json: Value = serde_json::from_str(&text).unwrap_or_else(|error| panic!("not JSON ({error}): {text}"));
+        crate::openapi::check_response(&method, &path, status.as_u16(), &headers, &json);
+        for (name, _) in headers.iter() {
+            assert!(!name.as_str().starts_with("access-control-"), "no CORS header is ever sent: {name}");
+        }
+        Response { status, headers, text, json }
+    }
+
+    pub async fn request(&self, method: Method, uri: &str, token: Option<&str>) -> Response {
+        let mut builder = Request::builder().method(method).uri(uri);
+        if let Some(token) = token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        self.send(builder.body(Body::empty()).unwrap()).await
+    }
+
+    pub fn set_fault(&self, fault: u8) {
+        self.fault.store(fault, Ordering::SeqCst);
+    }
+
+    pub async fn get(&self, uri: &str, token: &str) -> Response {
+        self.request(Method::GET, uri, Some(token)).await
+    }
+}

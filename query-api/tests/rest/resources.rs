@@ -1,0 +1,270 @@
+//! The resources: exact field sets, types and nulls, and who sees what.
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value.as_object().unwrap_or_else(|| panic!("not an object: {value}")).keys().map(String::as_str).collect();
+    keys.sort();
+    keys
+}
+
+fn sorted(mut names: Vec<&str>) -> Vec<&str> {
+    names.sort();
+    names
+}
+
+const MEETING_LIST_FIELDS: [&str; 9] = ["id", "title", "kind", "status", "started_at", "ended_at", "created_at", "updated_at", "series_id"];
+
+#[tokio::test]
+async fn meeting_list_entries_have_exactly_the_spec_fields() {
+    // "Meeting (list entry)": id, title, kind, status, started_at, ended_at, created_at, updated_at, series_id.
+    let world = World::standard().await;
+    let response = world.get("/v1/meetings", ALICE).await;
+    assert_eq!(response.ids(), ["mtg_a5", "mtg_a4", "mtg_a3", "mtg_a2", "mtg_a1"], "newest first; deleted and foreign excluded");
+    for entry in response.json["data"].as_array().unwrap() {
+        assert_eq!(keys(entry), sorted(MEETING_LIST_FIELDS.to_vec()));
+    }
+    let first = &response.json["data"][0];
+    assert_eq!(first["created_at"], ts(50));
+    assert_eq!(first["series_id"], "ser_1");
+    assert_eq!(response.json["data"][1]["series_id"], Value::Null, "absent values are JSON null");
+}
+
+#[tokio::test]
+async fn meeting_detail_has_the_list_fields_plus_the_detail_fields() {
+    // "Meeting (detail): All fields of the list entry, plus" timezone, language, note,
+    // summaries, participants, action_items; transcript "present only when include=transcript is sent".
+    let world = World::standard().await;
+    let data = world.get("/v1/meetings/mtg_a1", ALICE).await.json["data"].clone();
+    let mut expected = MEETING_LIST_FIELDS.to_vec();
+    expected.extend(["timezone", "language", "note", "summaries", "participants", "action_items"]);
+    assert_eq!(keys(&data), sorted(expected));
+    assert_eq!(keys(&data["note"]), ["created_at", "id", "kind", "template_id", "text", "title", "updated_at"]);
+    assert_eq!(data["note"]["template_id"], Value::Null);
+    assert_eq!(data["summaries"][0]["kind"], "template_output");
+    assert_eq!(keys(&data["participants"][0]), ["email", "human_id", "job_title", "name", "role"]);
+    assert_eq!(data["participants"][0]["role"], Value::Null);
+    assert_eq!(keys(&data["action_items"][0]), ["assignee_human_id", "completed_at", "due_at", "id", "status", "text"]);
+    assert_eq!(data["action_items"][1]["assignee_human_id"], Value::Null);
+}
+
+#[tokio::test]
+async fn include_transcript_adds_the_whole_transcript_object() {
+    // "include: the value transcript adds the transcript object, returned whole".
+    let world = World::standard().await;
+    let data = world.get("/v1/meetings/mtg_a5?include=transcript", ALICE).await.json["data"].clone();
+    assert_eq!(
+        data["transcript"],
+        json!({"text": "Hello there", "segments": [
+            {"id": "seg_1", "track": "mic", "start_ms": 0, "end_ms": 4200, "text": "Hello"},
+            {"id": "seg_2", "track": "speaker", "start_ms": 4200, "end_ms": 5000, "text": "there"}]})
+    );
+    assert!(world.get("/v1/meetings/mtg_a5", ALICE).await.json["data"].get("transcript").is_none(), "absent without include");
+    // Decided: requested for a meeting without one, the transcript is null (General rule 1).
+    assert_eq!(world.get("/v1/meetings/mtg_a1?include=transcript", ALICE).await.json["data"]["transcript"], Value::Null);
+}
+
+#[tokio::test]
+async fn include_accepts_only_transcript() {
+    let world = World::standard().await;
+    for bad in ["include=", "include=transcripts", "include=transcript,note", "include=TRANSCRIPT", "include=transcript&include=transcript"] {
+        let response = world.get(&format!("/v1/meetings/mtg_a1?{bad}"), ALICE).await;
+        response.assert_error(400, "invalid_request", &["param"]);
+        assert_eq!(response.json["error"]["param"], "include", "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_missing_or_foreign_meeting_is_404_meeting_not_found() {
+    // "A meeting that does not exist, was deleted, or belongs to someone else returns 404 meeting_not_found."
+    let world = World::standard().await;
+    for id in ["mtg_gone", "mtg_b1", "mtg_nope"] {
+        world.get(&format!("/v1/meetings/{id}"), ALICE).await.assert_error(404, "meeting_not_found", &[]);
+    }
+    assert_eq!(world.get("/v1/meetings/mtg_b1", BOB).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_malformed_identifier_is_400_naming_the_path_parameter() {
+    // Decided: a well-formed identifier is 1 to 128 characters without control characters.
+    let world = World::standard().await;
+    let long = "x".repeat(129);
+    for (path, param) in [
+        (format!("/v1/meetings/{long}"), "meeting_id"),
+        ("/v1/meetings/a%00b".into(), "meeting_id"),
+        ("/v1/shared-notes/%FF".into(), "shared_note_id"),
+        (format!("/v1/teams/{long}/action-items"), "team_id"),
+        ("/v1/action-items?meeting_id=".into(), "meeting_id"),
+        ("/v1/action-items?assignee_human_id=%0A".into(), "assignee_human_id"),
+    ] {
+        let response = world.get(&path, ALICE).await;
+        response.assert_error(400, "invalid_request", &["param"]);
+        assert_eq!(response.json["error"]["param"], param, "{path}");
+    }
+    let exactly_128 = "x".repeat(128);
+    world.get(&format!("/v1/meetings/{exactly_128}"), ALICE).await.assert_error(404, "meeting_not_found", &[]);
+}
+
+#[tokio::test]
+async fn action_items_list_form_carries_the_meeting_or_null() {
+    // "The detail-form fields plus meeting: an object with id (string) and title (string),
+    // or null for an item that did not come from a meeting."
+    let world = World::standard().await;
+    let response = world.get("/v1/action-items", ALICE).await;
+    assert_eq!(response.ids(), ["ai_9", "ai_5", "ai_4", "ai_3", "ai_2", "ai_1"], "newest first; deleted meeting's items gone");
+    let data = response.json["data"].as_array().unwrap();
+    for entry in data {
+        assert_eq!(keys(entry), ["assignee_human_id", "completed_at", "due_at", "id", "meeting", "status", "text"]);
+    }
+    assert_eq!(data[0]["meeting"], Value::Null);
+    assert_eq!(data[1]["meeting"], json!({"id": "mtg_a5", "title": "Retro"}));
+}
+
+#[tokio::test]
+async fn action_item_filters_combine() {
+    // "status: comma-separated subset of todo, in_progress, done"; assignee_human_id; meeting_id.
+    let world = World::standard().await;
+    let ids = |path: &'static str| async { world.get(path, ALICE).await.ids() };
+    assert_eq!(ids("/v1/action-items?status=todo").await, ["ai_5", "ai_4", "ai_1"]);
+    assert_eq!(ids("/v1/action-items?status=done,in_progress").await, ["ai_9", "ai_3", "ai_2"]);
+    assert_eq!(ids("/v1/action-items?status=todo,in_progress,done").await, ["ai_9", "ai_5", "ai_4", "ai_3", "ai_2", "ai_1"]);
+    assert_eq!(ids("/v1/action-items?assignee_human_id=hum_2").await, ["ai_4", "ai_3"]);
+    assert_eq!(ids("/v1/action-items?assignee_human_id=hum_2&status=todo").await, ["ai_4"]);
+    assert_eq!(ids("/v1/action-items?meeting_id=mtg_a1").await, ["ai_2", "ai_1"]);
+    assert_eq!(ids("/v1/action-items?meeting_id=mtg_a1&status=done").await, ["ai_2"]);
+    assert_eq!(ids("/v1/action-items?meeting_id=mtg_a1&assignee_human_id=hum_1").await, ["ai_1"]);
+    assert_eq!(ids("/v1/action-items?meeting_id=mtg_b1").await, Vec::<String>::new(), "another account's meeting gives nothing");
+    assert_eq!(ids("/v1/action-items?unknown=1&status=done").await, ["ai_2"], "unknown parameters are ignored");
+}
+
+#[tokio::test]
+async fn action_item_status_must_be_a_subset_of_the_three_values() {
+    let world = World::standard().await;
+    for bad in ["status=", "status=open", "status=todo,", "status=todo,,done", "status=Todo", "status=todo%20"] {
+        let response = world.get(&format!("/v1/action-items?{bad}"), ALICE).await;
+        response.assert_error(400, "invalid_request", &["param"]);
+        assert_eq!(response.json["error"]["param"], "status", "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn shared_notes_are_team_and_direct_shares_never_the_callers_own() {
+    // "Notes that others share with the caller, newest first. The caller's own meetings are under /meetings."
+    let world = World::standard().await;
+    let response = world.get("/v1/shared-notes", ALICE).await;
+    assert_eq!(response.ids(), ["shr_direct", "shr_team"], "not shr_own (hers), not shr_secret (not her team)");
+    let data = response.json["data"].as_array().unwrap();
+    for entry in data {
+        assert_eq!(keys(entry), ["access", "id", "owner_name", "published_at", "team", "title"]);
+    }
+    assert_eq!(data[0]["team"], Value::Null, "shared directly");
+    assert_eq!(data[1]["team"], json!({"id": "team_design", "name": "Design"}));
+    assert_eq!(world.get("/v1/shared-notes", BOB).await.ids(), ["shr_own"], "Bob sees Alice's team share, not his own");
+}
+
+#[tokio::test]
+async fn shared_notes_q_matches_every_word() {
+    // "q: only notes whose title or text contain every word".
+    let world = World::standard().await;
+    assert_eq!(world.get("/v1/shared-notes?q=budget", ALICE).await.ids(), ["shr_team"]);
+    assert_eq!(world.get("/v1/shared-notes?q=BUDGET%20plan", ALICE).await.ids(), ["shr_team"]);
+    assert_eq!(world.get("/v1/shared-notes?q=shared+text", ALICE).await.ids(), ["shr_direct", "shr_team"]);
+    assert_eq!(world.get("/v1/shared-notes?q=budget%20direct", ALICE).await.ids(), Vec::<String>::new());
+    assert_eq!(world.get("/v1/shared-notes?q=secret", ALICE).await.ids(), Vec::<String>::new(), "search never widens visibility");
+    let unindexable = "a".repeat(65);
+    assert_eq!(world.get(&format!("/v1/shared-notes?q={unindexable}"), ALICE).await.ids(), Vec::<String>::new());
+    let response = world.get(&format!("/v1/shared-notes?q={}", "a".repeat(1001)), ALICE).await;
+    assert_eq!(response.json["error"]["param"], "q");
+}
+
+#[tokio::test]
+async fn shared_note_detail_has_exactly_the_spec_fields() {
+    // "Shared note (detail)": id, title, team_name, published_at, text.
+    let world = World::standard().await;
+    let data = world.get("/v1/shared-notes/shr_team", ALICE).await.json["data"].clone();
+    assert_eq!(keys(&data), ["id", "published_at", "team_name", "text", "title"]);
+    assert_eq!(data["team_name"], "Design");
+    assert_eq!(data["text"], "Team plan budget\nshared text");
+    // Decided: a note shared directly has no team, so team_name is null.
+    assert_eq!(world.get("/v1/shared-notes/shr_direct", ALICE).await.json["data"]["team_name"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_note_not_shared_with_the_caller_is_404_shared_note_not_found() {
+    // "An identifier that has no note shared with the caller returns 404 shared_note_not_found."
+    let world = World::standard().await;
+    for id in ["shr_own", "shr_secret", "shr_nope"] {
+        world.get(&format!("/v1/shared-notes/{id}"), ALICE).await.assert_error(404, "shared_note_not_found", &[]);
+    }
+    world.get("/v1/shared-notes/shr_direct", BOB).await.assert_error(404, "shared_note_not_found", &[]);
+}
+
+#[tokio::test]
+async fn leaving_a_team_hides_its_notes() {
+    // "When the caller leaves a team, that team's notes stop being visible."
+    let mut world = World::standard().await;
+    world.apply(&[remove_member("team_design", "acc_a")]).await;
+    assert_eq!(world.get("/v1/shared-notes", ALICE).await.ids(), ["shr_direct"]);
+    world.get("/v1/shared-notes/shr_team", ALICE).await.assert_error(404, "shared_note_not_found", &[]);
+    world.get("/v1/teams/team_design/action-items", ALICE).await.assert_error(404, "team_not_found", &[]);
+    assert_eq!(world.get("/v1/teams", ALICE).await.ids(), ["team_free"]);
+}
+
+#[tokio::test]
+async fn teams_are_the_callers_with_exactly_the_spec_fields() {
+    // "Team": id, name, role, member_count, plan, can_collaborate.
+    let world = World::standard().await;
+    let response = world.get("/v1/teams", ALICE).await;
+    assert_eq!(keys(&response.json), ["data"]);
+    let data = response.json["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
+    let design = data.iter().find(|team| team["id"] == "team_design").unwrap();
+    assert_eq!(design, &json!({"id": "team_design", "name": "Design", "role": "member", "member_count": 2, "plan": "business", "can_collaborate": true}));
+    let free = data.iter().find(|team| team["id"] == "team_free").unwrap();
+    assert_eq!(free["plan"], Value::Null, "null when the team has no active plan");
+    assert_eq!(world.get("/v1/teams", CAROL).await.json["data"], json!([]));
+}
+
+#[tokio::test]
+async fn team_action_items_for_members_of_teams_whose_plan_includes_them() {
+    // "Team action item": id, text, status, due_at, assignee, owner_name, created_at, shared_note.
+    let world = World::standard().await;
+    let response = world.get("/v1/teams/team_design/action-items", ALICE).await;
+    assert_eq!(response.ids(), ["tai_3", "tai_2", "tai_1"]);
+    assert_eq!(keys(&response.json), ["data"], "no has_more and no next_cursor");
+    assert_eq!(keys(&response.json["data"][0]), ["assignee", "created_at", "due_at", "id", "owner_name", "shared_note", "status", "text"]);
+    assert_eq!(response.json["data"][0]["shared_note"], json!({"id": "shr_team", "title": "Team plan"}));
+    assert_eq!(world.get("/v1/teams/team_design/action-items?status=todo", ALICE).await.ids(), ["tai_3", "tai_1"]);
+    assert_eq!(world.get("/v1/teams/team_design/action-items?limit=1", ALICE).await.ids(), ["tai_3"]);
+    assert_eq!(world.get("/v1/teams/team_design/action-items?status=todo&limit=1", ALICE).await.ids(), ["tai_3"]);
+}
+
+#[tokio::test]
+async fn team_action_items_status_is_a_single_value_and_there_is_no_cursor() {
+    let world = World::standard().await;
+    for bad in ["status=todo,done", "status=", "status=open"] {
+        let response = world.get(&format!("/v1/teams/team_design/action-items?{bad}"), ALICE).await;
+        assert_eq!(response.json["error"]["param"], "status", "{bad}");
+    }
+    // "there is no cursor parameter": an unknown parameter, ignored.
+    assert_eq!(world.get("/v1/teams/team_design/action-items?cursor=whatever", ALICE).await.status, 200);
+}
+
+#[tokio::test]
+async fn team_endpoints_are_for_members_only_404_team_not_found() {
+    // "A team the caller is not a member of returns 404 team_not_found."
+    let world = World::standard().await;
+    for team in ["team_secret", "team_nope"] {
+        world.get(&format!("/v1/teams/{team}/action-items"), ALICE).await.assert_error(404, "team_not_found", &[]);
+    }
+    assert_eq!(world.get("/v1/teams/team_secret/action-items", BOB).await.ids(), ["tai_s"]);
+}
+
+#[tokio::test]
+async fn a_team_plan_without_team_action_items_is_402_team_plan_required() {
+    // "The team's plan must include team action items, otherwise 402 team_plan_required."
+    let world = World::standard().await;
+    world.get("/v1/teams/team_free/action-items", ALICE).await.assert_error(402, "team_plan_required", &[]);
+}
