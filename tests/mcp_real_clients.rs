@@ -1,0 +1,101 @@
+//! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
+//! HTTP with a PAT, then its OAuth client provider end to end) and headless Chromium
+//! answering the authorization page. They need software from outside the workspace,
+//! installed by `scripts/setup-python.sh` and `scripts/setup-browser.sh` (idempotent,
+//! cached under ~/.cache/recap), so they run when `RECAP_REAL_CLIENTS=1` (the Makefile's
+//! `test-clients` target) and otherwise say they were skipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::events::*;
+use common::Server;
+
+fn enabled(test: &str) -> bool {
+    let on = std::env::var("RECAP_REAL_CLIENTS").is_ok_and(|value| value == "1");
+    if !on {
+        eprintln!("{test}: skipped (set RECAP_REAL_CLIENTS=1 to run the real-client tests)");
+    }
+    on
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs a setup script; the last line it prints.
+fn setup(script: &str) -> String {
+    let output = Command::new("bash").arg(repo().join("scripts").join(script)).output().expect("run setup script");
+    assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().trim().to_string()
+}
+
+const PAT: &str = "svc_pat_realclient000000000000000000001";
+
+/// A server with an account on the MCP plan, a series, a transcript, an action item and
+/// a note shared with the account's team.
+fn world() -> Server {
+    let server = Server::start();
+    let mut weekly = MeetingSpec::new("acc_rc", "mtg_weekly_1", "Weekly sync", 10);
+    weekly.series_id = Some("ser_weekly");
+    weekly.items = vec![item("ai_1", "todo", None, 10)];
+    server.feed(&[
+        account("acc_rc", Some("flow"), None, 1),
+        token_created("acc_rc", "tok_rc", PAT, 1),
+        weekly.event(1),
+        transcript("acc_rc", "mtg_weekly_1", "Hello team", Some(vec![word("Hello", 0), word("team", 300)]), 2),
+        team("team_rc", "Design", Some("business"), true, 1),
+        member("team_rc", "acc_rc", 1),
+        ShareSpec {
+            id: "shr_team",
+            title: "Q3 planning",
+            owner_account_id: "acc_owner",
+            team: Some(("team_rc", "Design")),
+            recipients: vec![],
+            text: "Q3 planning\nThe budget is approved.",
+            published_minute: 20,
+        }
+        .event(1),
+    ]);
+    server
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command.output().unwrap_or_else(|error| panic!("{what}: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    eprintln!("{stdout}");
+}
+
+#[test]
+fn python_sdk_lists_and_calls_every_tool_and_completes_oauth() {
+    if !enabled("python_sdk_lists_and_calls_every_tool_and_completes_oauth") {
+        return;
+    }
+    let python = setup("setup-python.sh");
+    let server = world();
+    run(
+        Command::new(python).arg(repo().join("tests/python/mcp_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
+        "the MCP Python SDK checks",
+    );
+}
+
+#[test]
+fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
+    if !enabled("chromium_approves_the_authorization_page_and_lands_on_the_redirect") {
+        return;
+    }
+    let node_dir = setup("setup-browser.sh");
+    let server = world();
+    run(
+        Command::new("node")
+            .arg(repo().join("tests/browser/authorize.mjs"))
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("NODE_PATH", Path::new(&node_dir).join("node_modules")),
+        "the Chromium authorization check",
+    );
+}

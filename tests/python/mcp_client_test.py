@@ -1,0 +1,240 @@
+"""Real-client checks of the MCP server with the official MCP Python SDK.
+
+Run against a live `recap serve` by tests/mcp_real_clients.rs (or by hand):
+
+    MCP_URL=http://127.0.0.1:PORT/mcp RECAP_PAT=svc_pat_... python tests/python/mcp_client_test.py
+
+1. Over Streamable HTTP with a personal access token: initialize, list the eight tools
+   in the spec's order, call each one, and read its JSON text result.
+2. With the SDK's OAuth client provider: discovery (RFC 9728, RFC 8414), dynamic
+   registration, authorization (the consent page answered programmatically with the
+   PAT, as a user would type it), token exchange with PKCE, a tool call with the
+   svc_oat_ token, then a refresh (rotation) and another call.
+
+Exits non-zero with a message on the first failed check.
+"""
+
+import asyncio
+import html.parser
+import json
+import os
+import sys
+import urllib.parse
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+MCP_URL = os.environ["MCP_URL"]
+PAT = os.environ["RECAP_PAT"]
+MEETING_ID = os.environ.get("RECAP_MEETING_ID", "mtg_weekly_1")
+SHARE_ID = os.environ.get("RECAP_SHARE_ID", "shr_team")
+REDIRECT_URI = "http://127.0.0.1:47999/callback"
+
+EXPECTED_TOOLS = [
+    "list_meetings",
+    "get_meeting",
+    "get_meeting_transcript",
+    "get_recurring_meeting_history",
+    "search_meetings",
+    "list_pending_action_items",
+    "search_shared_notes",
+    "get_shared_note",
+]
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def tool_json(result):
+    check(not result.is_error, f"tool failed: {result}")
+    check(len(result.content) == 1 and result.content[0].type == "text", f"one text item expected: {result.content}")
+    return json.loads(result.content[0].text)
+
+
+async def call_every_tool(session):
+    await session.initialize()
+    tools = await session.list_tools()
+    names = [tool.name for tool in tools.tools]
+    check(names == EXPECTED_TOOLS, f"tools/list: {names}")
+    for tool in tools.tools:
+        check(tool.annotations.read_only_hint is True and tool.annotations.idempotent_hint is True, f"annotations of {tool.name}")
+    calls = {
+        "list_meetings": {"limit": 5},
+        "get_meeting": {"meeting_id": MEETING_ID},
+        "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
+        "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
+        "search_meetings": {"query": "weekly"},
+        "list_pending_action_items": {},
+        "search_shared_notes": {"query": "budget"},
+        "get_shared_note": {"share_id": SHARE_ID},
+    }
+    for name, arguments in calls.items():
+        data = tool_json(await session.call_tool(name, arguments))
+        print(f"  {name}: ok ({', '.join(sorted(data))})")
+    meetings = tool_json(await session.call_tool("list_meetings", {"limit": 5}))
+    check(meetings["pagination"]["limit"] == 5, f"pagination: {meetings['pagination']}")
+    missing = await session.call_tool("get_meeting", {"meeting_id": "mtg_nope"})
+    check(missing.is_error, "an unknown meeting is a tool error")
+    check("meeting mtg_nope not found" in missing.content[0].text, missing.content[0].text)
+
+
+async def with_pat():
+    print("PAT over Streamable HTTP")
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {PAT}"}, timeout=30) as http:
+        async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write):
+            async with ClientSession(read, write) as session:
+                await call_every_tool(session)
+
+
+class MemoryStorage(TokenStorage):
+    def __init__(self):
+        self.tokens = None
+        self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull):
+        self.client_info = client_info
+
+
+class FormReader(html.parser.HTMLParser):
+    """The consent page's form: its action and its hidden fields."""
+
+    def __init__(self):
+        super().__init__()
+        self.action = None
+        self.method = None
+        self.fields = {}
+        self.inputs = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form":
+            self.action, self.method = attrs.get("action"), attrs.get("method")
+        if tag == "input":
+            self.inputs.append(attrs.get("name"))
+            if attrs.get("type") == "hidden":
+                self.fields[attrs["name"]] = attrs.get("value", "")
+
+
+class Browser:
+    """Answers the authorization page as a user would: open it, type the PAT, approve."""
+
+    def __init__(self):
+        self.redirect = None
+
+    async def open(self, authorization_url: str):
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as http:
+            page = await http.get(authorization_url)
+            check(page.status_code == 200, f"authorize page: {page.status_code} {page.text[:300]}")
+            check("svc:read" in page.text, "the page names the scope")
+            form = FormReader()
+            form.feed(page.text)
+            check(form.method and form.method.upper() == "POST" and "pat" in form.inputs, f"a POST form with a pat input: {form.inputs}")
+            target = urllib.parse.urljoin(authorization_url, form.action)
+            answer = await http.post(target, data={**form.fields, "pat": PAT, "decision": "approve"})
+            check(answer.status_code in (302, 303), f"approval redirects: {answer.status_code} {answer.text[:300]}")
+            self.redirect = answer.headers["location"]
+
+    async def callback(self) -> AuthorizationCodeResult:
+        check(self.redirect.startswith(REDIRECT_URI + "?"), f"redirected to the registered URI: {self.redirect}")
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.redirect).query)
+        fields = {"code": query["code"][0], "state": query.get("state", [None])[0]}
+        if "iss" in AuthorizationCodeResult.model_fields and "iss" in query:
+            fields["iss"] = query["iss"][0]
+        return AuthorizationCodeResult(**fields)
+
+
+async def with_oauth():
+    print("OAuth: discovery, registration, authorization, token exchange")
+    storage = MemoryStorage()
+    browser = Browser()
+    provider = OAuthClientProvider(
+        server_url=MCP_URL,
+        client_metadata=OAuthClientMetadata(
+            client_name="recap python test",
+            redirect_uris=[REDIRECT_URI],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=browser.open,
+        callback_handler=browser.callback,
+    )
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                check(storage.tokens is not None and storage.tokens.access_token.startswith("svc_oat_"), f"an svc_oat_ token: {storage.tokens}")
+                check(storage.client_info is not None and storage.client_info.client_id.startswith("mcpc_"), "a registered client")
+                first_access, first_refresh = storage.tokens.access_token, storage.tokens.refresh_token
+                tool_json(await session.call_tool("list_meetings", {"limit": 1}))
+                print("  tool call with svc_oat_: ok")
+
+    # Refresh: the token endpoint rotates the refresh token; the new access token works.
+    metadata = provider.context.oauth_metadata
+    token_endpoint = str(metadata.token_endpoint)
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(
+            token_endpoint,
+            data={"grant_type": "refresh_token", "refresh_token": first_refresh, "client_id": storage.client_info.client_id},
+        )
+        check(response.status_code == 200, f"refresh: {response.status_code} {response.text}")
+        refreshed = response.json()
+        check(refreshed["refresh_token"] != first_refresh and refreshed["access_token"] != first_access, "rotation")
+        reuse = await http.post(
+            token_endpoint,
+            data={"grant_type": "refresh_token", "refresh_token": first_refresh, "client_id": storage.client_info.client_id},
+        )
+        check(reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant", f"reuse refused: {reuse.text}")
+    print("  refresh rotates; reuse refused")
+
+    # The provider's own refresh path: expire the stored access token and call again.
+    storage2 = MemoryStorage()
+    browser2 = Browser()
+    provider2 = OAuthClientProvider(
+        server_url=MCP_URL,
+        client_metadata=OAuthClientMetadata(client_name="recap python test 2", redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
+        storage=storage2,
+        redirect_handler=browser2.open,
+        callback_handler=browser2.callback,
+    )
+    async with httpx2.AsyncClient(auth=provider2, timeout=30) as http:
+        async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                old_refresh = storage2.tokens.refresh_token
+                provider2.context.token_expiry_time = 1.0  # as if the hour had passed
+                tool_json(await session.call_tool("list_meetings", {"limit": 1}))
+                check(storage2.tokens.refresh_token != old_refresh, "the provider refreshed and stored the rotated token")
+    print("  provider refresh: ok")
+
+
+async def main():
+    await with_pat()
+    await with_oauth()
+    print("all python client checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except BaseException as error:  # noqa: BLE001 - report anything, including exception groups
+        import traceback
+
+        traceback.print_exc()
+        print(f"FAILED: {error!r}", file=sys.stderr)
+        sys.exit(1)
