@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test lint bench schemas toolchain
+.PHONY: run build test test-clients lint bench schemas toolchain
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain
@@ -16,11 +16,20 @@ run: toolchain
 build: toolchain
 	$(CARGO) build --workspace
 
-## test: the whole suite (unit, property, black-box against the real binary)
+## test: the whole suite: unit, property and black-box tests against the real binary,
+## including the official MCP Python SDK and headless Chromium as real clients
 test: toolchain
 	mkdir -p $(CARGO_TARGET_DIR)
-	$(CARGO) test --workspace --no-fail-fast 2>&1 | tee $(CARGO_TARGET_DIR)/test.log; status=$${PIPESTATUS[0]}; \
+	scripts/setup-python.sh >/dev/null
+	scripts/setup-browser.sh >/dev/null
+	RECAP_REAL_CLIENTS=1 $(CARGO) test --workspace --no-fail-fast 2>&1 | tee $(CARGO_TARGET_DIR)/test.log; status=$${PIPESTATUS[0]}; \
 	  scripts/test-summary.sh $(CARGO_TARGET_DIR)/test.log; exit $$status
+
+## test-clients: only the real MCP clients (Python SDK, headless Chromium) against the binary
+test-clients: toolchain
+	scripts/setup-python.sh >/dev/null
+	scripts/setup-browser.sh >/dev/null
+	RECAP_REAL_CLIENTS=1 $(CARGO) test --test mcp_real_clients -- --nocapture
 
 ## lint: formatting and clippy, warnings denied
 lint: toolchain

@@ -20,9 +20,12 @@ pub fn words(text: &str) -> BTreeSet<String> {
 }
 
 /// The words of a query, in a stable order, longest first (the longest word is usually
-/// the rarest, so it drives the posting-list intersection).
+/// the rarest, so it drives the posting-list intersection). Words too long to be
+/// indexed are kept: no document has them, so the query matches nothing (dropping them
+/// would widen the query instead).
 pub fn query_words(query: &str) -> Vec<String> {
-    let mut found: Vec<String> = words(query).into_iter().collect();
+    let mut found: Vec<String> =
+        query.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).map(str::to_lowercase).collect::<BTreeSet<_>>().into_iter().collect();
     found.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then_with(|| a.cmp(b)));
     found
 }
@@ -41,5 +44,12 @@ mod tests {
     fn query_words_put_the_longest_first() {
         assert_eq!(query_words("q3 Planning budget"), vec!["planning", "budget", "q3"]);
         assert!(query_words("  ,; ").is_empty());
+    }
+
+    #[test]
+    fn an_unindexable_query_word_is_kept_so_it_matches_nothing() {
+        let long = "x".repeat(MAX_WORD_CHARS + 1);
+        assert!(words(&long).is_empty());
+        assert_eq!(query_words(&format!("budget {long}")), vec![long, "budget".to_string()]);
     }
 }

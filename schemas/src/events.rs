@@ -36,6 +36,9 @@ pub struct Envelope {
 /// The largest version the contract allows ("fits in 53 bits").
 pub const MAX_VERSION: u64 = (1 << 53) - 1;
 
+// Events are decoded one at a time and applied at once: boxing the large variants
+// would cost an allocation per event for no memory saved.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     AccountUpserted(AccountUpserted),

@@ -104,7 +104,8 @@ fn each_required_field_when_removed_makes_the_event_invalid() {
 #[test]
 fn wrong_types_and_bad_timestamps_make_the_event_invalid() {
     let meeting = examples().into_iter().find(|example| example["type"] == "meeting.upserted").unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Break = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Break)> = vec![
         ("title as a number", Box::new(|event: &mut Value| event["data"]["meeting"]["title"] = json!(42))),
         ("created_at without a zone", Box::new(|event: &mut Value| event["data"]["meeting"]["created_at"] = json!("2026-11-20T09:00:00"))),
         ("created_at as a date", Box::new(|event: &mut Value| event["data"]["meeting"]["created_at"] = json!("2026-11-20"))),

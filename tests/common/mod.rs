@@ -237,7 +237,7 @@ impl Server {
             for role in cluster.query_apis.iter_mut().chain(std::iter::once(&mut cluster.mcp)).chain(cluster.projectors.iter_mut()) {
                 statuses.extend(role.stop());
             }
-            return statuses.into_iter().find(|status| !status.success()).unwrap_or_else(|| std::process::ExitStatus::default());
+            return statuses.into_iter().find(|status| !status.success()).unwrap_or_default();
         }
         let mut child = self.child.take().expect("running");
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();

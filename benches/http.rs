@@ -1,0 +1,248 @@
+//! HTTP benchmarks of the embedded edition, measured side by side in one run:
+//!
+//! - requests per second of `GET /v1/meetings?limit=50`, `GET /v1/meetings/{id}` (auth
+//!   and limits on) and MCP `tools/call` get_meeting and list_meetings (limit 20),
+//!   against a bare axum route returning a constant, served by the same process;
+//! - p50/p99 latency of the two REST routes at half of their maximum, offered open-loop
+//!   (each request is scheduled at a fixed rate and its latency counts from its
+//!   scheduled instant, so a stall is not hidden by the generator waiting);
+//! - MCP search_meetings vs list_meetings on an account with 100,000 meetings.
+//!
+//! The servers run on core 0 and the load generators (wrk for the maximum, the
+//! built-in open-loop generator for latency) on core 1 (`taskset`). Run with
+//! `make bench`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
+use recap_schemas::{Envelope, Timestamp};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
+
+fn envelope(event_type: &str, data: serde_json::Value) -> Envelope {
+    let line = serde_json::json!({"id": "e", "type": event_type, "version": 1, "occurred_at": "2026-01-01T00:00:00Z", "data": data}).to_string();
+    Envelope::decode(line.as_bytes()).expect("valid event")
+}
+
+/// One flow-plan account with `meetings` meetings (titles searchable), a token, and a
+/// quota and minute limit large enough that the benchmark measures work, not refusals.
+async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("bench{meetings}.redb"))).expect("store"));
+    let mut batch = Batch::new(driver.clone());
+    let plan = serde_json::json!({"tier": "flow", "api_quota": 1_000_000_000_000u64, "billing_cycle_anchor": "2026-01-01T00:00:00Z"});
+    batch.apply(&envelope("account.upserted", serde_json::json!({"account_id": "acc", "plan": plan})), 1).await.expect("apply");
+    let token = serde_json::json!({"account_id": "acc", "token_id": "tok", "name": "bench", "token_sha256": recap_access::token_sha256(TOKEN), "created_at": "2026-01-01T00:00:00Z"});
+    batch.apply(&envelope("token.created", token), 2).await.expect("apply");
+    driver.write(batch.into_mutations()).await.expect("write");
+    let base = 1_700_000_000_000_000i64;
+    let topics = ["Budget review", "Design sync", "Hiring debrief", "Customer call", "Roadmap planning", "Incident retro", "Sales pipeline", "Weekly sync"];
+    for chunk in (0..meetings).collect::<Vec<_>>().chunks(5_000) {
+        let mut batch = Batch::new(driver.clone());
+        for &index in chunk {
+            let created = Timestamp(base + index as i64 * 60_000_000).to_rfc3339();
+            // One meeting in 100 mentions a rare word, so a search has a realistic
+            // selectivity (1%) on the large account.
+            let title = if index % 100 == 7 {
+                format!("{} escalation {index}", topics[index % topics.len()])
+            } else {
+                format!("{} {index}", topics[index % topics.len()])
+            };
+            let meeting = serde_json::json!({"account_id": "acc", "meeting": {
+                "id": format!("mtg_{index:06}"), "title": title, "kind": "call", "status": "done", "started_at": created, "ended_at": created,
+                "created_at": created, "updated_at": created, "series_id": null, "timezone": "UTC", "language": "en",
+                "note": {"id": format!("n{index}"), "kind": "note", "title": "Notes", "template_id": null, "text": "Agenda\nBudget\nHiring", "created_at": created, "updated_at": created},
+                "summaries": [{"id": format!("s{index}"), "kind": "summary", "title": "Summary", "template_id": null, "text": "We agreed on the plan.", "created_at": created, "updated_at": created}],
+                "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
+                "action_items": [{"id": format!("ai{index}"), "text": "Follow up", "status": "todo", "assignee_human_id": "hum_1", "due_at": null, "completed_at": null, "created_at": created}]}});
+            batch.apply(&envelope("meeting.upserted", meeting), 3 + index as i64).await.expect("apply");
+        }
+        driver.write(batch.into_mutations()).await.expect("write");
+    }
+    ReadModel::new(driver)
+}
+
+struct Servers {
+    rest: String,
+    mcp: String,
+    bare: String,
+}
+
+/// The REST router, the MCP router and a bare constant route, in this process.
+async fn serve(readmodel: ReadModel) -> Servers {
+    let plans = recap_access::Plans::default();
+    let rest_config = recap_query_api::RestConfig { rate_limit_per_minute: 1_000_000_000, ..recap_query_api::RestConfig::default() };
+    let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
+    let rest = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, vec![7; 32], &rest_config));
+    let mcp = recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &recap_mcp::McpConfig::default()));
+    let bare = axum::Router::new().route("/constant", axum::routing::get(|| async { "{\"data\":\"constant\"}" }));
+    let mut addresses = Vec::new();
+    for router in [rest, mcp, bare] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        addresses.push(listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+    }
+    Servers { rest: format!("http://{}", addresses[0]), mcp: format!("http://{}", addresses[1]), bare: format!("http://{}", addresses[2]) }
+}
+
+/// Requests per second wrk reaches on one core (closed loop, keep-alive).
+fn wrk(url: &str, post_body: Option<&str>) -> f64 {
+    let mut script = String::from("wrk.headers[\"Authorization\"] = \"Bearer ") + TOKEN + "\"\n";
+    if let Some(body) = post_body {
+        script.push_str("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n");
+        script.push_str(&format!("wrk.body = [[{body}]]\n"));
+    }
+    let script_file = tempfile::NamedTempFile::new().expect("temp");
+    std::fs::write(script_file.path(), script).expect("write script");
+    let output = std::process::Command::new("taskset")
+        .args(["-c", "1", "wrk", "-t1", "-c32", "-d4s", "-s"])
+        .arg(script_file.path())
+        .arg(url)
+        .output()
+        .expect("run wrk (apt-get install wrk)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let non_2xx = text.lines().find(|line| line.contains("Non-2xx")).map(str::to_string);
+    assert!(non_2xx.is_none(), "{url}: {non_2xx:?}");
+    text.lines().find_map(|line| line.strip_prefix("Requests/sec:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0.0)
+}
+
+/// Open-loop latency: `rate` requests per second for `duration`, each timed from its
+/// scheduled instant. Returns (p50, p99, max) in milliseconds.
+async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duration) -> (f64, f64, f64) {
+    let request = Arc::new(request);
+    let (idle_sender, mut idle) = tokio::sync::mpsc::unbounded_channel::<TcpStream>();
+    let (latency_sender, mut latencies) = tokio::sync::mpsc::unbounded_channel::<f64>();
+    let total = (rate * duration.as_secs_f64()) as usize;
+    let start = tokio::time::Instant::now();
+    for index in 0..total {
+        let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
+        tokio::time::sleep_until(scheduled).await;
+        let connection = match idle.try_recv() {
+            Ok(connection) => connection,
+            Err(_) => TcpStream::connect(address).await.expect("connect"),
+        };
+        let (request, idle_sender, latency_sender) = (request.clone(), idle_sender.clone(), latency_sender.clone());
+        tokio::spawn(async move {
+            let mut connection = connection;
+            if connection.write_all(&request).await.is_err() {
+                return;
+            }
+            if read_response(&mut connection).await.is_some() {
+                let _ = latency_sender.send(scheduled.elapsed().as_secs_f64() * 1e3);
+                let _ = idle_sender.send(connection);
+            }
+        });
+    }
+    drop(latency_sender);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut samples = Vec::with_capacity(total);
+    while let Ok(Some(sample)) = tokio::time::timeout_at(deadline, latencies.recv()).await {
+        samples.push(sample);
+        if samples.len() == total {
+            break;
+        }
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| samples.get(((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
+    (at(0.5), at(0.99), samples.last().copied().unwrap_or(f64::NAN))
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body; None on error.
+async fn read_response(connection: &mut TcpStream) -> Option<()> {
+    let mut buffer = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 8192];
+    loop {
+        let read = connection.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length: usize = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
+            while buffer.len() < end + 4 + length {
+                let read = connection.read(&mut chunk).await.ok()?;
+                if read == 0 {
+                    return None;
+                }
+                buffer.extend_from_slice(&chunk[..read]);
+            }
+            return Some(());
+        }
+    }
+}
+
+fn get_request(url: &str) -> (String, Vec<u8>) {
+    let without_scheme = url.trim_start_matches("http://");
+    let (host, path) = without_scheme.split_once('/').unwrap_or((without_scheme, ""));
+    (host.to_string(), format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n").into_bytes())
+}
+
+fn tool_call(name: &str, arguments: serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}).to_string()
+}
+
+/// Pins the calling thread (threads it creates inherit it) to one core.
+fn pin_current_thread(core: usize) {
+    let thread = std::fs::read_link("/proc/thread-self").ok().and_then(|link| link.file_name().map(|tid| tid.to_string_lossy().into_owned()));
+    if let Some(tid) = thread {
+        let _ = std::process::Command::new("taskset").args(["-cp", &core.to_string(), &tid]).output();
+    }
+}
+
+fn main() {
+    // The servers' runtime: one worker, on core 0 (the load generators use core 1).
+    pin_current_thread(0);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (servers, large) = runtime.block_on(async {
+        let small = world(dir.path(), 1_000).await;
+        let large = world(dir.path(), 100_000).await;
+        (serve(small).await, serve(large).await)
+    });
+    let _guard = runtime.enter();
+
+    let bare = wrk(&format!("{}/constant", servers.bare), None);
+    let meetings = wrk(&format!("{}/v1/meetings?limit=50", servers.rest), None);
+    let detail = wrk(&format!("{}/v1/meetings/mtg_000500", servers.rest), None);
+    let get_meeting = wrk(&format!("{}/mcp", servers.mcp), Some(&tool_call("get_meeting", serde_json::json!({"meeting_id": "mtg_000500"}))));
+    let list_meetings = wrk(&format!("{}/mcp", servers.mcp), Some(&tool_call("list_meetings", serde_json::json!({"limit": 20}))));
+    println!("requests per second, one server core, keep-alive (wrk -c32 on the other core):");
+    println!("  bare axum route (constant)           {bare:>9.0}");
+    for (name, value) in [
+        ("GET /v1/meetings?limit=50", meetings),
+        ("GET /v1/meetings/{id}", detail),
+        ("MCP tools/call get_meeting", get_meeting),
+        ("MCP tools/call list_meetings(20)", list_meetings),
+    ] {
+        println!("  {name:<36} {value:>9.0}   {:.2} of bare (target >= 0.40)", value / bare);
+    }
+
+    println!("open-loop latency at 50% of each route's maximum (8 s, scheduled-time latency):");
+    let generator = std::thread::spawn({
+        let rest = servers.rest.clone();
+        move || {
+            pin_current_thread(1);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let mut results = Vec::new();
+            for (path, max) in [("/v1/meetings?limit=50", meetings), ("/v1/meetings/mtg_000500", detail)] {
+                let (host, request) = get_request(&format!("{rest}{path}"));
+                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, max * 0.5, Duration::from_secs(8)));
+                results.push(format!("  GET {path:<28} at {:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10 ms), max {worst:.2} ms", max * 0.5));
+            }
+            results
+        }
+    });
+    for line in generator.join().expect("generator") {
+        println!("{line}");
+    }
+
+    let list_large = wrk(&format!("{}/mcp", large.mcp), Some(&tool_call("list_meetings", serde_json::json!({"limit": 20}))));
+    let search_large = wrk(&format!("{}/mcp", large.mcp), Some(&tool_call("search_meetings", serde_json::json!({"query": "escalation", "limit": 20}))));
+    println!("MCP on an account with 100,000 meetings (search matches 1%, counted in total):");
+    println!("  list_meetings(20)   {list_large:>9.0} req/s");
+    println!("  search_meetings(20) {search_large:>9.0} req/s   list/search = {:.2} (target <= 5)", list_large / search_large);
+    drop(dir);
+}
