@@ -17,7 +17,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, TableDefinition};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 
 use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
@@ -30,6 +33,19 @@ const NO_EXPIRY: i64 = i64::MAX;
 #[derive(Clone)]
 pub struct EmbeddedDriver {
     database: Arc<Database>,
+    snapshot: Arc<Snapshot>,
+}
+
+/// The read snapshot every read shares until the next commit. Opening a read
+/// transaction and its table costs more than reading a page of rows, so reads reuse one
+/// until a write commits; the commit bumps `epoch` before `write` returns, so no read
+/// that starts after a commit (after the projector publishes its position, say) sees
+/// older data. Long-lived snapshots would pin freed pages; this one lives only until
+/// the next commit.
+#[derive(Default)]
+struct Snapshot {
+    epoch: AtomicU64,
+    current: RwLock<Option<(u64, Arc<ReadOnlyTable<&'static [u8], &'static [u8]>>)>>,
 }
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
@@ -88,12 +104,31 @@ impl EmbeddedDriver {
         let write = database.begin_write().map_err(storage)?;
         write.open_table(ROWS).map_err(storage)?;
         write.commit().map_err(storage)?;
-        Ok(EmbeddedDriver { database: Arc::new(database) })
+        Ok(EmbeddedDriver { database: Arc::new(database), snapshot: Arc::new(Snapshot::default()) })
+    }
+
+    /// The table as of the last commit (see [`Snapshot`]).
+    fn rows(&self) -> Result<Arc<ReadOnlyTable<&'static [u8], &'static [u8]>>, StoreError> {
+        let epoch = self.snapshot.epoch.load(Ordering::Acquire);
+        if let Ok(current) = self.snapshot.current.read() {
+            if let Some((cached, rows)) = current.as_ref() {
+                if *cached == epoch {
+                    return Ok(rows.clone());
+                }
+            }
+        }
+        let rows = Arc::new(self.database.begin_read().map_err(storage)?.open_table(ROWS).map_err(storage)?);
+        if let Ok(mut current) = self.snapshot.current.write() {
+            // Another reader may have opened a newer one meanwhile: keep the newest.
+            if current.as_ref().is_none_or(|(cached, _)| *cached <= epoch) {
+                *current = Some((epoch, rows.clone()));
+            }
+        }
+        Ok(rows)
     }
 
     fn get_sync(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let read = self.database.begin_read().map_err(storage)?;
-        let rows = read.open_table(ROWS).map_err(storage)?;
+        let rows = self.rows()?;
         let key = row_key(table, partition, clustering);
         let Some(value) = rows.get(key.as_slice()).map_err(storage)? else {
             return Ok(None);
@@ -133,8 +168,7 @@ impl EmbeddedDriver {
             Bound::Included(clustering) => prefix_successor(&with(clustering)),
             Bound::Excluded(clustering) => Some(with(clustering)),
         };
-        let read = self.database.begin_read().map_err(storage)?;
-        let rows = read.open_table(ROWS).map_err(storage)?;
+        let rows = self.rows()?;
         let now = now_micros();
         let mut found = Vec::with_capacity(limit.min(256));
         let iterator = match &end {
@@ -174,7 +208,9 @@ impl EmbeddedDriver {
                 }
             }
         }
-        write.commit().map_err(storage)
+        write.commit().map_err(storage)?;
+        self.snapshot.epoch.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 }
 
