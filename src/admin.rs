@@ -20,6 +20,8 @@ pub struct AdminState {
     /// The embedded log, whose length tells how far behind the projector is; None in
     /// the distributed edition (Kafka lag is per partition, in `Stats`).
     pub log: Option<EventLog>,
+    /// More Prometheus text lines the role exports (e.g. the limiter's fail-open count).
+    pub extra_metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -86,6 +88,9 @@ async fn metrics(State(state): State<AdminState>) -> Response {
                 body.push_str(&format!("recap_projector_partition_lag_events{{partition=\"{partition}\"}} {lag}\n"));
             }
         }
+    }
+    if let Some(extra) = &state.extra_metrics {
+        body.push_str(&extra());
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -179,7 +179,9 @@ pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None }, shutdown.clone()).await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, extra_metrics: None }, shutdown.clone())
+            .await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
@@ -236,7 +238,7 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
     let readmodel = ReadModel::new(driver);
     let timeout = Duration::from_millis(config.redis_timeout_ms);
     let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
-    let limiter: Arc<dyn recap_access::Limiter> = loop {
+    let redis_limiter: Arc<recap_access::RedisLimiter> = loop {
         match recap_access::RedisLimiter::connect(&config.redis_url, &config.redis_key_prefix, timeout, clock.clone()).await {
             Ok(limiter) => break Arc::new(limiter),
             Err(error) => {
@@ -248,8 +250,21 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
             }
         }
     };
+    let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
+    let fail_open = redis_limiter.clone();
+    let extra_metrics: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || {
+        format!(
+            "# TYPE recap_limiter_fail_open_total counter\nrecap_limiter_fail_open_total {}\n",
+            fail_open.fail_open_total.load(std::sync::atomic::Ordering::Relaxed)
+        )
+    });
     let stats = Arc::new(Stats::default());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None }, shutdown.clone()).await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, extra_metrics: Some(extra_metrics) },
+        shutdown.clone(),
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("REST API  base_url http://{}/v1", listener.local_addr()?);
     use std::io::Write;
@@ -291,7 +306,9 @@ pub async fn mcp(config: McpRoleConfig) -> anyhow::Result<()> {
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
     let stats = Arc::new(Stats::default());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None }, shutdown.clone()).await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, extra_metrics: None }, shutdown.clone())
+            .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;

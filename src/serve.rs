@@ -134,7 +134,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
     let rest_router = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest));
     let mcp_router = recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp));
-    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()) });
+    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), extra_metrics: None });
 
     println!("recap serving data dir {}", config.data_dir.display());
     println!("REST API  base_url http://{rest_address}/v1");

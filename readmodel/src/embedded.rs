@@ -42,10 +42,13 @@ pub struct EmbeddedDriver {
 /// that starts after a commit (after the projector publishes its position, say) sees
 /// older data. Long-lived snapshots would pin freed pages; this one lives only until
 /// the next commit.
+/// The rows table of one read transaction.
+type RowsTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 #[derive(Default)]
 struct Snapshot {
     epoch: AtomicU64,
-    current: RwLock<Option<(u64, Arc<ReadOnlyTable<&'static [u8], &'static [u8]>>)>>,
+    current: RwLock<Option<(u64, Arc<RowsTable>)>>,
 }
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
@@ -108,7 +111,7 @@ impl EmbeddedDriver {
     }
 
     /// The table as of the last commit (see [`Snapshot`]).
-    fn rows(&self) -> Result<Arc<ReadOnlyTable<&'static [u8], &'static [u8]>>, StoreError> {
+    fn rows(&self) -> Result<Arc<RowsTable>, StoreError> {
         let epoch = self.snapshot.epoch.load(Ordering::Acquire);
         if let Ok(current) = self.snapshot.current.read() {
             if let Some((cached, rows)) = current.as_ref() {

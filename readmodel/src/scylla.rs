@@ -20,7 +20,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::Consistency;
+pub use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row as CqlRow};
 
 use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
