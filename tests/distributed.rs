@@ -52,20 +52,20 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
         };
         let line = match index % 10 {
             0..=5 => {
-                let owner = if n % 2 == 0 { "acc_a" } else { "acc_b" };
+                let owner = if n.is_multiple_of(2) { "acc_a" } else { "acc_b" };
                 let id = format!("mtg_{n}");
-                let mut spec = MeetingSpec::new(owner, &id, if n % 3 == 0 { "Budget review" } else { "Design sync" }, n as i64);
+                let mut spec = MeetingSpec::new(owner, &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
                 spec.items = vec![item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
                 spec.event(next(id.clone()))
             }
             6 => transcript(
-                if n % 2 == 0 { "acc_a" } else { "acc_b" },
+                if n.is_multiple_of(2) { "acc_a" } else { "acc_b" },
                 &format!("mtg_{n}"),
                 "hello world",
                 Some(vec![word("hello", 0)]),
                 next(format!("mtg_{n}")),
             ),
-            7 => meeting_deleted(if n % 2 == 0 { "acc_a" } else { "acc_b" }, &format!("mtg_{n}"), next(format!("mtg_{n}"))),
+            7 => meeting_deleted(if n.is_multiple_of(2) { "acc_a" } else { "acc_b" }, &format!("mtg_{n}"), next(format!("mtg_{n}"))),
             8 => {
                 let id = format!("shr_{}", n % 50);
                 ShareSpec {
