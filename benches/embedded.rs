@@ -9,6 +9,10 @@
 //!
 //! Run with `make bench` (or `cargo bench --bench embedded`).
 
+// The binary's global allocator lives in the recap library: link it, so the
+// benchmark measures what `recap` runs.
+extern crate recap;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -12,6 +12,10 @@
 //! built-in open-loop generator for latency) on core 1 (`taskset`). Run with
 //! `make bench`.
 
+// The binary's global allocator lives in the recap library: link it, so the
+// benchmark measures what `recap` runs.
+extern crate recap;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -211,6 +215,13 @@ fn main() {
         (serve(small).await, serve(large).await)
     });
     let _guard = runtime.enter();
+    // `RECAP_BENCH_HOLD=<seconds>` keeps the servers up for a profiler and prints their
+    // addresses (e.g. `perf record -p <pid>` while loading one route).
+    if let Some(seconds) = std::env::var("RECAP_BENCH_HOLD").ok().and_then(|value| value.parse::<u64>().ok()) {
+        println!("pid {} rest {} mcp {} bare {} token {TOKEN}", std::process::id(), servers.rest, servers.mcp, servers.bare);
+        std::thread::sleep(Duration::from_secs(seconds));
+        return;
+    }
 
     let bare = wrk(&format!("{}/constant", servers.bare), None);
     let bare_page_sized = wrk(&format!("{}/constant-15k", servers.bare), None);
