@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test test-clients lint bench schemas toolchain
+.PHONY: run build test test-clients lint bench schemas toolchain up down
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain
@@ -49,3 +49,14 @@ schemas:
 ## toolchain: the Rust components the targets use
 toolchain:
 	@scripts/toolchain.sh
+
+## up: install (once) and start the real engines on loopback: Kafka, Cassandra, Redis
+up:
+	scripts/engines/up.sh
+
+## down: stop the engines (down-purge also removes their data)
+down:
+	scripts/engines/down.sh
+
+down-purge:
+	scripts/engines/down.sh --purge
