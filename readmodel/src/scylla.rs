@@ -136,12 +136,13 @@ impl ScyllaDriver {
         session.query_unpaged(create, ()).await.map_err(unavailable)?;
         session.use_keyspace(keyspace, false).await.map_err(unavailable)?;
         let mut applied = 0;
-        for statement in schema.split(';') {
-            let statement: String = statement.lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+        // Comments may contain semicolons: drop them before splitting statements.
+        let without_comments: String = schema.lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+        for statement in without_comments.split(';') {
             if statement.trim().is_empty() {
                 continue;
             }
-            session.query_unpaged(statement, ()).await.map_err(unavailable)?;
+            session.query_unpaged(statement.trim().to_string(), ()).await.map_err(unavailable)?;
             applied += 1;
         }
         session.await_schema_agreement().await.map_err(unavailable)?;
