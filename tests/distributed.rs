@@ -155,6 +155,8 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
     let (status, _, body) = get(&format!("{}/meetings/mtg_after", cluster.query_apis[1].url), Some(&token));
     assert_eq!(status, 200, "{body}");
 
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _context = runtime.enter();
     let consumer: StreamConsumer = rdkafka::config::ClientConfig::new()
         .set("bootstrap.servers", &cluster.engines.brokers)
         .set("group.id", format!("{}-inspect", cluster.id))
@@ -162,7 +164,6 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
         .create()
         .unwrap();
     consumer.subscribe(&[&format!("{}recap.deadletter.v1", cluster.topic_prefix)]).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let message = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await }).expect("a dead letter").unwrap();
     assert_eq!(message.payload(), Some(poison.as_bytes()), "the raw bytes, whole");
     let headers = message.headers().expect("headers");
