@@ -33,7 +33,7 @@ configure() {
   mkdir -p "$DIR/data" "$DIR/commitlog" "$DIR/saved_caches" "$DIR/hints" "$DIR/cdc_raw" "$DIR/logs"
   cat > "$DIR/cassandra.yaml" <<YAML
 cluster_name: recap-local
-num_tokens: 16
+num_tokens: 1
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 data_file_directories: [ "$DIR/data" ]
 commitlog_directory: "$DIR/commitlog"
