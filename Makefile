@@ -16,14 +16,11 @@ run: toolchain
 build: toolchain
 	$(CARGO) build --workspace
 
-## test: the whole suite: unit, property and black-box tests against the real binary,
-## including the official MCP Python SDK and headless Chromium as real clients
+## test: the whole suite: the embedded edition (unit, property and black-box tests
+## against the real binary, real MCP clients), then the distributed edition on the real
+## engines (started by `make up`): driver semantics, the same black-box suites, faults
 test: toolchain
-	mkdir -p $(CARGO_TARGET_DIR)
-	scripts/setup-python.sh >/dev/null
-	scripts/setup-browser.sh >/dev/null
-	RECAP_REAL_CLIENTS=1 $(CARGO) test --workspace --no-fail-fast 2>&1 | tee $(CARGO_TARGET_DIR)/test.log; status=$${PIPESTATUS[0]}; \
-	  scripts/test-summary.sh $(CARGO_TARGET_DIR)/test.log; exit $$status
+	scripts/test.sh
 
 ## test-clients: only the real MCP clients (Python SDK, headless Chromium) against the binary
 test-clients: toolchain

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole suite, as `make test` and CI run it:
+#   1. the embedded edition: every crate's tests, black-box tests against `recap serve`,
+#      and the real MCP clients (official Python SDK, headless Chromium);
+#   2. the distributed edition on the real engines (`make up`): the driver semantics
+#      suite on Cassandra, the REST and MCP black-box suites unchanged against one
+#      projector, two query-api and one mcp process fed through Kafka, then the fault
+#      suite (one test at a time: it stops and kills shared engines).
+# Prints one closing summary line over every test binary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+target=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target"
+log="$target/test.log"
+: > "$log"
+status=0
+run() {
+  echo "== $*" | tee -a "$log"
+  "$@" 2>&1 | tee -a "$log"
+  local code=${PIPESTATUS[0]}
+  [ "$code" -eq 0 ] || status=$code
+}
+
+scripts/setup-python.sh >/dev/null || status=1
+scripts/setup-browser.sh >/dev/null || status=1
+run env RECAP_REAL_CLIENTS=1 cargo test --workspace --no-fail-fast
+
+if scripts/engines/up.sh; then
+  set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
+  run cargo test -p recap-readmodel --test driver_semantics -- --ignored
+  run env RECAP_TEST_EDITION=distributed RECAP_REAL_CLIENTS=1 cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --test-threads=2
+  run cargo test --test distributed -- --ignored --test-threads=1
+else
+  echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"
+  status=1
+fi
+
+scripts/test-summary.sh "$log"
+exit $status
