@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test test-clients lint bench schemas toolchain up down
+.PHONY: run build test test-clients lint bench schemas toolchain up down k8s-validate
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain
@@ -32,6 +32,11 @@ test-clients: toolchain
 lint: toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## k8s-validate: the Helm chart, dashboard and alert rules, offline: helm lint, kubeconform
+## -strict, kube-score, metric names (pinned tools cached under ~/.cache/recap; also in `make test`)
+k8s-validate:
+	scripts/k8s-validate.sh
 
 ## bench: performance figures measured side by side in one run (release build)
 bench: toolchain
