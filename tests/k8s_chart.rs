@@ -30,7 +30,7 @@ fn skipped(test: &str) -> bool {
 fn validated() -> &'static Path {
     static OUT: OnceLock<PathBuf> = OnceLock::new();
     OUT.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("recap-k8s-validate-{}", std::process::id()));
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("k8s-validate");
         let _ = std::fs::remove_dir_all(&out);
         let output = Command::new("bash").arg(repo().join("scripts/k8s-validate.sh")).env("RECAP_K8S_OUT", &out).output().expect("run scripts/k8s-validate.sh");
         let stdout = String::from_utf8_lossy(&output.stdout);
@@ -55,8 +55,8 @@ fn render(args: &[&str]) -> (bool, String, String) {
         .arg(repo().join("k8s/recap"))
         .args(["--kube-version", "1.30.0"])
         .args(args)
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("recap-helm-cache"))
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("recap-helm-config"))
+        .env("HELM_CACHE_HOME", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("helm-cache"))
+        .env("HELM_CONFIG_HOME", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("helm-config"))
         .output()
         .expect("run helm");
     (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
