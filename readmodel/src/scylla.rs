@@ -149,6 +149,16 @@ impl ScyllaDriver {
         Ok(applied)
     }
 
+    /// Drops a keyspace and everything in it (test and staging clean-up).
+    pub async fn drop_keyspace(nodes: &[String], keyspace: &str, timeout: Duration) -> Result<(), StoreError> {
+        let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(unavailable)?;
+        session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.map_err(unavailable)?;
+        Ok(())
+    }
+
     async fn prepared(&self, cql: String) -> Result<Arc<PreparedStatement>, StoreError> {
         if let Some(found) = self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&cql) {
             return Ok(found.clone());

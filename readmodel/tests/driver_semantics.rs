@@ -94,7 +94,7 @@ async fn text_keys_with_any_characters_round_trip(driver: Arc<dyn Driver>) {
 
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
 /// `make up`), migrated from `schemas/cql/recap.cql`.
-async fn scylla() -> Arc<dyn Driver> {
+async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
     use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
     let keyspace = format!("recap_test_{}", uuid_like());
@@ -123,7 +123,9 @@ macro_rules! for_each_driver {
             $(#[tokio::test]
             #[ignore = "needs the real engines: `make up` (make test runs it)"]
             async fn $case() {
-                super::$case(super::scylla().await).await;
+                let (driver, nodes, keyspace) = super::scylla().await;
+                super::$case(driver).await;
+                recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
             })*
         }
     };

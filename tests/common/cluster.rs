@@ -244,6 +244,20 @@ impl Cluster {
     }
 }
 
+impl Drop for Cluster {
+    /// Stops every role, then drops the run's keyspace: a node holding hundreds of
+    /// test tables slows down until schema changes time out.
+    fn drop(&mut self) {
+        for role in self.projectors.iter_mut().chain(self.query_apis.iter_mut()).chain(std::iter::once(&mut self.mcp)) {
+            role.kill9();
+        }
+        let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
+        if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let _ = runtime.block_on(recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
+        }
+    }
+}
+
 /// Creates the run's topics (3 partitions each, the dead-letter topic 1).
 fn create_topics(brokers: &str, prefix: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
