@@ -101,8 +101,14 @@ async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
     let schema = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/cql/recap.cql")).unwrap();
     let timeout = std::time::Duration::from_secs(10);
     ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", &schema, timeout).await.unwrap();
-    let config = ScyllaConfig { nodes, keyspace, consistency: scylla::statement::Consistency::LocalQuorum, timeout, write_concurrency: 64 };
-    Arc::new(ScyllaDriver::connect(config).await.unwrap())
+    let config = ScyllaConfig {
+        nodes: nodes.clone(),
+        keyspace: keyspace.clone(),
+        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
+        timeout,
+        write_concurrency: 64,
+    };
+    (Arc::new(ScyllaDriver::connect(config).await.unwrap()), nodes, keyspace)
 }
 
 fn uuid_like() -> String {
