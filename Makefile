@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test test-clients lint bench schemas toolchain up down k8s-validate
+.PHONY: run build test test-clients lint bench schemas toolchain up down down-purge k8s-validate
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain

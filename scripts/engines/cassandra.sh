@@ -1,39 +1,87 @@
 #!/usr/bin/env bash
-# Apache Cassandra 5.0 (the local stand-in for ScyllaDB: same CQL protocol, same driver)
-# from cassandra-all and its dependencies on Maven Central (the binary tarball is not
-# there), on Java 17 with Cassandra's jvm17 module options and the jamm agent, heap
-# capped at 1 GiB, native protocol on 127.0.0.1:9042. Readiness is a real CQL query.
-# usage: cassandra.sh install|start|stop|status|kill9
+# Apache Cassandra 5.0, the local stand-in for ScyllaDB (same CQL protocol, same driver),
+# one node from cassandra-all and its dependencies on Maven Central (the binary tarball,
+# apache-cassandra:tar.gz:bin, is not published there), with a cassandra.yaml written
+# here. Java 17 needs Cassandra's module options (conf/jvm17-server.options) and the jamm
+# agent. Heap 1 GiB, CQL on 127.0.0.1:9042, storage port 7000, JMX on 127.0.0.1:7199.
+# Readiness is a real CQL query through the Python driver (PyPI cassandra-driver, a
+# binary wheel, in a venv under the cache directory).
+#
+# usage: cassandra.sh install|start|stop|restart|status|kill9|pause|resume
+#        cassandra.sh cql "<statement>"   runs one statement, prints the rows
 set -euo pipefail
+ENGINE=cassandra
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
-VERSION=${RECAP_CASSANDRA_VERSION:-5.0.6}
-HOME_DIR="$ENGINES_HOME/cassandra-$VERSION"; DIR="$RUN_DIR/cassandra"; PIDFILE="$DIR/cassandra.pid"
-VENV="$ENGINES_HOME/venv"
+
+VERSION=${RECAP_CASSANDRA_VERSION:-5.0.9}
+DRIVER_VERSION=3.30.1
+HOME_DIR="$ENGINES_HOME/cassandra-$VERSION"
+VENV="$ENGINES_HOME/cql-probe-$DRIVER_VERSION"
+DIR="$RUN_DIR/cassandra"
+PIDFILE="$DIR/cassandra.pid"
+PID_MARKER="$DIR/cassandra.yaml"
+PORTS=("$CQL_PORT" "$CASSANDRA_STORAGE_PORT" "$CASSANDRA_JMX_PORT")
+LOG_FILES=("$DIR/logs/system.log" "$DIR/logs/stdout.log")
 
 install() {
   resolve_jars "$HOME_DIR" "org.apache.cassandra:cassandra-all:$VERSION"
-  if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import cassandra" 2>/dev/null; then
-    log "installing the CQL probe (PyPI cassandra-driver)"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q "cassandra-driver==3.29.2" >&2
-  fi
+  [ -f "$VENV/.complete" ] || with_lock pip install_probe
 }
 
-ready() {
-  "$VENV/bin/python" - <<'PY'
-from cassandra.cluster import Cluster
-cluster = Cluster(["127.0.0.1"], port=9042, connect_timeout=2, control_connection_timeout=2)
-session = cluster.connect()
-session.execute("SELECT release_version FROM system.local", timeout=2)
-cluster.shutdown()
+install_probe() {
+  [ -f "$VENV/.complete" ] && return 0
+  log "installing the CQL probe: PyPI cassandra-driver $DRIVER_VERSION (binary wheel) in $VENV"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV" 2>/dev/null || {
+    apt_install python3-venv
+    python3 -m venv "$VENV"
+  }
+  "$VENV/bin/pip" install -q --disable-pip-version-check --only-binary=cassandra-driver "cassandra-driver==$DRIVER_VERSION" >&2 ||
+    die "pip could not install cassandra-driver $DRIVER_VERSION"
+  cat >"$VENV/cql.py" <<'PY'
+"""Runs CQL statements against one node: cql.py <host> <port> <statement>..."""
+import logging
+import sys
+import warnings
+
+warnings.simplefilter("ignore")
+logging.disable(logging.CRITICAL)
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile  # noqa: E402
+from cassandra.policies import WhiteListRoundRobinPolicy  # noqa: E402
+
+host, port, statements = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=10)
+cluster = Cluster([host], port=port, connect_timeout=3, control_connection_timeout=3,
+                  execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+try:
+    session = cluster.connect()
+    for statement in statements:
+        for row in session.execute(statement):
+            print(" | ".join(str(value) for value in row))
+finally:
+    cluster.shutdown()
 PY
+  touch "$VENV/.complete"
 }
+
+cql() { timeout 30 "$VENV/bin/python" "$VENV/cql.py" "$BIND" "$CQL_PORT" "$@"; }
+
+# Readiness: the native transport accepts connections and a CQL query answers.
+ready() { port_open "$CQL_PORT" && cql "SELECT release_version FROM system.local" >/dev/null; }
 
 configure() {
   mkdir -p "$DIR/data" "$DIR/commitlog" "$DIR/saved_caches" "$DIR/hints" "$DIR/cdc_raw" "$DIR/logs"
-  cat > "$DIR/cassandra.yaml" <<YAML
+  # One node, lean: one token (initial_token matches it, so a restart keeps the ring and
+  # the data), small thread pools and caches, no hints, snapshots or user functions. The
+  # commit log syncs every second (periodic, as ScyllaDB does, which syncs every 10 s by
+  # default), so a kill -9 loses at most the last second of writes. Memtables are unslabbed:
+  # heap_buffers reserves 1 MiB slabs per written table (about 2 MiB of heap per table in
+  # all, against 0.4 MiB unslabbed), and recap's tests create a keyspace of 26 tables each.
+  cat >"$DIR/cassandra.yaml" <<YAML
 cluster_name: recap-local
 num_tokens: 1
+initial_token: 0
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 data_file_directories: [ "$DIR/data" ]
 commitlog_directory: "$DIR/commitlog"
@@ -41,78 +89,154 @@ saved_caches_directory: "$DIR/saved_caches"
 hints_directory: "$DIR/hints"
 cdc_raw_directory: "$DIR/cdc_raw"
 commitlog_sync: periodic
-commitlog_sync_period: 10000ms
+commitlog_sync_period: 1000ms
+commitlog_segment_size: 32MiB
+commitlog_total_space: 256MiB
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:7000"
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
-storage_port: 7000
-native_transport_port: 9042
+      - seeds: "$BIND:$CASSANDRA_STORAGE_PORT"
+listen_address: $BIND
+rpc_address: $BIND
+storage_port: $CASSANDRA_STORAGE_PORT
+native_transport_port: $CQL_PORT
 start_native_transport: true
+native_transport_max_threads: 32
 endpoint_snitch: SimpleSnitch
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
 concurrent_reads: 8
 concurrent_writes: 8
 concurrent_counter_writes: 4
-concurrent_materialized_view_writes: 4
-memtable_allocation_type: heap_buffers
+concurrent_materialized_view_writes: 2
+concurrent_compactors: 1
+compaction_throughput: 64MiB/s
+memtable_allocation_type: unslabbed_heap_buffers
+memtable_heap_space: 256MiB
+file_cache_size: 64MiB
+networking_cache_size: 32MiB
+key_cache_size: 16MiB
+hinted_handoff_enabled: false
 auto_snapshot: false
 snapshot_before_compaction: false
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
+user_defined_functions_enabled: false
 read_request_timeout: 5000ms
+range_request_timeout: 10000ms
 write_request_timeout: 2000ms
+request_timeout: 10000ms
 YAML
-  cat > "$DIR/logback.xml" <<XML
+  cat >"$DIR/logback.xml" <<XML
 <configuration>
-  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+  <appender name="FILE" class="ch.qos.logback.core.rolling.RollingFileAppender">
     <file>$DIR/logs/system.log</file>
+    <rollingPolicy class="ch.qos.logback.core.rolling.FixedWindowRollingPolicy">
+      <fileNamePattern>$DIR/logs/system.log.%i</fileNamePattern><minIndex>1</minIndex><maxIndex>2</maxIndex>
+    </rollingPolicy>
+    <triggeringPolicy class="ch.qos.logback.core.rolling.SizeBasedTriggeringPolicy"><maxFileSize>20MB</maxFileSize></triggeringPolicy>
     <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
   </appender>
-  <root level="WARN"><appender-ref ref="FILE"/></root>
-  <logger name="org.apache.cassandra.service.CassandraDaemon" level="INFO"/>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 XML
 }
 
-start() {
-  install
-  if pid_alive "$PIDFILE" && ready >/dev/null 2>&1; then return 0; fi
-  configure
-  local jamm
-  jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -1)
-  # Cassandra's conf/jvm17-server.options, which Java 17 needs.
-  local modules=(
-    -Djdk.attach.allowAttachSelf=true
-    --add-exports java.base/jdk.internal.misc=ALL-UNNAMED --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-    --add-exports java.base/sun.nio.ch=ALL-UNNAMED --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
-    --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
-    --add-exports java.sql/java.sql=ALL-UNNAMED --add-opens java.base/java.lang.module=ALL-UNNAMED
-    --add-opens java.base/jdk.internal.loader=ALL-UNNAMED --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
-    --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED --add-opens java.base/jdk.internal.math=ALL-UNNAMED
-    --add-opens java.base/jdk.internal.module=ALL-UNNAMED --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
-    --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-    --add-opens java.base/java.io=ALL-UNNAMED --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED
-    --add-opens java.base/java.util=ALL-UNNAMED --add-opens java.base/java.util.concurrent=ALL-UNNAMED
-    --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED --add-opens java.base/java.lang.reflect=ALL-UNNAMED
-    --add-opens java.base/java.net=ALL-UNNAMED
-  )
-  nohup java -Xms1g -Xmx1g -Xss512k -XX:+UseG1GC -XX:+AlwaysPreTouch "${modules[@]}" -javaagent:"$jamm" \
-    -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \
-    -Dcassandra.storagedir="$DIR" -Dcassandra.logdir="$DIR/logs" -Dcassandra-foreground=yes \
-    -Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.initial_token=0 -Dcassandra.jmx.local.port=7199 \
-    -cp "$HOME_DIR/libs/*" org.apache.cassandra.service.CassandraDaemon >"$DIR/logs/stdout.log" 2>&1 &
-  echo $! > "$PIDFILE"
-  wait_until 180 cassandra ready || { tail -n 40 "$DIR/logs/system.log" "$DIR/logs/stdout.log" >&2; exit 1; }
-  log "cassandra ready on 127.0.0.1:9042"
+# Cassandra's conf/jvm17-server.options (module access for Java 17) plus its Netty options.
+JVM17_OPTIONS=(
+  -Djdk.attach.allowAttachSelf=true
+  --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+  --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-exports java.base/sun.nio.ch=ALL-UNNAMED
+  --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+  --add-exports java.sql/java.sql=ALL-UNNAMED
+  --add-exports java.base/java.lang.ref=ALL-UNNAMED
+  --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+  --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+  --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+  --add-opens java.base/java.lang.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+  --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+  --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens java.base/java.io=ALL-UNNAMED
+  --add-opens java.base/java.nio=ALL-UNNAMED
+  --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+  --add-opens java.base/java.lang=ALL-UNNAMED
+  --add-opens java.base/java.util=ALL-UNNAMED
+  --add-opens java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens java.base/java.net=ALL-UNNAMED
+  -Dio.netty.tryReflectionSetAccessible=true
+  -Dio.netty.allocator.useCacheForAllThreads=true
+  -Dio.netty.allocator.maxOrder=11
+)
+
+_start() {
+  local started pid jamm
+  started=$(now_ms)
+  if pid=$(engine_pid); then
+    if engine_paused; then
+      log "resuming the paused node (pid $pid)"
+      kill -CONT "$pid"
+    fi
+    if ready; then
+      log "already running (pid $pid) and ready on $BIND:$CQL_PORT"
+      return 0
+    fi
+    log "running (pid $pid), waiting for readiness"
+  else
+    refuse_foreign_ports
+    configure
+    jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -n 1)
+    log "starting Cassandra $VERSION on $BIND:$CQL_PORT"
+    # The bin/cassandra launcher (which wants -R as root) is not used: the daemon class is
+    # started directly, in the foreground of its own process.
+    nohup java -Xms256m -Xmx1g -Xss512k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
+      -XX:MaxGCPauseMillis=300 -XX:MaxDirectMemorySize=512m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem \
+      "${JVM17_OPTIONS[@]}" -javaagent:"$jamm" -Djava.net.preferIPv4Stack=true \
+      -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \
+      -Dcassandra.storagedir="$DIR" -Dcassandra.logdir="$DIR/logs" -Dcassandra-foreground=yes \
+      -Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.jmx.local.port="$CASSANDRA_JMX_PORT" \
+      -cp "$HOME_DIR/libs/*" org.apache.cassandra.service.CassandraDaemon \
+      </dev/null >"$DIR/logs/stdout.log" 2>&1 9>&- &
+    echo $! >"$PIDFILE"
+  fi
+  wait_ready 180 ready || die "Cassandra did not become ready (logs: $DIR/logs)"
+  log "ready on $BIND:$CQL_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
+  local keyspaces
+  keyspaces=$(find "$DIR/data" -mindepth 1 -maxdepth 1 -type d ! -name 'system*' | wc -l)
+  if [ "$keyspaces" -gt 40 ]; then
+    log "note: $keyspaces keyspaces left by earlier runs (each costs heap and start-up time); \`make down-purge\` resets the data"
+  fi
 }
 
-case "${1:-start}" in
+start() {
+  install
+  with_lock cassandra _start
+}
+
+status() {
+  local pid
+  if ! pid=$(engine_pid); then echo "cassandra: down"; return 1; fi
+  if engine_paused; then echo "cassandra: paused (pid $pid)"; return 1; fi
+  if ready 2>/dev/null; then echo "cassandra: ready on $BIND:$CQL_PORT (pid $pid, RSS $(rss_of_engine))"; else echo "cassandra: running but not ready (pid $pid)"; return 1; fi
+}
+
+case "${1:-}" in
   install) install ;;
   start) start ;;
-  stop) stop_pidfile "$PIDFILE" ;;
-  status) ready >/dev/null 2>&1 && echo "cassandra: ready" || { echo "cassandra: down"; exit 1; } ;;
-  kill9) stop_pidfile "$PIDFILE" KILL ;;
-  *) echo "usage: $0 install|start|stop|status|kill9" >&2; exit 2 ;;
+  stop) with_lock cassandra stop_engine TERM 90 ;;
+  restart) with_lock cassandra stop_engine TERM 90 && start ;;
+  status) status ;;
+  kill9) with_lock cassandra stop_engine KILL 10 ;;
+  pause) pause_engine ;;
+  resume) resume_engine ;;
+  cql) shift; cql "$@" ;;
+  *) engine_usage ;;
 esac

@@ -1,53 +1,235 @@
 #!/usr/bin/env bash
-# Shared by the engine scripts: where engines are installed and run, and helpers.
+# Sourced by the engine scripts: where the engines are installed and run, their ports,
+# and the helpers every engine shares (jars from Maven Central, pidfiles, readiness
+# polling, log tails). Everything binds to 127.0.0.1.
+#
+# Overrides (all optional): RECAP_ENGINES_HOME (default ~/.cache/recap/engines),
+# RECAP_KAFKA_PORT (9092), RECAP_KAFKA_CONTROLLER_PORT (9093), RECAP_CQL_PORT (9042),
+# RECAP_CASSANDRA_STORAGE_PORT (7000), RECAP_CASSANDRA_JMX_PORT (7199),
+# RECAP_REDIS_PORT (6379). A second set of engines can run beside the first with another
+# home and other ports.
+# shellcheck disable=SC2034 # the ports and paths are used by the scripts that source this file
 set -euo pipefail
+
 ENGINES_HOME="${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}"
 RUN_DIR="$ENGINES_HOME/run"
-mkdir -p "$ENGINES_HOME" "$RUN_DIR"
+BIND=127.0.0.1
+KAFKA_PORT=${RECAP_KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${RECAP_KAFKA_CONTROLLER_PORT:-9093}
+CQL_PORT=${RECAP_CQL_PORT:-9042}
+CASSANDRA_STORAGE_PORT=${RECAP_CASSANDRA_STORAGE_PORT:-7000}
+CASSANDRA_JMX_PORT=${RECAP_CASSANDRA_JMX_PORT:-7199}
+REDIS_PORT=${RECAP_REDIS_PORT:-6379}
+mkdir -p "$RUN_DIR"
 
-log() { echo "[engines] $*" >&2; }
+# Set by each engine script before it uses the helpers below.
+ENGINE=${ENGINE:-engines}
+PIDFILE=${PIDFILE:-}
+PID_MARKER=${PID_MARKER:-}   # a string the engine's command line contains
+LOG_FILES=()
+PORTS=()                     # the ports the engine listens on
+
+log() { printf '[%s] %s\n' "$ENGINE" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+elapsed() { local ms=$(( $(now_ms) - $1 )); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+# with_lock <name> <command...>: runs the command holding $ENGINES_HOME/.<name>.lock, so
+# concurrent `make up`s, fault tests and installs never race each other.
+with_lock() {
+  local name=$1; shift
+  (
+    flock 9
+    "$@"
+  ) 9>"$ENGINES_HOME/.$name.lock"
+}
 
 # resolve_jars <dir> <groupId:artifactId:version>...: copies the artifacts and their
-# runtime dependencies from Maven Central into <dir> (once).
+# runtime dependencies from Maven Central into <dir>/libs, once. Maven runs one at a
+# time (one local repository); a failed resolution leaves nothing half-installed.
 resolve_jars() {
   local dir=$1; shift
   [ -f "$dir/.complete" ] && return 0
-  mkdir -p "$dir"
-  local pom="$dir/pom.xml" deps=""
+  command -v mvn >/dev/null 2>&1 || die "mvn not found: Maven 3 fetches the engines' jars from Maven Central"
+  with_lock maven _resolve_jars "$dir" "$@"
+}
+
+_resolve_jars() {
+  local dir=$1; shift
+  [ -f "$dir/.complete" ] && return 0
+  local staging="$dir.partial" deps="" started
+  started=$(now_ms)
+  rm -rf "$staging"
+  mkdir -p "$staging"
   for coordinate in "$@"; do
     IFS=: read -r group artifact version <<<"$coordinate"
     deps+="<dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$version</version></dependency>"
   done
-  cat > "$pom" <<POM
+  cat >"$staging/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
-<groupId>recap.engines</groupId><artifactId>engine</artifactId><version>1</version><packaging>pom</packaging>
+<groupId>recap.engines</groupId><artifactId>$(basename "$dir")</artifactId><version>1</version><packaging>pom</packaging>
 <dependencies>$deps</dependencies></project>
 POM
-  log "resolving $* from Maven Central"
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dir/libs" -DincludeScope=runtime >&2
-  touch "$dir/.complete"
+  log "resolving $* and their runtime dependencies from Maven Central"
+  if ! mvn -B -q -f "$staging/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$staging/libs" >"$staging/mvn.log" 2>&1; then
+    tail -n 25 "$staging/mvn.log" | sed "s/^/[$ENGINE] mvn: /" >&2
+    die "could not resolve $* from Maven Central"
+  fi
+  touch "$staging/.complete"
+  rm -rf "$dir"
+  mv "$staging" "$dir"
+  log "installed $(ls "$dir/libs" | wc -l) jars ($(du -sh "$dir/libs" | cut -f1)) in $(elapsed "$started") under $dir"
 }
 
-# wait_until <seconds> <description> <command...>: polls a readiness probe.
-wait_until() {
-  local deadline=$(( $(date +%s) + $1 )) what=$2; shift 2
+# engine_pid: prints the pid in $PIDFILE if that process is alive (not a zombie) and is
+# this engine (its command line contains $PID_MARKER), so a recycled pid is never signalled.
+engine_pid() {
+  local pid state
+  [ -s "$PIDFILE" ] || return 1
+  pid=$(<"$PIDFILE")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$PID_MARKER" || return 1
+  echo "$pid"
+}
+
+# engine_paused: true if the engine is stopped by SIGSTOP (see `pause`).
+engine_paused() {
+  local pid
+  pid=$(engine_pid) || return 1
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ]
+}
+
+# port_open <port>: something accepts TCP connections on 127.0.0.1:<port>.
+port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/$BIND/$1" 2>/dev/null; }
+
+# ports_free [seconds]: waits until none of $PORTS accepts connections (a killed JVM
+# closes its sockets only once all its threads are gone).
+ports_free() {
+  local deadline=$(( $(now_ms) + ${1:-0} * 1000 )) busy
+  while :; do
+    busy=""
+    for port in "${PORTS[@]}"; do port_open "$port" && busy+=" $port"; done
+    [ -z "$busy" ] && return 0
+    if (( $(now_ms) >= deadline )); then
+      echo "$busy"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# refuse_foreign_ports: fails if another process (not this engine) holds one of $PORTS.
+refuse_foreign_ports() {
+  local busy
+  busy=$(ports_free 10) || die "127.0.0.1:${busy# } is in use by another process (not $ENGINE from $RUN_DIR); stop it first"
+}
+
+show_logs() {
+  for file in "${LOG_FILES[@]}"; do
+    [ -s "$file" ] || continue
+    log "last lines of $file:"
+    tail -n 30 "$file" | sed "s/^/[$ENGINE]   /" >&2
+  done
+}
+
+# wait_ready <seconds> <probe command...>: polls the readiness probe until it succeeds;
+# fails at once (with the log tail) if the engine's process exits, or after the deadline.
+wait_ready() {
+  local timeout=$1 started
+  shift
+  started=$(now_ms)
   until "$@" >/dev/null 2>&1; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      log "$what: not ready after the deadline"
+    if ! engine_pid >/dev/null; then
+      log "the process exited during start-up"
+      show_logs
+      return 1
+    fi
+    if (( $(now_ms) - started >= timeout * 1000 )); then
+      log "not ready after ${timeout}s"
+      show_logs
       return 1
     fi
     sleep 0.5
   done
+  log "probe succeeded after $(elapsed "$started")"
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-stop_pidfile() {
-  local pidfile=$1 signal=${2:-TERM}
-  if pid_alive "$pidfile"; then
-    kill "-$signal" "$(cat "$pidfile")" 2>/dev/null || true
-    for _ in $(seq 1 120); do pid_alive "$pidfile" || break; sleep 0.5; done
-    pid_alive "$pidfile" && kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
+# stop_engine [signal] [seconds]: signals the engine (TERM by default), waits until the
+# process is gone, and sends KILL if it outlives the deadline.
+stop_engine() {
+  local signal=${1:-TERM} timeout=${2:-60} pid started
+  if ! pid=$(engine_pid); then
+    rm -f "$PIDFILE"
+    log "not running"
+    return 0
   fi
-  rm -f "$pidfile"
+  started=$(now_ms)
+  log "stopping (pid $pid, SIG$signal)"
+  kill "-$signal" "$pid" 2>/dev/null || true
+  kill -CONT "$pid" 2>/dev/null || true # a paused engine handles the signal only once resumed
+  while engine_pid >/dev/null; do
+    if (( $(now_ms) - started >= timeout * 1000 )); then
+      log "still running after ${timeout}s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      timeout=$((timeout + 10))
+    fi
+    sleep 0.2
+  done
+  rm -f "$PIDFILE"
+  ports_free 15 >/dev/null || log "warning: its ports are still open"
+  log "stopped in $(elapsed "$started")"
+}
+
+pause_engine() {
+  local pid
+  pid=$(engine_pid) || die "not running"
+  kill -STOP "$pid"
+  log "paused (pid $pid, SIGSTOP)"
+}
+
+resume_engine() {
+  local pid
+  pid=$(engine_pid) || die "not running"
+  kill -CONT "$pid"
+  log "resumed (pid $pid, SIGCONT)"
+}
+
+# rss_of_engine: the engine's resident memory, for the progress lines.
+rss_of_engine() {
+  local pid
+  pid=$(engine_pid) || return 0
+  awk '/^VmRSS/ {printf "%d MiB", $2 / 1024}' "/proc/$pid/status" 2>/dev/null
+}
+
+# apt_install <package>...: Debian packages, without letting their init scripts start
+# system services (recap starts its own engines on its own ports).
+apt_install() {
+  local sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  log "installing $* (apt)"
+  with_lock apt _apt_install "$sudo_cmd" "$@"
+}
+
+_apt_install() {
+  local sudo_cmd=$1 policy=/usr/sbin/policy-rc.d added=""
+  shift
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee "$policy" >/dev/null
+    $sudo_cmd chmod +x "$policy"
+    added=1
+  fi
+  local status=0
+  $sudo_cmd apt-get update -qq >&2 || status=$?
+  [ $status -eq 0 ] && { DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$@" >&2 || status=$?; }
+  [ -z "$added" ] || $sudo_cmd rm -f "$policy"
+  [ $status -eq 0 ] || die "apt-get install $* failed"
+}
+
+# usage_and_dispatch: the subcommands every engine script offers.
+engine_usage() {
+  echo "usage: $0 install|start|stop|restart|status|kill9|pause|resume" >&2
+  exit 2
 }

@@ -1,79 +1,223 @@
 #!/usr/bin/env bash
-# Apache Kafka, single-node KRaft (broker + controller), from the broker's jars on Maven
-# Central, on 127.0.0.1:9092. Creates recap's topics (3 partitions; dead letters 1).
-# usage: kafka.sh install|start|stop|status|kill9
+# Apache Kafka, one KRaft node (broker and controller in one process), from the broker's
+# jars on Maven Central (the distribution tarball is not published there), on
+# 127.0.0.1:9092 (controller 127.0.0.1:9093), heap capped at 512 MiB. Readiness is a
+# real metadata request (the topics tool listing the topics). Automatic topic creation is
+# off: `start` creates the topics recap uses, idempotently.
+#
+# usage: kafka.sh install|start|stop|restart|status|kill9|pause|resume
+#        kafka.sh topics             the topics, one per line
 set -euo pipefail
+ENGINE=kafka
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
-VERSION=${RECAP_KAFKA_VERSION:-3.9.1}
-HOME_DIR="$ENGINES_HOME/kafka-$VERSION"; DIR="$RUN_DIR/kafka"; PIDFILE="$DIR/kafka.pid"
-CLASSPATH_GLOB="$HOME_DIR/libs/*"
+
+VERSION=${RECAP_KAFKA_VERSION:-4.3.1}
+MAJOR=${VERSION%%.*}
+# Kafka 4 logs through Log4j 2, Kafka 3 through reload4j; neither binding is a
+# dependency of the broker artifact, the distribution adds it.
+LOG4J2_VERSION=2.25.4
+HOME_DIR="$ENGINES_HOME/kafka-$VERSION"
+DIR="$RUN_DIR/kafka"
+PIDFILE="$DIR/kafka.pid"
+PID_MARKER="$DIR/server.properties"
+PORTS=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT")
+LOG_FILES=("$DIR/server.log" "$DIR/stdout.log")
+TOPICS=(recap.accounts.v1:3 recap.meetings.v1:3 recap.sharing.v1:3 recap.deadletter.v1:1)
 
 install() {
-  resolve_jars "$HOME_DIR" "org.apache.kafka:kafka_2.13:$VERSION" "org.apache.kafka:kafka-tools:$VERSION" "org.slf4j:slf4j-reload4j:1.7.36"
+  local binding=org.slf4j:slf4j-reload4j:1.7.36
+  [ "$MAJOR" -ge 4 ] && binding=org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J2_VERSION
+  resolve_jars "$HOME_DIR" "org.apache.kafka:kafka_2.13:$VERSION" "org.apache.kafka:kafka-tools:$VERSION" "$binding"
 }
 
-kafka_java() { java -Xmx256m -cp "$CLASSPATH_GLOB" -Dlog4j.configuration="file:$DIR/log4j.properties" "$@"; }
+# The admin tools' settings (short timeouts, warnings only, to stderr), written once.
+tool_configs() {
+  [ -f "$DIR/admin.properties" ] && return 0
+  mkdir -p "$DIR"
+  cat >"$DIR/admin.properties.$$" <<PROPS
+request.timeout.ms=5000
+default.api.timeout.ms=10000
+socket.connection.setup.timeout.ms=2000
+PROPS
+  cat >"$DIR/tools-log4j2.properties.$$" <<PROPS
+appender.err.type=Console
+appender.err.name=err
+appender.err.target=SYSTEM_ERR
+appender.err.layout.type=PatternLayout
+appender.err.layout.pattern=%p %m%n
+rootLogger.level=WARN
+rootLogger.appenderRef.err.ref=err
+PROPS
+  cat >"$DIR/tools-log4j.properties.$$" <<PROPS
+log4j.rootLogger=WARN, err
+log4j.appender.err=org.apache.log4j.ConsoleAppender
+log4j.appender.err.Target=System.err
+log4j.appender.err.layout=org.apache.log4j.PatternLayout
+log4j.appender.err.layout.ConversionPattern=%p %m%n
+PROPS
+  mv "$DIR/tools-log4j2.properties.$$" "$DIR/tools-log4j2.properties"
+  mv "$DIR/tools-log4j.properties.$$" "$DIR/tools-log4j.properties"
+  mv "$DIR/admin.properties.$$" "$DIR/admin.properties"
+}
 
-ready() { kafka_java org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:9092 --list; }
+# The admin tools: a small, quickly started JVM.
+tool() {
+  tool_configs
+  timeout 60 java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$DIR/tools-log4j2.properties" -Dlog4j.configuration="file:$DIR/tools-log4j.properties" \
+    -cp "$HOME_DIR/libs/*" "$@"
+}
+
+admin() { tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BIND:$KAFKA_PORT" --command-config "$DIR/admin.properties" "$@"; }
+
+# Readiness: the listener accepts connections and a metadata request succeeds.
+ready() { port_open "$KAFKA_PORT" && admin --list >/dev/null; }
 
 configure() {
   mkdir -p "$DIR/data"
-  cat > "$DIR/server.properties" <<PROPS
+  cat >"$DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@127.0.0.1:9093
-listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
-advertised.listeners=PLAINTEXT://127.0.0.1:9092
+controller.quorum.voters=1@$BIND:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$BIND:$KAFKA_PORT,CONTROLLER://$BIND:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$BIND:$KAFKA_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$DIR/data
-num.partitions=3
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
 offsets.topic.replication.factor=1
-offsets.topic.num.partitions=3
+offsets.topic.num.partitions=5
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
-auto.create.topics.enable=false
+transaction.state.log.num.partitions=5
 group.initial.rebalance.delay.ms=0
+# A restarted (or killed) node registers again only once its previous session expired.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=4000
+num.network.threads=2
+num.io.threads=4
+background.threads=4
+num.recovery.threads.per.data.dir=1
+log.cleaner.threads=1
+log.retention.hours=24
+log.segment.bytes=67108864
 PROPS
-  cat > "$DIR/log4j.properties" <<PROPS
-log4j.rootLogger=WARN, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File=$DIR/kafka.log
+  if [ "$MAJOR" -ge 4 ]; then
+    cat >>"$DIR/server.properties" <<PROPS
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=1
+PROPS
+  fi
+  # The broker logs to server.log (INFO, rolled at 20 MB).
+  cat >"$DIR/log4j2.properties" <<PROPS
+appender.file.type=RollingFile
+appender.file.name=file
+appender.file.fileName=$DIR/server.log
+appender.file.filePattern=$DIR/server.log.%i
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+appender.file.policies.type=Policies
+appender.file.policies.size.type=SizeBasedTriggeringPolicy
+appender.file.policies.size.size=20MB
+appender.file.strategy.type=DefaultRolloverStrategy
+appender.file.strategy.max=2
+rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=file
+logger.state.name=state.change.logger
+logger.state.level=WARN
+logger.request.name=kafka.request.logger
+logger.request.level=WARN
+PROPS
+  cat >"$DIR/log4j.properties" <<PROPS
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.RollingFileAppender
+log4j.appender.file.File=$DIR/server.log
+log4j.appender.file.MaxFileSize=20MB
+log4j.appender.file.MaxBackupIndex=2
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
 PROPS
   if [ ! -f "$DIR/data/meta.properties" ]; then
     local cluster_id
-    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid)
-    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >&2
+    cluster_id=$(tool kafka.tools.StorageTool random-uuid)
+    log "formatting the KRaft log directory (cluster id $cluster_id)"
+    tool kafka.tools.StorageTool format --cluster-id "$cluster_id" --config "$DIR/server.properties" >"$DIR/format.log" 2>&1 ||
+      { cat "$DIR/format.log" >&2; die "formatting $DIR/data failed"; }
   fi
 }
 
+# Creates the topics recap uses that do not exist yet (one listing, then only what is missing).
 ensure_topics() {
-  for topic in recap.accounts.v1 recap.meetings.v1 recap.sharing.v1; do
-    kafka_java org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:9092 --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
+  local existing created=()
+  existing=$(admin --list)
+  for entry in "${TOPICS[@]}"; do
+    local topic=${entry%%:*} partitions=${entry##*:}
+    grep -qxF "$topic" <<<"$existing" && continue
+    admin --create --if-not-exists --topic "$topic" --partitions "$partitions" --replication-factor 1 >/dev/null
+    created+=("$topic")
   done
-  kafka_java org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:9092 --create --if-not-exists --topic recap.deadletter.v1 --partitions 1 --replication-factor 1 >/dev/null
+  if [ ${#created[@]} -gt 0 ]; then log "created topics: ${created[*]}"; else log "topics present: ${TOPICS[*]%%:*}"; fi
+}
+
+_start() {
+  local started pid
+  started=$(now_ms)
+  if pid=$(engine_pid); then
+    if engine_paused; then
+      log "resuming the paused broker (pid $pid)"
+      kill -CONT "$pid"
+    fi
+    if ready; then
+      log "already running (pid $pid) and ready on $BIND:$KAFKA_PORT"
+      ensure_topics
+      return 0
+    fi
+    log "running (pid $pid), waiting for readiness"
+  else
+    refuse_foreign_ports
+    configure
+    log "starting Kafka $VERSION (KRaft, broker+controller) on $BIND:$KAFKA_PORT"
+    nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+      -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dlog4j.configuration="file:$DIR/log4j.properties" \
+      -Dkafka.logs.dir="$DIR" -cp "$HOME_DIR/libs/*" kafka.Kafka "$DIR/server.properties" \
+      </dev/null >"$DIR/stdout.log" 2>&1 9>&- &
+    echo $! >"$PIDFILE"
+  fi
+  wait_ready 120 ready || die "Kafka did not become ready (logs: $DIR)"
+  ensure_topics
+  log "ready on $BIND:$KAFKA_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
 }
 
 start() {
   install
-  if pid_alive "$PIDFILE" && ready >/dev/null 2>&1; then ensure_topics; return 0; fi
-  configure
-  nohup java -Xms256m -Xmx512m -XX:+UseG1GC -cp "$CLASSPATH_GLOB" -Dlog4j.configuration="file:$DIR/log4j.properties" \
-    kafka.Kafka "$DIR/server.properties" >"$DIR/stdout.log" 2>&1 &
-  echo $! > "$PIDFILE"
-  wait_until 90 kafka ready || { tail -n 30 "$DIR/kafka.log" "$DIR/stdout.log" >&2; exit 1; }
-  ensure_topics
-  log "kafka ready on 127.0.0.1:9092"
+  with_lock kafka _start
 }
 
-case "${1:-start}" in
+status() {
+  local pid
+  if ! pid=$(engine_pid); then echo "kafka: down"; return 1; fi
+  if engine_paused; then echo "kafka: paused (pid $pid)"; return 1; fi
+  if ready 2>/dev/null; then echo "kafka: ready on $BIND:$KAFKA_PORT (pid $pid, RSS $(rss_of_engine))"; else echo "kafka: running but not ready (pid $pid)"; return 1; fi
+}
+
+case "${1:-}" in
   install) install ;;
   start) start ;;
-  stop) stop_pidfile "$PIDFILE" ;;
-  status) ready >/dev/null 2>&1 && echo "kafka: ready" || { echo "kafka: down"; exit 1; } ;;
-  kill9) stop_pidfile "$PIDFILE" KILL ;;
-  *) echo "usage: $0 install|start|stop|status|kill9" >&2; exit 2 ;;
+  stop) with_lock kafka stop_engine TERM 60 ;;
+  restart) with_lock kafka stop_engine TERM 60 && start ;;
+  status) status ;;
+  kill9) with_lock kafka stop_engine KILL 10 ;;
+  pause) pause_engine ;;
+  resume) resume_engine ;;
+  topics) admin --list ;;
+  *) engine_usage ;;
 esac

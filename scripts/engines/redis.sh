@@ -1,38 +1,77 @@
 #!/usr/bin/env bash
-# Redis from Debian's redis-server, on 127.0.0.1:6379, no persistence.
-# usage: redis.sh install|start|stop|status|pause|resume
+# Redis from Debian's redis-server package, a daemon on 127.0.0.1:6379 without
+# persistence, with its pidfile and log under the run directory (not the system service).
+# Readiness is PING answering PONG.
+#
+# usage: redis.sh install|start|stop|restart|status|kill9|pause|resume
 set -euo pipefail
+ENGINE=redis
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
-PORT=${RECAP_REDIS_PORT:-6379}
-DIR="$RUN_DIR/redis"; PIDFILE="$DIR/redis.pid"
+
+DIR="$RUN_DIR/redis"
+PIDFILE="$DIR/redis.pid"
+PID_MARKER="redis-server $BIND:$REDIS_PORT"
+PORTS=("$REDIS_PORT")
+LOG_FILES=("$DIR/redis.log")
 
 install() {
-  command -v redis-server >/dev/null 2>&1 && return 0
-  log "installing redis-server (Debian)"
-  local sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq redis-server >&2
+  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    apt_install redis-server
+  fi
 }
 
-ready() { [ "$(redis-cli -h 127.0.0.1 -p "$PORT" ping 2>/dev/null)" = "PONG" ]; }
+ready() { [ "$(timeout 2 redis-cli -h "$BIND" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+
+_start() {
+  local started pid
+  started=$(now_ms)
+  mkdir -p "$DIR"
+  if pid=$(engine_pid); then
+    if engine_paused; then
+      log "resuming the paused server (pid $pid)"
+      kill -CONT "$pid"
+    fi
+    if ready; then
+      log "already running (pid $pid) and ready on $BIND:$REDIS_PORT"
+      return 0
+    fi
+    log "running (pid $pid), waiting for readiness"
+  else
+    refuse_foreign_ports
+    rm -f "$PIDFILE"
+    log "starting $(redis-server --version | cut -d' ' -f1-3) on $BIND:$REDIS_PORT"
+    redis-server --bind "$BIND" --port "$REDIS_PORT" --daemonize yes --pidfile "$PIDFILE" \
+      --logfile "$DIR/redis.log" --dir "$DIR" --save '' --appendonly no --protected-mode yes \
+      </dev/null >/dev/null 2>>"$DIR/redis.log" 9>&- || { show_logs; die "redis-server did not start"; }
+    # The daemon writes its pidfile just after forking.
+    local deadline=$(( $(now_ms) + 10000 ))
+    until [ -s "$PIDFILE" ] || (( $(now_ms) > deadline )); do sleep 0.1; done
+  fi
+  wait_ready 30 ready || die "Redis did not become ready (log: $DIR/redis.log)"
+  log "ready on $BIND:$REDIS_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
+}
 
 start() {
   install
-  mkdir -p "$DIR"
-  if pid_alive "$PIDFILE" && ready; then return 0; fi
-  redis-server --bind 127.0.0.1 --port "$PORT" --daemonize yes --pidfile "$PIDFILE" --logfile "$DIR/redis.log" \
-    --dir "$DIR" --save '' --appendonly no --protected-mode yes >&2
-  wait_until 30 redis ready || { tail -20 "$DIR/redis.log" >&2; exit 1; }
-  log "redis ready on 127.0.0.1:$PORT"
+  with_lock redis _start
 }
 
-case "${1:-start}" in
+status() {
+  local pid
+  if ! pid=$(engine_pid); then echo "redis: down"; return 1; fi
+  if engine_paused; then echo "redis: paused (pid $pid)"; return 1; fi
+  if ready 2>/dev/null; then echo "redis: ready on $BIND:$REDIS_PORT (pid $pid, RSS $(rss_of_engine))"; else echo "redis: running but not ready (pid $pid)"; return 1; fi
+}
+
+case "${1:-}" in
   install) install ;;
   start) start ;;
-  stop) stop_pidfile "$PIDFILE" ;;
-  status) ready && echo "redis: ready" || { echo "redis: down"; exit 1; } ;;
-  pause) kill -STOP "$(cat "$PIDFILE")" ;;
-  resume) kill -CONT "$(cat "$PIDFILE")" ;;
-  kill9) stop_pidfile "$PIDFILE" KILL ;;
-  *) echo "usage: $0 install|start|stop|status|pause|resume|kill9" >&2; exit 2 ;;
+  stop) with_lock redis stop_engine TERM 30 ;;
+  restart) with_lock redis stop_engine TERM 30 && start ;;
+  status) status ;;
+  kill9) with_lock redis stop_engine KILL 10 ;;
+  pause) pause_engine ;;
+  resume) resume_engine ;;
+  *) engine_usage ;;
 esac

@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# Installs (once) and starts Kafka, Cassandra and Redis on loopback, each waiting on a
-# real readiness probe, then writes their addresses to $ENGINES_HOME/env.
+# Installs (the first time) and starts the real engines on loopback: Kafka, Cassandra
+# (standing in for ScyllaDB) and Redis, in parallel, each one ready only once its probe
+# answers (a metadata request, a CQL query, PING). Safe to run again: running, ready
+# engines are left alone. Writes their addresses to $RECAP_ENGINES_HOME/env (default
+# ~/.cache/recap/engines/env), KEY=value lines that a shell can source.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+ENGINE=engines
+# shellcheck source=common.sh
 source "$here/common.sh"
-started=$(date +%s)
-pids=()
+
+started=$(now_ms)
+log "bringing up kafka, cassandra and redis (home $ENGINES_HOME)"
+# The three start at once; the two Maven installs take turns (common.sh locks them).
+declare -A jobs
 for engine in redis kafka cassandra; do
-  bash "$here/$engine.sh" start > "$RUN_DIR/$engine.up.log" 2>&1 &
-  pids+=($!)
+  bash "$here/$engine.sh" start &
+  jobs[$engine]=$!
 done
-status=0
-for index in "${!pids[@]}"; do
-  engine=$(echo redis kafka cassandra | cut -d' ' -f$((index + 1)))
-  if ! wait "${pids[$index]}"; then
-    log "$engine failed to start:"; cat "$RUN_DIR/$engine.up.log" >&2; status=1
-  fi
+failed=()
+for engine in redis kafka cassandra; do
+  wait "${jobs[$engine]}" || failed+=("$engine")
 done
-[ $status -eq 0 ] || exit $status
-cat > "$ENGINES_HOME/env" <<ENV
-RECAP_KAFKA_BROKERS=127.0.0.1:9092
-RECAP_SCYLLA_NODES=127.0.0.1:9042
-RECAP_REDIS_URL=redis://127.0.0.1:6379
-ENV
-log "engines ready in $(( $(date +%s) - started )) s; settings in $ENGINES_HOME/env:"
-cat "$ENGINES_HOME/env"
+if [ ${#failed[@]} -gt 0 ]; then
+  log "FAILED: ${failed[*]} (see the lines above; logs under $RUN_DIR)"
+  exit 1
+fi
+
+settings="RECAP_KAFKA_BROKERS=$BIND:$KAFKA_PORT
+RECAP_SCYLLA_NODES=$BIND:$CQL_PORT
+RECAP_REDIS_URL=redis://$BIND:$REDIS_PORT"
+printf '%s\n' "$settings" >"$ENGINES_HOME/env.tmp"
+mv "$ENGINES_HOME/env.tmp" "$ENGINES_HOME/env"
+log "all engines ready in $(elapsed "$started"); settings written to $ENGINES_HOME/env:"
+echo "$settings" | tr '\n' ' ' | sed 's/ $/\n/'
