@@ -89,6 +89,12 @@ pub trait Driver: Send + Sync + 'static {
     /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
 
+    /// How many live rows of one partition lie within `range`. Drivers that can count
+    /// without materialising rows override this.
+    async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
+        Ok(self.scan(table, partition, range, usize::MAX).await?.len())
+    }
+
     /// Answers when the store can serve (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 

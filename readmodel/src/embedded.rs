@@ -148,6 +148,27 @@ impl EmbeddedDriver {
         to_row(table, prefix_len, &key, &stored).map(Some)
     }
 
+    /// Counts live rows without decoding keys or copying bodies (search totals).
+    fn count_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
+        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(0) };
+        let rows = self.rows()?;
+        let now = now_micros();
+        let iterator = match &end {
+            Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
+            None => rows.range::<&[u8]>(start.as_slice()..),
+        }
+        .map_err(storage)?;
+        let mut count = 0;
+        for entry in iterator {
+            let (_, value) = entry.map_err(storage)?;
+            let stored = decode_value(value.value())?;
+            if !stored.tombstone && stored.expires_at > now {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
     fn scan_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -217,8 +238,34 @@ impl EmbeddedDriver {
     }
 }
 
+/// The byte range of a clustering range within one partition: (start, end exclusive),
+/// None when the range is empty.
+fn byte_range(table: &Table, partition: &[Val], range: &ScanRange) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let prefix = partition_prefix(table, partition);
+    let with = |clustering: &[Val]| {
+        let mut key = prefix.clone();
+        append_clustering(&mut key, table, clustering);
+        key
+    };
+    let start = match &range.start {
+        Bound::Unbounded => prefix.clone(),
+        Bound::Included(clustering) => with(clustering),
+        Bound::Excluded(clustering) => prefix_successor(&with(clustering))?,
+    };
+    let end = match &range.end {
+        Bound::Unbounded => prefix_successor(&prefix),
+        Bound::Included(clustering) => prefix_successor(&with(clustering)),
+        Bound::Excluded(clustering) => Some(with(clustering)),
+    };
+    Some((start, end))
+}
+
 #[async_trait]
 impl Driver for EmbeddedDriver {
+    async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
+        self.count_sync(table, partition, range)
+    }
+
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
         self.get_sync(table, partition, clustering)
     }

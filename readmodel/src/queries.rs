@@ -233,6 +233,19 @@ impl ReadModel {
     /// first, and the number of matches. Walks the posting list of the first (longest)
     /// word and probes the others: never the account's whole history.
     pub async fn search_meetings(&self, account_id: &str, words: &[String], offset: usize, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
+        if let [word] = words {
+            // One word: its posting list is the answer, counted without reading rows.
+            let partition = [Val::text(account_id), Val::text(word)];
+            let total = self.driver.count(&MEETING_WORDS, &partition, &ScanRange::all()).await?;
+            let postings = self.driver.scan(&MEETING_WORDS, &partition, &ScanRange::all(), offset.saturating_add(limit)).await?;
+            let mut rows = Vec::new();
+            for posting in postings.into_iter().skip(offset) {
+                if let Some(row) = self.driver.get(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &posting.clustering).await? {
+                    rows.push(row);
+                }
+            }
+            return Ok((rows, total));
+        }
         let keys = self.intersect(&MEETING_WORDS, account_id, words, None, usize::MAX).await?;
         let total = keys.len();
         let mut rows = Vec::new();

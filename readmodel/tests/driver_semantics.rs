@@ -66,6 +66,8 @@ async fn scans_follow_clustering_order_and_bounds(driver: Arc<dyn Driver>) {
     assert_eq!(bodies(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix, 100).await.unwrap()), vec!["b4", "b3b", "b3"]);
     let prefix = ScanRange { start: Bound::Excluded(vec![Val::Int(4)]), end: Bound::Included(vec![Val::Int(3)]) };
     assert_eq!(bodies(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix, 100).await.unwrap()), vec!["b3b", "b3"]);
+    assert_eq!(driver.count(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all()).await.unwrap(), 5, "count skips tombstones");
+    assert_eq!(driver.count(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix).await.unwrap(), 2, "count honours bounds");
     let ascending = driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 10).await.unwrap();
     assert!(ascending.is_empty());
 }
