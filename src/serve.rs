@@ -88,25 +88,6 @@ fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
     Ok(world.token)
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
-    }
-}
-
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let log = EventLog::new(config.data_dir.join(LOG_FILE));
@@ -168,7 +149,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // A projector that stops on its own (corrupt store, unreadable log) stops the
     // process: serving an ever staler read model silently is worse.
     let projector_result = tokio::select! {
-        _ = shutdown_signal() => None,
+        _ = crate::distributed::shutdown_signal() => None,
         result = &mut projector_task => Some(result),
     };
     tracing::info!("shutting down: draining requests and committing the projector's position");

@@ -173,25 +173,8 @@ impl EmbeddedDriver {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let prefix = partition_prefix(table, partition);
-        let with = |clustering: &[Val]| {
-            let mut key = prefix.clone();
-            append_clustering(&mut key, table, clustering);
-            key
-        };
-        let start = match &range.start {
-            Bound::Unbounded => prefix.clone(),
-            Bound::Included(clustering) => with(clustering),
-            Bound::Excluded(clustering) => match prefix_successor(&with(clustering)) {
-                Some(key) => key,
-                None => return Ok(Vec::new()),
-            },
-        };
-        let end: Option<Vec<u8>> = match &range.end {
-            Bound::Unbounded => prefix_successor(&prefix),
-            Bound::Included(clustering) => prefix_successor(&with(clustering)),
-            Bound::Excluded(clustering) => Some(with(clustering)),
-        };
+        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(Vec::new()) };
+        let prefix_len = partition_prefix(table, partition).len();
         let rows = self.rows()?;
         let now = now_micros();
         let mut found = Vec::with_capacity(limit.min(256));
@@ -206,7 +189,7 @@ impl EmbeddedDriver {
             if stored.tombstone || stored.expires_at <= now {
                 continue;
             }
-            found.push(to_row(table, prefix.len(), key.value(), &stored)?);
+            found.push(to_row(table, prefix_len, key.value(), &stored)?);
             if found.len() >= limit {
                 break;
             }
