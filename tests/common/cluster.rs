@@ -7,10 +7,8 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::recap_bin;
@@ -75,16 +73,7 @@ impl Role {
         for (key, value) in &self.envs {
             command.env(key, value);
         }
-        let mut child = command.spawn().unwrap_or_else(|error| panic!("start recap {}: {error}", self.name));
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, receiver) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, receiver) = super::spawn_with_lines(&mut command).unwrap_or_else(|error| panic!("start recap {}: {error}", self.name));
         self.child = Some(child);
         self.url.clear();
         self.admin_url.clear();

@@ -140,16 +140,7 @@ impl Server {
         for (key, value) in &self.envs {
             command.env(key, value);
         }
-        let mut child = command.spawn().expect("start recap serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, receiver) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, receiver) = spawn_with_lines(&mut command).expect("start recap serve");
         self.child = Some(child);
         self.stdout.clear();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -280,6 +271,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// Starts a process whose standard output is piped, and forwards its lines to a
+/// channel from a thread, so the process never blocks on a full pipe.
+pub fn spawn_with_lines(command: &mut Command) -> std::io::Result<(Child, mpsc::Receiver<String>)> {
+    let mut child = command.spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("standard output is not piped"))?;
+    let (sender, receiver) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((child, receiver))
 }
 
 /// Runs `recap events append --data-dir <dir>` with the lines in a temporary file.
