@@ -7,6 +7,7 @@ pub mod auth;
 pub mod limits;
 pub mod plans;
 pub mod redis_limiter;
+pub mod telemetry;
 
 pub use auth::{authenticate_pat, token_sha256, AuthError, Caller, PAT_PREFIX};
 pub use limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, ManualClock, Period, SystemClock, Usage, Verdict};

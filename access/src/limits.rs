@@ -253,7 +253,9 @@ fn decide(counters: &mut AccountCounters, limits: &Limits, period: Period, now: 
 #[async_trait]
 impl Limiter for InProcessLimiter {
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError> {
-        Ok(self.decide(account_id, limits))
+        let decision = self.decide(account_id, limits);
+        crate::telemetry::record_decision(&decision.verdict);
+        Ok(decision)
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use recap_schemas::Timestamp;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tracing::Instrument;
 
 use crate::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, Usage, Verdict, MINUTE_MICROS};
 
@@ -146,9 +147,21 @@ impl Limiter for RedisLimiter {
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError> {
         let now = self.clock.now();
         if now.micros() >= self.skip_until.load(Ordering::Relaxed) {
-            match self.admit_in_redis(account_id, limits, now).await {
-                Ok(decision) => return Ok(decision),
+            // The client span of the one round trip a counted request costs.
+            let span = tracing::info_span!(
+                "EVALSHA",
+                otel.kind = "client",
+                db.system.name = "redis",
+                db.operation.name = "EVALSHA",
+                error.type = tracing::field::Empty,
+            );
+            match self.admit_in_redis(account_id, limits, now).instrument(span.clone()).await {
+                Ok(decision) => {
+                    crate::telemetry::record_decision(&decision.verdict);
+                    return Ok(decision);
+                }
                 Err(reason) => {
+                    span.record("error.type", "unavailable");
                     self.skip_until.store(now.micros() + 1_000_000, Ordering::Relaxed);
                     let last = self.last_warning.load(Ordering::Relaxed);
                     if now.micros() - last >= 10_000_000 && self.last_warning.compare_exchange(last, now.micros(), Ordering::Relaxed, Ordering::Relaxed).is_ok()
