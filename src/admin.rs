@@ -20,8 +20,8 @@ pub struct AdminState {
     /// The embedded log, whose length tells how far behind the projector is; None in
     /// the distributed edition (Kafka lag is per partition, in `Stats`).
     pub log: Option<EventLog>,
-    /// More Prometheus text lines the role exports (e.g. the limiter's fail-open count).
-    pub extra_metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// The process's meter provider, which `/metrics` renders.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -60,37 +60,5 @@ async fn progress(State(state): State<AdminState>) -> Response {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let snapshot = state.stats.snapshot();
-    let log_length = state.log.as_ref().map(|log| log.len().unwrap_or_default()).unwrap_or(snapshot.position);
-    let newest = state.stats.newest_occurred_at_us.load(std::sync::atomic::Ordering::Relaxed);
-    let age = if newest == 0 { 0.0 } else { (recap_readmodel::driver::now_micros() as f64 - newest as f64).max(0.0) / 1e6 };
-    let body = format!(
-        "# TYPE recap_projector_events_total counter\n\
-         recap_projector_events_total{{outcome=\"applied\"}} {}\n\
-         recap_projector_events_total{{outcome=\"stale\"}} {}\n\
-         recap_projector_events_total{{outcome=\"skipped_unknown_type\"}} {}\n\
-         recap_projector_events_total{{outcome=\"dead_lettered\"}} {}\n\
-         # TYPE recap_projector_lag_bytes gauge\n\
-         recap_projector_lag_bytes{{partition=\"0\"}} {}\n\
-         # TYPE recap_projector_newest_event_age_seconds gauge\n\
-         recap_projector_newest_event_age_seconds {age:.3}\n",
-        snapshot.applied,
-        snapshot.stale,
-        snapshot.skipped_unknown,
-        snapshot.dead_lettered,
-        log_length.saturating_sub(snapshot.position),
-    );
-    let mut body = body;
-    if let Ok(lags) = state.stats.partition_lag.lock() {
-        if !lags.is_empty() {
-            body.push_str("# TYPE recap_projector_partition_lag_events gauge\n");
-            for (partition, lag) in lags.iter() {
-                body.push_str(&format!("recap_projector_partition_lag_events{{partition=\"{partition}\"}} {lag}\n"));
-            }
-        }
-    }
-    if let Some(extra) = &state.extra_metrics {
-        body.push_str(&extra());
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.telemetry.prometheus_text()).into_response()
 }

@@ -12,7 +12,9 @@ use clap::Args;
 use recap_projector::kafka::KafkaConfig;
 use recap_projector::Stats;
 use recap_readmodel::scylla::{parse_consistency, ScyllaConfig, ScyllaDriver};
-use recap_readmodel::{Driver, ReadModel};
+use recap_readmodel::{Driver, Instrumented, ReadModel};
+
+use crate::telemetry::Telemetry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -57,7 +59,7 @@ impl ScyllaArgs {
         let mut backoff = Duration::from_millis(200);
         loop {
             match ScyllaDriver::connect(config.clone()).await {
-                Ok(driver) => return Ok(Arc::new(driver)),
+                Ok(driver) => return Ok(Arc::new(Instrumented::new(Arc::new(driver), "cassandra"))),
                 Err(error) => {
                     tracing::warn!(%error, "store not reachable yet, retrying");
                     tokio::select! {
@@ -174,14 +176,13 @@ pub async fn serve_admin(
 }
 
 /// `recap projector`: Kafka into ScyllaDB until SIGTERM, then commits and exits.
-pub async fn projector(config: ProjectorConfig) -> anyhow::Result<()> {
+pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow::Result<()> {
     let mut shutdown = shutdown_watch();
     let stats = Arc::new(Stats::default());
+    crate::telemetry::observe_projector(stats.clone(), None);
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, extra_metrics: None }, shutdown.clone())
-            .await?;
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, shutdown.clone()).await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
@@ -230,7 +231,7 @@ pub struct QueryApiConfig {
 }
 
 /// `recap query-api`: the REST API over ScyllaDB and Redis until SIGTERM, then drains.
-pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
+pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::Result<()> {
     let mut shutdown = shutdown_watch();
     let secret = config.rest.cursor_secret_bytes().context("RECAP_CURSOR_SECRET is required: every replica must sign cursors with the same key")?;
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
@@ -251,17 +252,11 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
         }
     };
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
-    let fail_open = redis_limiter.clone();
-    let extra_metrics: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || {
-        format!(
-            "# TYPE recap_limiter_fail_open_total counter\nrecap_limiter_fail_open_total {}\n",
-            fail_open.fail_open_total.load(std::sync::atomic::Ordering::Relaxed)
-        )
-    });
+    crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());
     let admin = serve_admin(
         config.admin_listen,
-        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, extra_metrics: Some(extra_metrics) },
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
         shutdown.clone(),
     )
     .await?;
@@ -269,7 +264,7 @@ pub async fn query_api(config: QueryApiConfig) -> anyhow::Result<()> {
     println!("REST API  base_url http://{}/v1", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let router = recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest));
+    let router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest)));
     let mut stop = shutdown.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -300,20 +295,19 @@ pub struct McpRoleConfig {
 /// `recap mcp`: the MCP server and its OAuth authorization server over ScyllaDB until
 /// SIGTERM, then drains. Its OAuth state lives in the store, so any replica serves any
 /// request.
-pub async fn mcp(config: McpRoleConfig) -> anyhow::Result<()> {
+pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<()> {
     let mut shutdown = shutdown_watch();
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
     let stats = Arc::new(Stats::default());
     let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, extra_metrics: None }, shutdown.clone())
-            .await?;
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, shutdown.clone()).await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let router = recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp));
+    let router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp)));
     let mut stop = shutdown.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {

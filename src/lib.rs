@@ -7,6 +7,7 @@ pub mod admin;
 pub mod demo;
 pub mod distributed;
 pub mod serve;
+pub mod telemetry;
 
 /// glibc's allocator spends much of a request's time in malloc/free consolidation under
 /// this workload (many short-lived strings); mimalloc's thread-local free lists do not.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use recap::telemetry::Telemetry;
 use recap::{distributed, serve};
 
 #[derive(Parser, Debug)]
@@ -93,11 +94,16 @@ fn append(args: AppendArgs) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("RECAP_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    match cli.command {
+    let role = match &cli.command {
+        Command::Serve(_) => "serve",
+        Command::Events(_) => "events",
+        Command::Projector(_) => "projector",
+        Command::Migrate(_) => "migrate",
+        Command::QueryApi(_) => "query-api",
+        Command::Mcp(_) => "mcp",
+    };
+    let telemetry = Telemetry::init(role);
+    let code = match cli.command {
         Command::Events(EventsCommand::Append(args)) => match append(args) {
             Ok(summary) => {
                 println!("{summary}");
@@ -108,27 +114,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Projector(config) => run_async("recap projector", distributed::projector(config)),
+        Command::Projector(config) => run_async("recap projector", distributed::projector(config, telemetry.clone())),
         Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
-        Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config)),
-        Command::Mcp(config) => run_async("recap mcp", distributed::mcp(config)),
-        Command::Serve(config) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("recap serve: cannot start the runtime: {error}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(serve::run(config)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("recap serve: {error:#}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-    }
+        Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config, telemetry.clone())),
+        Command::Mcp(config) => run_async("recap mcp", distributed::mcp(config, telemetry.clone())),
+        Command::Serve(config) => run_async("recap serve", serve::run(config, telemetry.clone())),
+    };
+    // The spans of the last requests and the last metrics go out before the exit.
+    telemetry.shutdown();
+    code
 }
 
 /// Runs a role on a multi-threaded runtime and turns its outcome into an exit code.

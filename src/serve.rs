@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::{Driver, EmbeddedDriver, ReadModel};
+use recap_readmodel::{Driver, EmbeddedDriver, Instrumented, ReadModel};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -88,12 +88,13 @@ fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
     Ok(world.token)
 }
 
-pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let log = EventLog::new(config.data_dir.join(LOG_FILE));
     let store_path = config.data_dir.join(STORE_FILE);
-    let driver: Arc<dyn Driver> =
+    let embedded: Arc<dyn Driver> =
         Arc::new(EmbeddedDriver::open(&store_path).with_context(|| format!("opening {} (is another recap serve using this data dir?)", store_path.display()))?);
+    let driver: Arc<dyn Driver> = Arc::new(Instrumented::new(embedded, "redb"));
     let readmodel = ReadModel::new(driver.clone());
     let demo_token = if config.demo { Some(seed_demo(&config.data_dir, &log)?) } else { None };
     let secret = match config.rest.cursor_secret_bytes() {
@@ -104,6 +105,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
 
     let projector = EmbeddedProjector::new(driver.clone(), log.clone(), config.data_dir.join(DEAD_LETTER_FILE), LoopConfig::default());
     let stats = projector.stats();
+    crate::telemetry::observe_projector(stats.clone(), Some(log.clone()));
     let (stop_projector, projector_stopped) = watch::channel(false);
     let mut projector_task = tokio::spawn(async move { projector.run(projector_stopped).await });
 
@@ -113,9 +115,9 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
 
     let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
-    let rest_router = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest));
-    let mcp_router = recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp));
-    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), extra_metrics: None });
+    let rest_router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest)));
+    let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
+    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), telemetry });
 
     println!("recap serving data dir {}", config.data_dir.display());
     println!("REST API  base_url http://{rest_address}/v1");

@@ -296,5 +296,10 @@ fn wait_until_equal(cluster: &Cluster, lines: &[String]) {
 /// The query-api's count of requests decided locally because Redis did not answer.
 fn fail_open_total(admin_url: &str) -> u64 {
     let (_, _, body) = get(&format!("{admin_url}metrics"), None);
-    body.lines().find_map(|line| line.strip_prefix("recap_limiter_fail_open_total ")).and_then(|value| value.trim().parse().ok()).expect("fail-open metric")
+    // `recap_limiter_fail_open_total{otel_scope_name="recap"} 12`
+    body.lines()
+        .filter(|line| line.starts_with("recap_limiter_fail_open_total"))
+        .find_map(|line| line.rsplit(' ').next())
+        .and_then(|value| value.trim().parse().ok())
+        .expect("fail-open metric")
 }

@@ -19,6 +19,12 @@ pub const SCOPE: &str = "recap";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ErrorCode(pub &'static str);
 
+/// A response extension naming the route template a request matched (e.g.
+/// `/v1/meetings/{meeting_id}`), for routers that route by hand rather than through
+/// axum's `MatchedPath`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route(pub &'static str);
+
 fn decisions() -> &'static Counter<u64> {
     static COUNTER: OnceLock<Counter<u64>> = OnceLock::new();
     COUNTER.get_or_init(|| {

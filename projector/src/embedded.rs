@@ -23,6 +23,7 @@ use recap_readmodel::{Applied, Batch, Driver, Frozen, StoreError, Val};
 use recap_schemas::{DecodeError, Envelope};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::log::{EventLog, LogLine};
 
@@ -250,6 +251,21 @@ impl EmbeddedProjector {
             self.settle(pipeline).await?;
             return Ok(false);
         };
+        // The batch's span lasts until its write lands (the spawned write holds it).
+        let span = tracing::info_span!(
+            "projector.batch",
+            otel.kind = "consumer",
+            messaging.system = "recap.log",
+            messaging.destination.partition.id = "0",
+            recap.offset.first = lines.first().map_or(0, |line| line.offset),
+            recap.offset.last = last.offset,
+            messaging.batch.message_count = lines.len(),
+        );
+        self.project(pipeline, lines).instrument(span).await
+    }
+
+    async fn project(&self, pipeline: &mut Pipeline, lines: Vec<LogLine>) -> Result<bool, ProjectorError> {
+        let Some(last) = lines.last() else { return Ok(false) };
         let mut next = pipeline.projected;
         next.position = last.end;
         let mut batch = match &pipeline.in_flight {
@@ -300,7 +316,7 @@ impl EmbeddedProjector {
         batch.set_position_body(LOG_SOURCE, next.position as i64, body);
         let (mutations, frozen) = batch.freeze();
         let driver = self.driver.clone();
-        let write = tokio::spawn(async move { driver.write(mutations).await });
+        let write = tokio::spawn(async move { driver.write(mutations).await }.in_current_span());
         pipeline.in_flight = Some(InFlight { write, frozen, progress: next, newest_occurred_at });
         pipeline.projected = next;
         Ok(true)

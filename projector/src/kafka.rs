@@ -30,6 +30,7 @@ use rdkafka::{ClientContext, TopicPartitionList};
 use recap_readmodel::{Applied, Batch, Driver, StoreError};
 use recap_schemas::{DecodeError, Envelope};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::embedded::Stats;
 
@@ -200,6 +201,33 @@ async fn apply_batch(
     Ok(())
 }
 
+/// One `projector.batch` span per partition of a batch, open until its offsets are
+/// committed; never empty for a non-empty batch.
+fn batch_spans(messages: &[OwnedMessage]) -> Vec<tracing::Span> {
+    let mut ranges: BTreeMap<(&str, i32), (i64, i64, usize)> = BTreeMap::new();
+    for message in messages {
+        let range = ranges.entry((message.topic(), message.partition())).or_insert((message.offset(), message.offset(), 0));
+        range.0 = range.0.min(message.offset());
+        range.1 = range.1.max(message.offset());
+        range.2 += 1;
+    }
+    ranges
+        .into_iter()
+        .map(|((topic, partition), (first, last, count))| {
+            tracing::info_span!(
+                "projector.batch",
+                otel.kind = "consumer",
+                messaging.system = "kafka",
+                messaging.destination.name = topic,
+                messaging.destination.partition.id = partition.to_string(),
+                recap.offset.first = first,
+                recap.offset.last = last,
+                messaging.batch.message_count = count,
+            )
+        })
+        .collect()
+}
+
 /// Consumes until `shutdown`, committing after each batch; returns after the batch in
 /// hand is written and committed.
 pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) -> Result<(), KafkaError> {
@@ -245,9 +273,11 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
         if messages.is_empty() {
             continue;
         }
+        let spans = batch_spans(&messages);
         let mut backoff = Duration::from_millis(50);
         loop {
-            match apply_batch(&driver, &producer, &config, &messages, &stats).await {
+            // The store's spans hang under the batch's first partition span.
+            match apply_batch(&driver, &producer, &config, &messages, &stats).instrument(spans.first().cloned().unwrap_or_else(tracing::Span::none)).await {
                 Ok(()) => break,
                 Err(error) => {
                     tracing::warn!(%error, backoff_ms = backoff.as_millis() as u64, events = messages.len(), "batch not written; retrying without advancing");
@@ -271,6 +301,7 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
             // from its last committed offset, and the projection is idempotent.
             tracing::warn!(%error, "committing offsets failed");
         }
+        drop(spans);
         report_lag(&consumer, &stats, &mut last_lag_check);
         if *shutdown.borrow() {
             break;

@@ -164,5 +164,12 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
         }
     }
     headers.insert(X_REQUEST_ID.clone(), request_id);
+    // For the HTTP telemetry layer: the route template and the wire error code.
+    if trace.route != "unmatched" {
+        response.extensions_mut().insert(recap_access::telemetry::Route(trace.route));
+    }
+    if let Some(error) = &error {
+        response.extensions_mut().insert(recap_access::telemetry::ErrorCode(error.code()));
+    }
     response
 }

@@ -6,6 +6,7 @@
 
 pub mod driver;
 pub mod embedded;
+pub mod instrumented;
 pub mod projection;
 pub mod queries;
 pub mod scylla;
@@ -17,6 +18,7 @@ pub mod words;
 
 pub use driver::{Driver, Mutation, Op, Row, ScanRange, StoreError};
 pub use embedded::EmbeddedDriver;
+pub use instrumented::Instrumented;
 pub use projection::{Applied, Batch, Frozen};
 pub use queries::{AccountRecord, ActionItemFilter, MeetingFilter, Page, ReadModel, TokenRecord, TranscriptRecord};
 pub use scylla::{ScyllaConfig, ScyllaDriver};
