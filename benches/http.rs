@@ -65,7 +65,8 @@ async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
         }
         driver.write(batch.into_mutations()).await.expect("write");
     }
-    ReadModel::new(driver)
+    // Served as the binary serves it: store calls report their spans and durations.
+    ReadModel::new(Arc::new(recap_readmodel::Instrumented::new(driver, "redb")))
 }
 
 struct Servers {
@@ -79,8 +80,16 @@ async fn serve(readmodel: ReadModel) -> Servers {
     let plans = recap_access::Plans::default();
     let rest_config = recap_query_api::RestConfig { rate_limit_per_minute: 1_000_000_000, ..recap_query_api::RestConfig::default() };
     let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
-    let rest = recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, vec![7; 32], &rest_config));
-    let mcp = recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &recap_mcp::McpConfig::default()));
+    // Wrapped as the binary wraps them: server spans (off, as without OTEL_*) and the
+    // request-duration histogram (on, for /metrics).
+    let rest = recap::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(
+        readmodel.clone(),
+        plans.clone(),
+        limiter,
+        vec![7; 32],
+        &rest_config,
+    )));
+    let mcp = recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &recap_mcp::McpConfig::default())));
     // The reference route, and a constant as large as a page of 50 meetings: how much of
     // the list route's cost is moving its bytes rather than computing them.
     let page_sized: &'static str = Box::leak(format!("{{\"data\":\"{}\"}}", "x".repeat(15_000)).into_boxed_str());
@@ -205,6 +214,7 @@ fn pin_current_thread(core: usize) {
 }
 
 fn main() {
+    let telemetry = recap::telemetry::Telemetry::init("bench");
     // The servers' runtime: one worker, on core 0 (the load generators use core 1).
     pin_current_thread(0);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
@@ -266,4 +276,5 @@ fn main() {
     println!("  list_meetings(20)   {list_large:>9.0} req/s");
     println!("  search_meetings(20) {search_large:>9.0} req/s   list/search = {:.2} (target <= 5)", list_large / search_large);
     drop(dir);
+    telemetry.shutdown();
 }
