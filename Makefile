@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test test-clients lint bench schemas toolchain up down down-purge k8s-validate
+.PHONY: run build test test-clients lint bench schemas toolchain up down down-purge k8s-validate otelcol
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain
@@ -32,6 +32,11 @@ test-clients: toolchain
 lint: toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## otelcol: build (once) the OpenTelemetry Collector the telemetry tests export to, cached
+## under ~/.cache/recap/otelcol (also in `make test`)
+otelcol:
+	scripts/otel-collector.sh
 
 ## k8s-validate: the Helm chart, dashboard and alert rules, offline: helm lint, kubeconform
 ## -strict, kube-score, metric names (pinned tools cached under ~/.cache/recap; also in `make test`)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole suite, as `make test` and CI run it:
 #   1. the embedded edition: every crate's tests, black-box tests against `recap serve`,
-#      and the real MCP clients (official Python SDK, headless Chromium);
+#      the real MCP clients (official Python SDK, headless Chromium) and telemetry into a
+#      real OpenTelemetry Collector (built once by scripts/otel-collector.sh);
 #   2. the distributed edition on the real engines (`make up`): the driver semantics
 #      suite on Cassandra, the REST and MCP black-box suites unchanged against one
 #      projector, two query-api and one mcp process fed through Kafka, then the fault
-#      suite (one test at a time: it stops and kills shared engines).
+#      suite (one test at a time: it stops and kills shared engines), and the
+#      distributed roles' telemetry.
 # Prints one closing summary line over every test binary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,15 @@ run() {
 
 scripts/setup-python.sh >/dev/null || status=1
 scripts/setup-browser.sh >/dev/null || status=1
+# tests/telemetry.rs finds the collector here; empty when it did not build, so that
+# those tests fail saying so instead of building it again each.
+if otelcol=$(scripts/otel-collector.sh); then
+  export RECAP_OTELCOL=$otelcol
+else
+  echo "the OpenTelemetry Collector did not build: the telemetry tests will fail" | tee -a "$log"
+  export RECAP_OTELCOL=
+  status=1
+fi
 run env RECAP_REAL_CLIENTS=1 cargo test --workspace --no-fail-fast
 
 if scripts/engines/up.sh; then
@@ -30,6 +41,7 @@ if scripts/engines/up.sh; then
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
   run env RECAP_TEST_EDITION=distributed RECAP_REAL_CLIENTS=1 cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --test-threads=2
   run cargo test --test distributed -- --ignored --test-threads=1
+  run cargo test --test telemetry -- --ignored
 else
   echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"
   status=1

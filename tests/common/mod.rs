@@ -6,12 +6,13 @@
 //! the conformance suites), `Server::start()` and `Server::builder().env(..).start()`
 //! start the distributed edition instead (`cluster.rs`): the same URLs, `feed` produces
 //! to Kafka and waits for the projector. Tests that need a data dir or `serve` flags are
-//! about the embedded edition and always run it.
+//! about the embedded edition and always run it, as do builders marked `.embedded()`.
 
 #![allow(dead_code)]
 
 pub mod cluster;
 pub mod events;
+pub mod otel;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub struct Server {
     pub stdout: Vec<String>,
     extra_args: Vec<String>,
     envs: Vec<(String, String)>,
+    env_removes: Vec<String>,
     /// The distributed edition, when that is what runs.
     pub cluster: Option<cluster::Cluster>,
 }
@@ -53,6 +55,8 @@ pub struct ServerBuilder {
     data_dir: Option<PathBuf>,
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    env_removes: Vec<String>,
+    embedded: bool,
 }
 
 impl ServerBuilder {
@@ -72,8 +76,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Not inherited from the test's environment (embedded edition).
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.env_removes.push(key.to_string());
+        self
+    }
+
+    /// The embedded edition whatever `RECAP_TEST_EDITION` says.
+    pub fn embedded(mut self) -> Self {
+        self.embedded = true;
+        self
+    }
+
     pub fn start(self) -> Server {
-        if distributed() && self.data_dir.is_none() && self.args.is_empty() {
+        if distributed() && !self.embedded && self.data_dir.is_none() && self.args.is_empty() {
             let cluster = cluster::Cluster::start(&self.envs);
             return Server {
                 child: None,
@@ -86,6 +102,7 @@ impl ServerBuilder {
                 stdout: Vec::new(),
                 extra_args: Vec::new(),
                 envs: self.envs,
+                env_removes: Vec::new(),
                 cluster: Some(cluster),
             };
         }
@@ -108,6 +125,7 @@ impl ServerBuilder {
             stdout: Vec::new(),
             extra_args: self.args,
             envs: self.envs,
+            env_removes: self.env_removes,
             cluster: None,
         };
         server.spawn();
@@ -117,7 +135,7 @@ impl ServerBuilder {
 
 impl Server {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { data_dir: None, args: Vec::new(), envs: Vec::new() }
+        ServerBuilder { data_dir: None, args: Vec::new(), envs: Vec::new(), env_removes: Vec::new(), embedded: false }
     }
 
     /// A fresh server over a new temporary data dir.
@@ -137,6 +155,9 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        for key in &self.env_removes {
+            command.env_remove(key);
+        }
         for (key, value) in &self.envs {
             command.env(key, value);
         }
