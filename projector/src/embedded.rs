@@ -257,9 +257,9 @@ impl EmbeddedProjector {
             otel.kind = "consumer",
             messaging.system = "recap.log",
             messaging.destination.partition.id = "0",
-            recap.offset.first = lines.first().map_or(0, |line| line.offset),
-            recap.offset.last = last.offset,
-            messaging.batch.message_count = lines.len(),
+            recap.offset.first = lines.first().map_or(0, |line| line.offset as i64),
+            recap.offset.last = last.offset as i64,
+            messaging.batch.message_count = lines.len() as i64,
         );
         self.project(pipeline, lines).instrument(span).await
     }

@@ -222,7 +222,7 @@ fn batch_spans(messages: &[OwnedMessage]) -> Vec<tracing::Span> {
                 messaging.destination.partition.id = partition.to_string(),
                 recap.offset.first = first,
                 recap.offset.last = last,
-                messaging.batch.message_count = count,
+                messaging.batch.message_count = count as i64,
             )
         })
         .collect()
