@@ -254,12 +254,8 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());
-    let admin = serve_admin(
-        config.admin_listen,
-        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
-        shutdown.clone(),
-    )
-    .await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, shutdown.clone()).await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("REST API  base_url http://{}/v1", listener.local_addr()?);
     use std::io::Write;

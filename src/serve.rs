@@ -115,7 +115,8 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
 
     let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
-    let rest_router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest)));
+    let rest_router =
+        crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest)));
     let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), telemetry });
 

@@ -116,21 +116,31 @@ impl Telemetry {
 
         // Logs take events only: spans then cost nothing unless traces are exported.
         let log_filter = tracing_subscriber::EnvFilter::try_from_env("RECAP_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        let logs = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(tracing_subscriber::filter::filter_fn(|metadata| metadata.is_event()))
-            .with_filter(log_filter);
-        let traces = tracer.as_ref().map(|provider| {
-            tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("recap"))
-                .with_location(false)
-                .with_threads(false)
-                .with_tracked_inactivity(false)
-                .with_target(false)
-                .with_filter(tracing_subscriber::filter::filter_fn(|metadata| metadata.is_span() && metadata.target().starts_with("recap")))
-        });
-        let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let events_only = tracing_subscriber::filter::filter_fn(|metadata| metadata.is_event());
+        match &tracer {
+            Some(provider) => {
+                let traces = tracing_opentelemetry::layer()
+                    .with_tracer(provider.tracer("recap"))
+                    .with_location(false)
+                    .with_threads(false)
+                    .with_tracked_inactivity(false)
+                    .with_target(false)
+                    .with_filter(tracing_subscriber::filter::filter_fn(|metadata| metadata.is_span() && metadata.target().starts_with("recap")));
+                let logs = tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(ansi)
+                    .with_filter(tracing_subscriber::filter::FilterExt::and(events_only, log_filter));
+                let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
+            }
+            // Without traces, global filters: a span's callsite is then `never` and
+            // `info_span!` costs one cached check (per-layer filters would still have
+            // the registry build every span).
+            None => {
+                let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+                let _ = tracing_subscriber::registry().with(events_only).with(log_filter).with(logs).try_init();
+            }
+        }
         for warning in warnings {
             tracing::warn!("{warning}");
         }
@@ -345,4 +355,17 @@ pub fn observe_fail_open(limiter: Arc<recap_access::RedisLimiter>) {
         .with_description("Counted requests decided by the per-process limiter because Redis did not answer")
         .with_callback(move |observer| observer.observe(limiter.fail_open_total.load(std::sync::atomic::Ordering::Relaxed), &[]))
         .build();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn spans_are_not_even_built_when_traces_are_not_exported() {
+        // The test process has no OTEL_EXPORTER_OTLP_* variable: only logs are on, and a
+        // span must cost a disabled-callsite check, nothing more.
+        assert!(!super::exported("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"), "run without OTEL_* variables");
+        let _telemetry = super::Telemetry::init("test");
+        assert!(tracing::info_span!("store", otel.kind = "client").is_disabled());
+        assert!(tracing::event_enabled!(tracing::Level::INFO), "events still reach the log");
+    }
 }
