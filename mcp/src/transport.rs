@@ -35,7 +35,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 
 /// Whether a browser origin may call: the configured list, the server's own origin,
 /// or a loopback origin when allowed.
-fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
+pub(crate) fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else { return true };
     let Ok(origin) = origin.to_str() else { return false };
     let config = &state.inner.config;
