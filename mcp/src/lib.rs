@@ -21,6 +21,7 @@
 //! | `/mcp/.well-known/oauth-protected-resource`, `/.well-known/oauth-protected-resource/mcp`, `/.well-known/oauth-protected-resource` | RFC 9728 metadata |
 //! | `/mcp/.well-known/oauth-authorization-server`, `/.well-known/oauth-authorization-server/mcp`, `/.well-known/oauth-authorization-server` | RFC 8414 metadata |
 //! | `POST /mcp/register`, `GET+POST /mcp/authorize`, `POST /mcp/token`, `POST /mcp/revoke` | OAuth endpoints (advertised); the same at the root (`/register`, …) for clients that fall back to root paths when discovery fails |
+//! | `OPTIONS` on the metadata documents, `/register`, `/token`, `/revoke` | CORS preflights (see `cors.rs`) |
 //!
 //! # Decisions where the spec is open
 //!
