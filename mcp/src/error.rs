@@ -5,6 +5,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use recap_access::telemetry::ErrorCode;
 use serde_json::json;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +72,7 @@ impl IntoResponse for HttpError {
             _ => {}
         }
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json")], json!({"error": body}).to_string()).into_response();
+        response.extensions_mut().insert(ErrorCode(self.code()));
         let headers = response.headers_mut();
         match &self {
             HttpError::MethodNotAllowed => {

@@ -21,6 +21,7 @@
 //! | `/mcp/.well-known/oauth-protected-resource`, `/.well-known/oauth-protected-resource/mcp`, `/.well-known/oauth-protected-resource` | RFC 9728 metadata |
 //! | `/mcp/.well-known/oauth-authorization-server`, `/.well-known/oauth-authorization-server/mcp`, `/.well-known/oauth-authorization-server` | RFC 8414 metadata |
 //! | `POST /mcp/register`, `GET+POST /mcp/authorize`, `POST /mcp/token`, `POST /mcp/revoke` | OAuth endpoints (advertised); the same at the root (`/register`, …) for clients that fall back to root paths when discovery fails |
+//! | `OPTIONS` on the metadata documents, `/register`, `/token`, `/revoke` | CORS preflights (see `cors.rs`) |
 //!
 //! # Decisions where the spec is open
 //!
@@ -73,6 +74,7 @@
 
 mod auth;
 mod config;
+mod cors;
 mod error;
 pub mod oauth;
 mod rpc;
@@ -86,6 +88,7 @@ pub use error::HttpError;
 pub use state::{Clock, McpState};
 
 use axum::extract::DefaultBodyLimit;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -96,30 +99,39 @@ const MAX_BODY_BYTES: usize = 256 * 1024;
 pub fn router(state: McpState) -> Router {
     use oauth::{authorize, metadata, register, token};
     let not_allowed = transport::method_not_allowed;
-    let mut app = Router::new()
-        .route("/mcp", post(transport::post).fallback(not_allowed))
-        .route("/mcp/.well-known/oauth-protected-resource", get(metadata::protected_resource))
-        .route("/.well-known/oauth-protected-resource/mcp", get(metadata::protected_resource))
-        .route("/.well-known/oauth-protected-resource", get(metadata::protected_resource))
-        .route("/mcp/.well-known/oauth-authorization-server", get(metadata::authorization_server))
-        .route("/.well-known/oauth-authorization-server/mcp", get(metadata::authorization_server))
-        .route("/.well-known/oauth-authorization-server", get(metadata::authorization_server));
-    for prefix in ["/mcp", ""] {
-        app = app
-            .route(&format!("{prefix}/register"), post(register::register))
-            .route(&format!("{prefix}/authorize"), get(authorize::show).post(authorize::approve))
-            .route(&format!("{prefix}/token"), post(token::token))
-            .route(&format!("{prefix}/revoke"), post(token::revoke));
+    let mut app = Router::new().route("/mcp", post(transport::post).fallback(not_allowed));
+    for path in ["/mcp/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+        app = app.route(path, get(metadata::protected_resource).options(cors::document_preflight));
     }
-    app.fallback(not_found).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
+    for path in ["/mcp/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp", "/.well-known/oauth-authorization-server"] {
+        app = app.route(path, get(metadata::authorization_server).options(cors::document_preflight));
+    }
+    // The endpoints browser-based clients call with fetch: CORS per `cors.rs`.
+    let mut oauth_endpoints = Router::new();
+    for prefix in ["/mcp", ""] {
+        app = app.route(&format!("{prefix}/authorize"), get(authorize::show).post(authorize::approve).fallback(authorize_not_allowed));
+        oauth_endpoints = oauth_endpoints
+            .route(&format!("{prefix}/register"), post(register::register).fallback(not_allowed))
+            .route(&format!("{prefix}/token"), post(token::token).fallback(not_allowed))
+            .route(&format!("{prefix}/revoke"), post(token::revoke).fallback(not_allowed));
+    }
+    let oauth_endpoints = oauth_endpoints.route_layer(axum::middleware::from_fn_with_state(state.clone(), cors::oauth_endpoints));
+    app.merge(oauth_endpoints).fallback(not_found).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
+}
+
+async fn authorize_not_allowed() -> axum::response::Response {
+    let mut response = HttpError::MethodNotAllowed.into_response();
+    response.headers_mut().insert(axum::http::header::ALLOW, axum::http::HeaderValue::from_static("GET, POST"));
+    response
 }
 
 async fn not_found() -> axum::response::Response {
-    use axum::response::IntoResponse;
-    (
+    let mut response = (
         axum::http::StatusCode::NOT_FOUND,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         r#"{"error":{"code":"not_found","message":"no such endpoint"}}"#,
     )
-        .into_response()
+        .into_response();
+    response.extensions_mut().insert(recap_access::telemetry::ErrorCode("not_found"));
+    response
 }

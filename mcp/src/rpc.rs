@@ -129,6 +129,75 @@ pub fn respond_raw(id: &RequestId, result_json: &str) -> String {
     out
 }
 
+/// Which bytes of a JSON string need an escape, and the letter of the short form
+/// (`u` for `\u00XX`): serde_json's table, so the output is byte for byte its own.
+const ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0A] = b'n';
+    table[0x0C] = b'f';
+    table[0x0D] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// Appends `text` as a JSON string. Tool results are JSON carried inside a string, so
+/// about one byte in ten is a quote to escape: copying the runs between escapes straight
+/// into a buffer reserved once is markedly cheaper than serde_json's writer.
+pub fn push_json_string(out: &mut String, text: &str) {
+    out.reserve(text.len() + text.len() / 4 + 2);
+    out.push('"');
+    let mut start = 0;
+    for (index, &byte) in text.as_bytes().iter().enumerate() {
+        let escape = ESCAPES[byte as usize];
+        if escape == 0 {
+            continue;
+        }
+        // `index` is at an ASCII byte, so both slices end on character boundaries.
+        out.push_str(&text[start..index]);
+        out.push('\\');
+        if escape == b'u' {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xF)]));
+        } else {
+            out.push(char::from(escape));
+        }
+        start = index + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+/// The response to tools/call: one text item holding the tool's JSON and, for clients
+/// on 2025-06-18 or later, the same JSON as `structuredContent`. Equal to serialising
+/// rmcp's `CallToolResult` (the tests check it), but written directly: the text is
+/// escaped once into a buffer of the right size and copied raw as structuredContent,
+/// rather than parsed back into a value and serialised again through growing buffers.
+pub fn tool_result(id: &RequestId, text: &str, is_error: bool, structured: bool) -> String {
+    let id_json = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+    let mut out = String::with_capacity(text.len() * if structured { 9 } else { 5 } / 4 + id_json.len() + 128);
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(&id_json);
+    out.push_str(",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+    push_json_string(&mut out, text);
+    out.push_str("}]");
+    if structured {
+        out.push_str(",\"structuredContent\":");
+        out.push_str(text);
+    }
+    out.push_str(if is_error { ",\"isError\":true}}" } else { ",\"isError\":false}}" });
+    out
+}
+
 pub fn respond<T: Serialize>(id: RequestId, result: T) -> String {
     serde_json::to_string(&JsonRpcResponse { jsonrpc: JsonRpcVersion2_0, id, result })
         .unwrap_or_else(|_| error(None, &RpcError::InvalidRequest("unserialisable result")))
@@ -175,6 +244,34 @@ mod tests {
         assert_eq!(negotiate(Some("2024-11-05")), "2025-03-26");
         assert_eq!(negotiate(Some("2099-01-01")), "2025-03-26");
         assert_eq!(negotiate(None), "2025-03-26");
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_does() {
+        for text in ["", "plain", r#"{"a":"b\\c"}"#, "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f} é 日本 \u{1F600}"] {
+            let mut out = String::new();
+            push_json_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap());
+        }
+    }
+
+    #[test]
+    fn tool_results_equal_rmcps_serialisation() {
+        use rmcp::model::{CallToolResult, ContentBlock};
+        let text = r#"{"meetings":[{"id":"m\"1","title":"A\nB"}],"pagination":{"total":null}}"#;
+        for (id, is_error, structured) in
+            [(NumberOrString::Number(7), false, false), (NumberOrString::String("x\"y".into()), false, true), (NumberOrString::Number(1), true, false)]
+        {
+            let mut expected =
+                if is_error { CallToolResult::error(vec![ContentBlock::text(text)]) } else { CallToolResult::success(vec![ContentBlock::text(text)]) };
+            expected.result_type = None;
+            if structured {
+                expected.structured_content = serde_json::from_str(text).ok();
+            }
+            let expected: Value = serde_json::from_str(&respond(id.clone(), expected)).unwrap();
+            let written: Value = serde_json::from_str(&tool_result(&id, text, is_error, structured)).unwrap();
+            assert_eq!(written, expected);
+        }
     }
 
     #[test]

@@ -11,10 +11,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, EmptyObject, Implementation, InitializeResult, ProtocolVersion, ServerCapabilities, ToolsCapability,
-};
+use rmcp::model::{CallToolRequestParams, EmptyObject, Implementation, InitializeResult, ProtocolVersion, RequestId, ServerCapabilities, ToolsCapability};
 use serde_json::Value;
+use tracing::{info_span, Instrument};
 
 use crate::auth;
 use crate::error::HttpError;
@@ -35,7 +34,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 
 /// Whether a browser origin may call: the configured list, the server's own origin,
 /// or a loopback origin when allowed.
-fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
+pub(crate) fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else { return true };
     let Ok(origin) = origin.to_str() else { return false };
     let config = &state.inner.config;
@@ -80,51 +79,75 @@ pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes
         Err((id, error)) => return json_response(StatusCode::OK, rpc::error(id, &error)),
     };
     let body = match method.as_str() {
-        "initialize" => {
-            let requested = params.as_ref().and_then(|params| params.get("protocolVersion")).and_then(Value::as_str);
-            let negotiated = rpc::negotiate(requested);
-            // Only tools: no resources, no prompts, no logging. The tool list never changes.
-            let mut capabilities = ServerCapabilities::default();
-            let mut tools_capability = ToolsCapability::default();
-            tools_capability.list_changed = Some(false);
-            capabilities.tools = Some(tools_capability);
-            let result = InitializeResult::new(capabilities)
-                .with_protocol_version(version_of(negotiated))
-                .with_server_info(Implementation::new("recap", env!("CARGO_PKG_VERSION")).with_title("recap meeting notes"))
-                .with_instructions(INSTRUCTIONS);
-            rpc::respond(id, result)
-        }
-        "ping" => rpc::respond(id, EmptyObject {}),
-        "tools/list" => {
+        "initialize" => info_span!("initialize", mcp.method.name = "initialize").in_scope(|| initialize(id, params.as_ref())),
+        "ping" => info_span!("ping", mcp.method.name = "ping").in_scope(|| rpc::respond(id, EmptyObject {})),
+        "tools/list" => info_span!("tools/list", mcp.method.name = "tools/list").in_scope(|| {
             let catalog = &state.inner.catalog;
             let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
             rpc::respond_raw(&id, list)
-        }
-        "tools/call" => {
-            let params: CallToolRequestParams = match params.map(serde_json::from_value) {
-                Some(Ok(params)) => params,
-                _ => return json_response(StatusCode::OK, rpc::error(Some(id), &RpcError::InvalidParams("tools/call needs params {name, arguments}".into()))),
-            };
-            if !state.inner.catalog.contains(&params.name) {
-                return json_response(StatusCode::OK, rpc::error(Some(id), &RpcError::InvalidParams(format!("unknown tool: {}", params.name))));
-            }
-            let arguments = params.arguments.unwrap_or_default();
-            let result = match tools::call(&state, &caller.account_id, &params.name, &arguments).await {
-                Ok(text) => {
-                    let structured = if rpc::structured(version) { serde_json::from_str(&text).ok() } else { None };
-                    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-                    result.structured_content = structured;
-                    result
-                }
-                Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_json())]),
-            };
-            let mut result = result;
-            result.result_type = None;
-            rpc::respond(id, result)
-        }
-        other => rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string())),
+        }),
+        "tools/call" => call_tool(&state, &caller.account_id, version, id, params).await,
+        other => info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other)
+            .in_scope(|| rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string()))),
     };
     json_response(StatusCode::OK, body)
+}
+
+fn initialize(id: RequestId, params: Option<&Value>) -> String {
+    let requested = params.and_then(|params| params.get("protocolVersion")).and_then(Value::as_str);
+    let negotiated = rpc::negotiate(requested);
+    // Only tools: no resources, no prompts, no logging. The tool list never changes.
+    let mut capabilities = ServerCapabilities::default();
+    let mut tools_capability = ToolsCapability::default();
+    tools_capability.list_changed = Some(false);
+    capabilities.tools = Some(tools_capability);
+    let result = InitializeResult::new(capabilities)
+        .with_protocol_version(version_of(negotiated))
+        .with_server_info(Implementation::new("recap", env!("CARGO_PKG_VERSION")).with_title("recap meeting notes"))
+        .with_instructions(INSTRUCTIONS);
+    rpc::respond(id, result)
+}
+
+/// tools/call, in a span named after the tool (OpenTelemetry's MCP and GenAI
+/// conventions): `error.type` is `tool_error` for an isError result, the JSON-RPC code
+/// for a refused call. Arguments are not recorded: they are the caller's data.
+async fn call_tool(state: &McpState, account_id: &str, version: &str, id: RequestId, params: Option<Value>) -> String {
+    let refused = |message: String| {
+        let span = info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty);
+        span.record("error.type", "-32602");
+        span.in_scope(|| rpc::error(Some(id.clone()), &RpcError::InvalidParams(message)))
+    };
+    let params: CallToolRequestParams = match params.map(serde_json::from_value) {
+        Some(Ok(params)) => params,
+        _ => return refused("tools/call needs params {name, arguments}".into()),
+    };
+    if !state.inner.catalog.contains(&params.name) {
+        return refused(format!("unknown tool: {}", params.name));
+    }
+    let tool = params.name.as_ref();
+    let span = info_span!(
+        "tools/call",
+        otel.name = format!("tools/call {tool}"),
+        otel.kind = "internal",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = tool,
+        gen_ai.operation.name = "execute_tool",
+        error.type = tracing::field::Empty,
+    );
+    let arguments = params.arguments.unwrap_or_default();
+    let outcome = tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await;
+    match outcome {
+        Ok(text) => {
+            // Results copy stored JSON; should a stored body be corrupt, the text item
+            // still carries it (escaped) but it is not pasted raw into the response.
+            let structured = rpc::structured(version) && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+            rpc::tool_result(&id, &text, false, structured)
+        }
+        Err(error) => {
+            span.record("error.type", "tool_error");
+            rpc::tool_result(&id, &error.to_json(), true, false)
+        }
+    }
 }
 
 fn version_of(version: &'static str) -> ProtocolVersion {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::*;
+use recap_mcp::McpConfig;
 use serde_json::{json, Value};
 
 async fn mcp_status(world: &World, token: &str) -> (StatusCode, Value) {
@@ -501,4 +502,169 @@ async fn any_router_over_the_same_store_continues_a_flow() {
         axum::http::Request::post("/mcp/token").header("content-type", "application/x-www-form-urlencoded").body(axum::body::Body::from(body)).unwrap();
     let response = tower::ServiceExt::oneshot(second, request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+// "single-use codes ... reusing a code revokes what it issued" (issue #4), under true
+// concurrency: of many simultaneous exchanges of one code exactly one is issued tokens,
+// the others are invalid_grant, and being reuses they revoke what the winner got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_redemptions_of_one_code_issue_tokens_once_and_revoke_them() {
+    // Twenty racers queue on the store's durable writes: a bound that load cannot reach.
+    let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let mut racers = Vec::new();
+    for _ in 0..20 {
+        let (world, client_id, code, start) = (world.clone(), client_id.clone(), code.clone(), start.clone());
+        racers.push(tokio::spawn(async move {
+            start.wait().await;
+            exchange(&world, &client_id, &code).await
+        }));
+    }
+    let mut issued = Vec::new();
+    for racer in racers {
+        let reply = racer.await.unwrap();
+        match reply.status {
+            StatusCode::OK => issued.push(reply.json()),
+            status => {
+                assert_eq!(status, StatusCode::BAD_REQUEST, "{}", reply.body);
+                assert_eq!(reply.json()["error"], "invalid_grant");
+            }
+        }
+    }
+    assert_eq!(issued.len(), 1, "exactly one redemption wins: {issued:?}");
+    let (status, body) = mcp_status(&world, issued[0]["access_token"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the winner's tokens");
+    assert_eq!(body["error"]["code"], "token_revoked");
+    assert_eq!(refresh(&world, &client_id, issued[0]["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
+}
+
+// A lone redemption always wins its claim, and an exchange refused for a wrong verifier
+// does not spend the code for the client that holds the right one.
+#[tokio::test]
+async fn a_refused_exchange_does_not_spend_the_code() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let wrong = world
+        .post_form(
+            "/mcp/token",
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("redirect_uri", REDIRECT_URI),
+                ("client_id", &client_id),
+                ("code_verifier", "wrong-verifier-0123456789-0123456789-0123456789"),
+            ],
+        )
+        .await;
+    assert_eq!(wrong.json()["error"], "invalid_grant");
+    let reply = exchange(&world, &client_id, &code).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(mcp_status(&world, reply.json()["access_token"].as_str().unwrap()).await.0, StatusCode::OK);
+}
+
+fn options(path: &str, origin: Option<&str>, request_headers: &str) -> axum::http::Request<axum::body::Body> {
+    let mut request = axum::http::Request::builder()
+        .method("OPTIONS")
+        .uri(path)
+        .header("host", "mcp.test:8080")
+        .header("access-control-request-method", if path.contains(".well-known") { "GET" } else { "POST" })
+        .header("access-control-request-headers", request_headers);
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    request.body(axum::body::Body::empty()).unwrap()
+}
+
+// CORS (README, MCP decisions): the discovery documents are public, so their preflight
+// and their responses allow every origin; browsers preflight them because discovery
+// sends MCP-Protocol-Version.
+#[tokio::test]
+async fn discovery_documents_answer_browser_preflights_for_any_origin() {
+    let world = World::with_config(McpConfig { allow_loopback_origins: false, ..McpConfig::default() }).await;
+    for path in [
+        "/mcp/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/mcp/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-authorization-server/mcp",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let reply = world.send(options(path, Some("https://any.example"), "mcp-protocol-version")).await;
+        assert_eq!(reply.status, StatusCode::NO_CONTENT, "{path}");
+        assert_eq!(reply.header("access-control-allow-origin"), Some("*"), "{path}");
+        assert!(reply.header("access-control-allow-methods").unwrap().contains("GET"), "{path}");
+        assert!(reply.header("access-control-allow-headers").unwrap().contains("mcp-protocol-version"), "{path}");
+        assert_eq!(world.get(path).await.header("access-control-allow-origin"), Some("*"), "{path}");
+    }
+}
+
+// CORS (README, MCP decisions): /register, /token and /revoke follow the Origin rule of
+// /mcp ("a present Origin header that is not allowed by config → 403"): an allowed
+// origin's preflight is 204 with the Access-Control-Allow-* headers and the responses
+// carry Access-Control-Allow-Origin; any other origin gets 403 on both.
+#[tokio::test]
+async fn oauth_endpoints_answer_preflights_of_allowed_origins_and_refuse_others() {
+    let world = World::with_config(McpConfig { allowed_origins: vec!["https://app.example.com".into()], ..McpConfig::default() }).await;
+    for endpoint in ["register", "token", "revoke"] {
+        for path in [format!("/mcp/{endpoint}"), format!("/{endpoint}")] {
+            for origin in ["https://app.example.com", "http://localhost:6274", "http://mcp.test:8080"] {
+                let reply = world.send(options(&path, Some(origin), "content-type, mcp-protocol-version")).await;
+                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{path} {origin}");
+                assert_eq!(reply.header("access-control-allow-origin"), Some(origin), "{path} {origin}");
+                assert!(reply.header("access-control-allow-methods").unwrap().contains("POST"), "{path}");
+                let allowed_headers = reply.header("access-control-allow-headers").unwrap();
+                assert!(allowed_headers.contains("content-type") && allowed_headers.contains("mcp-protocol-version"), "{path}");
+                assert_eq!(reply.header("access-control-allow-credentials"), None, "{path}");
+                assert!(reply.headers.get_all("vary").iter().any(|value| value == "Origin"), "{path}");
+            }
+            let reply = world.send(options(&path, Some("https://evil.example"), "content-type")).await;
+            assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path}");
+            assert_eq!(reply.header("access-control-allow-origin"), None, "{path}");
+        }
+    }
+    // The responses themselves carry Access-Control-Allow-Origin for an allowed origin.
+    let origin = "https://app.example.com";
+    let request = |path: &str, content_type: &str, body: String, origin: &str| {
+        axum::http::Request::post(path)
+            .header("host", "mcp.test:8080")
+            .header("origin", origin)
+            .header("content-type", content_type)
+            .body(axum::body::Body::from(body))
+            .unwrap()
+    };
+    let registration = json!({"client_name": "Web client", "redirect_uris": ["https://app.example.com/callback"]}).to_string();
+    let reply = world.send(request("/mcp/register", "application/json", registration.clone(), origin)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    assert_eq!(reply.header("access-control-allow-origin"), Some(origin));
+    let form = "grant_type=authorization_code&code=nope&client_id=nope&code_verifier=nope".to_string();
+    let reply = world.send(request("/mcp/token", "application/x-www-form-urlencoded", form.clone(), origin)).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reply.header("access-control-allow-origin"), Some(origin), "errors are readable too");
+    let reply = world.send(request("/mcp/revoke", "application/x-www-form-urlencoded", "token=nope".into(), origin)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("access-control-allow-origin"), Some(origin));
+    // A page from an origin that is not allowed can act on none of them.
+    for (path, content_type, body) in [
+        ("/mcp/register", "application/json", registration),
+        ("/token", "application/x-www-form-urlencoded", form),
+        ("/revoke", "application/x-www-form-urlencoded", "token=nope".into()),
+    ] {
+        let reply = world.send(request(path, content_type, body, "https://evil.example")).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path}");
+        assert_eq!(reply.json()["error"], "forbidden_origin", "{path}");
+        assert_eq!(reply.header("access-control-allow-origin"), None, "{path}");
+    }
+    // Native clients send no Origin and are not affected.
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", "nope")]).await.header("access-control-allow-origin"), None);
+}
+
+// "Any non-POST request returns 405": OPTIONS on {mcp_url} too, whatever the origin.
+#[tokio::test]
+async fn the_mcp_endpoint_answers_options_with_405() {
+    let world = World::new().await;
+    let reply = world.send(options("/mcp", Some("http://localhost:6274"), "content-type")).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
 }

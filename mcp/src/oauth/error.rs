@@ -4,6 +4,7 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use recap_access::telemetry::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OAuthError {
@@ -25,6 +26,9 @@ pub enum OAuthError {
     InvalidClientMetadata(String),
     #[error("the authorization server could not reach its store; retry shortly")]
     TemporarilyUnavailable,
+    /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).
+    #[error("origin not allowed")]
+    ForbiddenOrigin,
 }
 
 impl OAuthError {
@@ -38,6 +42,7 @@ impl OAuthError {
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
             OAuthError::TemporarilyUnavailable => "temporarily_unavailable",
+            OAuthError::ForbiddenOrigin => "forbidden_origin",
         }
     }
 
@@ -45,6 +50,7 @@ impl OAuthError {
         match self {
             OAuthError::InvalidClient(_) => StatusCode::UNAUTHORIZED,
             OAuthError::TemporarilyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthError::ForbiddenOrigin => StatusCode::FORBIDDEN,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -61,6 +67,7 @@ impl IntoResponse for OAuthError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": self.code(), "error_description": self.to_string()}).to_string();
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], body).into_response();
+        response.extensions_mut().insert(ErrorCode(self.code()));
         if matches!(self, OAuthError::TemporarilyUnavailable) {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }

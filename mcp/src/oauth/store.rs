@@ -4,9 +4,12 @@
 //! timestamps, so a later write (a used code, a rotated refresh token, a revoked
 //! grant's tombstone) shadows an earlier one.
 //!
-//! The driver offers no compare-and-set, so two truly simultaneous redemptions of one
-//! code could both succeed; both then belong to the same grant, and the next replay or
-//! refresh-token reuse revokes that grant as a whole.
+//! The driver offers no compare-and-set, so single use is decided by
+//! [`Inner::claim_once`], a protocol over plain reads and last-write-wins writes that
+//! lets at most one of any number of racing requests (on any pods) through. Revoking a
+//! grant writes its tombstone [`REVOCATION_MARGIN_MICROS`] ahead of the clock, so a
+//! grant write from a request that read the grant (or won a claim) before the
+//! revocation cannot bring it back.
 
 use base64::Engine;
 use rand::RngCore;
@@ -112,6 +115,22 @@ pub fn put<T: Serialize>(table: &'static Table, key: &str, record: &T, ttl_micro
     Mutation { table, partition: vec![Val::text(key)], clustering: Vec::new(), op: Op::Put { body, expires_at: Some(now.saturating_add(ttl_micros)) }, ts: now }
 }
 
+/// How far ahead of the clock a grant's revocation tombstone is written: longer than
+/// any request that read the grant before the revocation can take to write it back,
+/// clock skew between pods included. Nothing writes a revoked grant on purpose.
+pub const REVOCATION_MARGIN_MICROS: i64 = 24 * 3600 * 1_000_000;
+
+/// Every racer writes its claim at this same timestamp, so the last-write-wins tie
+/// rule (the greater body wins) picks the claim, not the arrival order.
+const CLAIM_TS: i64 = 1;
+
+/// Whether a request won the single use of a code or token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    Won,
+    Lost,
+}
+
 pub fn delete(table: &'static Table, key: &str) -> Mutation {
     Mutation { table, partition: vec![Val::text(key)], clustering: Vec::new(), op: Op::Delete, ts: now_micros() }
 }
@@ -158,9 +177,48 @@ impl Inner {
         self.get_record(&OAUTH_TOKENS, token_sha256).await
     }
 
-    /// Revokes a grant and so every token it issued (each use reads the grant).
+    /// Revokes a grant and so every token it issued (each use reads the grant). The
+    /// tombstone is dated ahead (see [`REVOCATION_MARGIN_MICROS`]) so it stays revoked.
     pub async fn revoke_grant(&self, grant_id: &str) -> Result<(), StoreError> {
-        self.write(vec![delete(&OAUTH_GRANTS, grant_id)]).await
+        let mut tombstone = delete(&OAUTH_GRANTS, grant_id);
+        tombstone.ts = tombstone.ts.saturating_add(REVOCATION_MARGIN_MICROS);
+        self.write(vec![tombstone]).await
+    }
+
+    /// Claims the single use of the secret keyed `key` in `table` (a code's or a
+    /// refresh token's SHA-256) for this request, among any number of requests racing
+    /// on any pods, with the driver's reads and last-write-wins writes only. This is
+    /// Moir and Anderson's splitter over two cells, `<key>:claim` and `<key>:door`:
+    ///
+    /// 1. write `claim` := my ticket (all racers write the same cell at [`CLAIM_TS`];
+    ///    the greatest ticket wins the tie, and tickets start with the inverted clock so
+    ///    that the earliest racer's is the greatest);
+    /// 2. read `door`: already set → lost (someone is past it);
+    /// 3. write `door` := set;
+    /// 4. read `claim`: my ticket → won, anything else → lost.
+    ///
+    /// At most one racer wins, whatever the interleaving, timestamps or clock skew: were
+    /// there two, each read `door` unset before the other's `door` write completed, so
+    /// both `claim` writes had completed before either final read, and both final
+    /// reads return the same greatest ticket. A racer alone wins. Under contention all
+    /// may lose (the greatest ticket's owner found the door set); the secret is then
+    /// spent, which for two uses of one single-use secret is the reuse rule's outcome.
+    pub async fn claim_once(&self, table: &'static Table, key: &str, ttl_micros: i64) -> Result<Claim, StoreError> {
+        let now = now_micros();
+        let ticket = format!("{:020}.{}", i64::MAX - now, random_secret());
+        let expires_at = Some(now.saturating_add(ttl_micros));
+        let claim_key = format!("{key}:claim");
+        let door_key = format!("{key}:door");
+        let claim =
+            Mutation { table, partition: vec![Val::text(&claim_key)], clustering: Vec::new(), op: Op::Put { body: ticket.clone(), expires_at }, ts: CLAIM_TS };
+        self.write(vec![claim]).await?;
+        if self.bounded(self.readmodel.driver().get(table, &[Val::text(&door_key)], &[])).await?.is_some() {
+            return Ok(Claim::Lost);
+        }
+        let door = Mutation { table, partition: vec![Val::text(&door_key)], clustering: Vec::new(), op: Op::Put { body: ticket.clone(), expires_at }, ts: now };
+        self.write(vec![door]).await?;
+        let stored = self.bounded(self.readmodel.driver().get(table, &[Val::text(&claim_key)], &[])).await?;
+        Ok(if stored.is_some_and(|row| row.body == ticket) { Claim::Won } else { Claim::Lost })
     }
 }
 

@@ -15,7 +15,8 @@ use sha2::{Digest, Sha256};
 use crate::oauth::authorize::Params;
 use crate::oauth::error::OAuthError;
 use crate::oauth::store::{
-    delete, index_grant, put, random_secret, GrantRecord, TokenKind, TokenRecord, ACCESS_TOKEN_PREFIX, CODES, GRANTS, REFRESH_TOKEN_PREFIX, SCOPE, TOKENS,
+    delete, index_grant, put, random_secret, Claim, GrantRecord, TokenKind, TokenRecord, ACCESS_TOKEN_PREFIX, CODES, GRANTS, REFRESH_TOKEN_PREFIX, SCOPE,
+    TOKENS,
 };
 use crate::state::McpState;
 
@@ -147,8 +148,16 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
         refresh_sha256: String::new(),
         expires_at: 0,
     };
-    let (mut mutations, body) = issue(state, &mut grant);
+    // Only a request that passed every check may spend the code: a wrong verifier or
+    // client must not burn (and so revoke) someone else's authorization.
     let remaining = (record.expires_at - now).max(1_000_000);
+    if inner.claim_once(&CODES, &code_sha256, remaining).await? == Claim::Lost {
+        // A concurrent redemption of the same code: a reuse, which revokes the grant.
+        inner.revoke_grant(&record.grant_id).await?;
+        tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "authorization code redeemed concurrently; grant revoked");
+        return Err(OAuthError::InvalidGrant("authorization code already used; the tokens it issued are revoked".into()));
+    }
+    let (mut mutations, body) = issue(state, &mut grant);
     mutations.push(put(&CODES, &code_sha256, &crate::oauth::store::CodeRecord { used: true, ..record }, remaining));
     inner.write(mutations).await?;
     tracing::info!(client_id = %grant.client_id, grant_id = %grant.grant_id, "oauth tokens issued");
