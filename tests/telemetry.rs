@@ -728,13 +728,14 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
     assert_eq!(response["result"]["isError"], json!(false), "{response}");
     let (server, _) = trace_with(&collector, &trace_id, "tools/call get_meeting");
     assert_eq!(server.resource.str("recap.role"), Some("mcp"), "{server:?}");
-    collector.wait_span("a Redis EVALSHA in the MCP request's trace", |span| {
+    // MCP requests are not counted by the limiter (the MCP spec shows no rate limit or
+    // quota; see the README): the trace reads Cassandra and never calls Redis.
+    collector.wait_span("a Cassandra SELECT in the MCP request's trace", |span| {
         span.trace_id == trace_id
             && span.kind == SPAN_KIND_CLIENT
-            && span.str("db.operation.name") == Some("EVALSHA")
-            && span.str("db.system.name") == Some("redis")
+            && span.str("db.system.name") == Some("cassandra")
+            && span.str("db.operation.name") == Some("SELECT")
     });
-    collector.wait_point("recap.limiter.decisions", "outcome allowed from mcp", |point| {
-        point.str("outcome") == Some("allowed") && point.resource.str("recap.role") == Some("mcp")
-    });
+    let spans = collector.spans();
+    assert!(!spans.iter().any(|span| span.trace_id == trace_id && span.str("db.system.name") == Some("redis")), "no Redis call for MCP");
 }
