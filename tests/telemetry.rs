@@ -739,3 +739,29 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
     let spans = collector.spans();
     assert!(!spans.iter().any(|span| span.trace_id == trace_id && span.str("db.system.name") == Some("redis")), "no Redis call for MCP");
 }
+
+/// The Prometheus names the dashboard, the alerts and the chart README promise are the
+/// ones `/metrics` serves (the same meters as OTLP, rendered by the Prometheus exporter).
+#[test]
+fn metrics_endpoint_serves_the_documented_prometheus_names() {
+    let scene = scene();
+    assert_eq!(rest(&scene.server, "/v1/meetings", Some(&scene.alice), &[]).status, 200);
+    assert_eq!(rest(&scene.server, "/v1/meetings/mtg_missing", Some(&scene.alice), &[]).status, 404);
+    let metrics = reply(agent().get(&format!("{}metrics", scene.server.admin_url)).call().expect("GET /metrics"));
+    assert_eq!(metrics.status, 200);
+    for expected in [
+        "http_server_request_duration_seconds_bucket{",
+        "http_route=\"/v1/meetings\"",
+        "error_type=\"meeting_not_found\"",
+        "recap_limiter_decisions_total{",
+        "outcome=\"allowed\"",
+        "recap_projector_events_total{",
+        "outcome=\"applied\"",
+        "recap_projector_newest_event_age_seconds{",
+        "recap_projector_log_lag_bytes{",
+        "db_client_operation_duration_seconds_bucket{",
+    ] {
+        assert!(metrics.body.contains(expected), "/metrics lacks {expected}:\n{}", metrics.body);
+    }
+    assert!(!metrics.body.contains(&scene.alice), "no token in /metrics");
+}
