@@ -202,25 +202,31 @@ pub fn decode_val(bytes: &[u8], kind: ColumnType, order: Order) -> Option<(Val, 
     let flip = |byte: u8| if order == Order::Desc { !byte } else { byte };
     match kind {
         ColumnType::BigInt => {
-            let raw: [u8; 8] = bytes.get(..8)?.iter().map(|&b| flip(b)).collect::<Vec<u8>>().try_into().ok()?;
+            let mut raw = [0u8; 8];
+            for (slot, &byte) in raw.iter_mut().zip(bytes.get(..8)?) {
+                *slot = flip(byte);
+            }
             Some((Val::Int((u64::from_be_bytes(raw) ^ (1 << 63)) as i64), 8))
         }
         ColumnType::Text => {
-            let mut text = Vec::new();
+            // Runs of plain bytes are copied whole; a stored 0 starts either the
+            // terminator (0, 0) or an escaped 0 byte (0, anything else).
+            let escape = flip(0);
+            let mut text = Vec::with_capacity(bytes.len().min(64));
             let mut index = 0;
             loop {
-                let byte = flip(*bytes.get(index)?);
-                if byte == 0 {
-                    let next = flip(*bytes.get(index + 1)?);
-                    index += 2;
-                    if next == 0 {
-                        break;
-                    }
-                    text.push(0);
-                } else {
-                    text.push(byte);
-                    index += 1;
+                let rest = bytes.get(index..)?;
+                let run = rest.iter().position(|&byte| byte == escape)?;
+                match order {
+                    Order::Asc => text.extend_from_slice(&rest[..run]),
+                    Order::Desc => text.extend(rest[..run].iter().map(|&byte| !byte)),
                 }
+                let next = flip(*rest.get(run + 1)?);
+                index += run + 2;
+                if next == 0 {
+                    break;
+                }
+                text.push(0);
             }
             Some((Val::Text(String::from_utf8(text).ok()?), index))
         }
@@ -288,6 +294,19 @@ mod tests {
             let (decoded, used) = decode_val(&encoded(&va, Order::Desc), ColumnType::Text, Order::Desc).unwrap();
             prop_assert_eq!(decoded, va);
             prop_assert_eq!(used, encoded(&Val::text(a), Order::Desc).len());
+        }
+
+        #[test]
+        fn text_decoding_inverts_encoding_in_both_orders_with_nul_bytes(a in "(\\x00|a|\u{e9}|\u{ff}){0,8}", tail: i64) {
+            for order in [Order::Asc, Order::Desc] {
+                let mut key = encoded(&Val::text(a.clone()), order);
+                let text_len = key.len();
+                encode_val(&mut key, &Val::Int(tail), order);
+                let (decoded, used) = decode_val(&key, ColumnType::Text, order).unwrap();
+                prop_assert_eq!(decoded, Val::text(a.clone()));
+                prop_assert_eq!(used, text_len);
+                prop_assert_eq!(decode_val(&key[used..], ColumnType::BigInt, order).unwrap().0, Val::Int(tail));
+            }
         }
 
         #[test]
