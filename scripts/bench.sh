@@ -12,3 +12,10 @@ cargo bench --bench embedded
 echo
 echo "== embedded edition: REST and MCP under load =="
 cargo bench --bench http
+echo
+echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
+# Idempotent: starts Kafka, Cassandra and Redis on loopback unless they already run.
+scripts/engines/up.sh
+# RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
+# on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
+RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed

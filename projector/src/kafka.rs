@@ -16,11 +16,14 @@
 //!   the source topic, partition, offset and reason; if that produce fails, the batch
 //!   is retried and no offset advances.
 //! - librdkafka's queues are capped explicitly so memory stays bounded under backlog.
+//! - The per-partition lag (high watermark minus committed offset) is refreshed every
+//!   2 s by a task of its own, idle or busy, with its broker round trips off the async
+//!   workers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
@@ -232,19 +235,18 @@ fn batch_spans(messages: &[OwnedMessage]) -> Vec<tracing::Span> {
 /// hand is written and committed.
 pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) -> Result<(), KafkaError> {
     let fence = Arc::new(Fence::default());
-    let consumer = consumer(&config, fence.clone())?;
+    let consumer = Arc::new(consumer(&config, fence.clone())?);
     let producer = producer(&config.brokers)?;
-    let mut last_lag_check = Instant::now() - Duration::from_secs(60);
+    // The lag is refreshed on its own clock, so it keeps moving while the loop waits for
+    // events or retries a batch the store refuses (when it matters most).
+    let lag_refresher = tokio::spawn(refresh_lag(consumer.clone(), stats.clone()));
+    let _stop_refresher = AbortOnDrop(lag_refresher);
     loop {
         // Collect a batch: wait for one message, then take what arrives within batch_wait.
         let mut received: Vec<(u64, OwnedMessage)> = Vec::new();
         let first = tokio::select! {
             message = consumer.recv() => message,
             _ = shutdown.changed() => break,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                report_lag(&consumer, &stats, &mut last_lag_check);
-                continue;
-            }
         };
         match first {
             Ok(message) => received.push((fence.received.fetch_add(1, Ordering::SeqCst), message.detach())),
@@ -302,7 +304,6 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
             tracing::warn!(%error, "committing offsets failed");
         }
         drop(spans);
-        report_lag(&consumer, &stats, &mut last_lag_check);
         if *shutdown.borrow() {
             break;
         }
@@ -310,26 +311,54 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
     Ok(())
 }
 
-/// Refreshes the per-partition lag (high watermark minus committed position) at most
-/// every few seconds.
-fn report_lag<C: ConsumerContext>(consumer: &StreamConsumer<C>, stats: &Stats, last: &mut Instant) {
-    if last.elapsed() < Duration::from_secs(2) {
-        return;
+/// How often the per-partition lag is refreshed, busy or idle.
+pub const LAG_REFRESH: Duration = Duration::from_secs(2);
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
-    *last = Instant::now();
-    let Ok(positions) = consumer.position() else { return };
+}
+
+/// Refreshes `stats.partition_lag` every [`LAG_REFRESH`] until aborted.
+async fn refresh_lag<C: ConsumerContext + 'static>(consumer: Arc<StreamConsumer<C>>, stats: Arc<Stats>) {
+    let mut tick = tokio::time::interval(LAG_REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let consumer = consumer.clone();
+        // Committed offsets and watermarks are broker round trips: off the async workers.
+        let Ok(Some(lags)) = tokio::task::spawn_blocking(move || partition_lags(&consumer)).await else { continue };
+        if let Ok(mut partition_lag) = stats.partition_lag.lock() {
+            *partition_lag = lags;
+        }
+    }
+}
+
+/// Lag of every assigned partition ("topic/partition" → events), None when the
+/// assignment or the committed offsets cannot be read (the last figures stay).
+fn partition_lags<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Option<BTreeMap<String, i64>> {
+    let assignment = consumer.assignment().ok()?;
+    let committed = consumer.committed_offsets(assignment, Duration::from_secs(1)).ok()?;
     let mut lags = BTreeMap::new();
-    for element in positions.elements() {
-        let Ok((_, high)) = consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_millis(500)) else { continue };
-        let position = match element.offset() {
-            rdkafka::Offset::Offset(offset) => offset,
-            _ => continue,
+    for element in committed.elements() {
+        let Ok((low, high)) = consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_secs(1)) else { continue };
+        let committed = match element.offset() {
+            rdkafka::Offset::Offset(offset) => Some(offset),
+            _ => None,
         };
-        lags.insert(format!("{}/{}", element.topic(), element.partition()), (high - position).max(0));
+        lags.insert(format!("{}/{}", element.topic(), element.partition()), lag(committed, low, high));
     }
-    if let Ok(mut partition_lag) = stats.partition_lag.lock() {
-        *partition_lag = lags;
-    }
+    Some(lags)
+}
+
+/// Events of a partition not yet projected: from its committed offset (stored only
+/// after the store acknowledged), or from the low watermark when the group has
+/// committed nothing there yet (`auto.offset.reset` is earliest).
+fn lag(committed: Option<i64>, low: i64, high: i64) -> i64 {
+    (high - committed.unwrap_or(low).max(low)).max(0)
 }
 
 /// Publishes contract events (JSON Lines) to their topics with the contract's keys:
@@ -372,4 +401,28 @@ pub fn route(line: &[u8]) -> (String, String) {
         .unwrap_or_default()
         .to_string();
     (recap_schemas::topic_of(event_type).to_string(), key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lag;
+
+    #[test]
+    fn lag_counts_from_the_committed_offset() {
+        assert_eq!(lag(Some(40), 0, 100), 60);
+        assert_eq!(lag(Some(100), 0, 100), 0);
+    }
+
+    #[test]
+    fn lag_of_a_partition_never_committed_counts_every_retained_event() {
+        assert_eq!(lag(None, 0, 100), 100);
+        assert_eq!(lag(None, 30, 100), 70, "events below the low watermark are gone, not lagging");
+        assert_eq!(lag(None, 0, 0), 0, "an empty partition has no lag, and still has a figure");
+    }
+
+    #[test]
+    fn lag_is_never_negative() {
+        assert_eq!(lag(Some(10), 20, 15), 0);
+        assert_eq!(lag(Some(5), 10, 30), 20, "a committed offset below the retention counts from the low watermark");
+    }
 }

@@ -1,0 +1,495 @@
+//! Benchmarks of the distributed edition on the real engines (`make up`: Kafka,
+//! Cassandra standing in for ScyllaDB, Redis), measured side by side in one run:
+//!
+//! 1. projector events/s into the store vs a raw-driver loop writing the same rows in
+//!    the same batches with the same statements, consistency and concurrency;
+//! 2. a backlog of `RECAP_BENCH_EVENTS` (default 1,000,000) demo-mix events drained
+//!    while `GET /v1/meetings?limit=50` is offered open-loop: drain rate and read
+//!    latency over time;
+//! 3. freshness: produce → readable through REST, while the projector runs at half of
+//!    the rate it drained at;
+//! 4. `GET /v1/meetings?limit=50` through a `recap query-api` process (auth and Redis
+//!    limits on) vs a raw-driver loop issuing the same SELECT at the same concurrency,
+//!    and the Redis calls per counted request (`INFO commandstats` of a Redis private to
+//!    the run);
+//! 5. resident memory of the projector and the query-api at those loads.
+//!
+//! The query-api runs on core 0 with wrk on core 1; the raw-driver read loop runs on
+//! core 0 too. Cassandra and Kafka are not pinned (they need both cores). Every resource
+//! is named after the run (topic prefix, keyspaces, consumer group, Redis) and removed
+//! at the end. Run with `make bench` or `cargo bench --bench distributed [section]`.
+
+// The binary's global allocator lives in the recap library: link it, so in-process
+// work (recording rows, generating events) is what `recap` would do.
+extern crate recap;
+
+mod engines;
+mod events;
+mod load;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engines::{Engines, PrivateRedis, Role};
+use events::{DemoMix, Event, READER};
+use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation};
+use recap_schemas::Envelope;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|value| value.replace('_', "").parse().ok()).unwrap_or(default)
+}
+
+/// Pins the calling thread (threads it creates inherit it) to one core.
+fn pin_current_thread(core: usize) {
+    let thread = std::fs::read_link("/proc/thread-self").ok().and_then(|link| link.file_name().map(|tid| tid.to_string_lossy().into_owned()));
+    if let Some(tid) = thread {
+        let _ = std::process::Command::new("taskset").args(["-cp", &core.to_string(), &tid]).output();
+    }
+}
+
+/// Produces events to their contract topics under `prefix`; returns events/s.
+fn produce(brokers: &str, prefix: &str, events: &[Event]) -> f64 {
+    let producer = engines::bulk_producer(brokers, 5);
+    let started = Instant::now();
+    for (topic, key, line) in events {
+        engines::send(&producer, &format!("{prefix}{topic}"), key, line);
+    }
+    engines::flush(&producer);
+    events.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The rows the projection writes for `events`, in batches of the projector's size
+/// (RECAP_PROJECTOR_MAX_BATCH default), computed once, untimed, over an embedded store.
+async fn record_rows(events: &[Event], dir: &std::path::Path) -> Vec<Vec<Mutation>> {
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("record{}.redb", events.len()))).expect("embedded store"));
+    let mut batches = Vec::new();
+    let mut position = 0;
+    for chunk in events.chunks(2_000) {
+        let mut batch = Batch::new(driver.clone());
+        for (_, _, line) in chunk {
+            position += 1;
+            batch.apply(&Envelope::decode(line.as_bytes()).expect("a contract event"), position).await.expect("apply");
+        }
+        let mutations = batch.into_mutations();
+        driver.write(mutations.clone()).await.expect("write");
+        batches.push(mutations);
+    }
+    batches
+}
+
+/// Waits until the projector accounted for `target` events; returns the instant it
+/// first made progress past `from` and the instant it reached `target`.
+fn wait_accounted(projector: &Role, from: u64, target: u64, timeout: Duration) -> (Instant, Instant) {
+    let deadline = Instant::now() + timeout;
+    let mut first = None;
+    loop {
+        let accounted = projector.accounted();
+        if accounted > from && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if accounted >= target {
+            let now = Instant::now();
+            return (first.unwrap_or(now), now);
+        }
+        assert!(Instant::now() < deadline, "the projector accounted for {accounted} of {target} events");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+struct Bench {
+    runtime: tokio::runtime::Runtime,
+    engines: Engines,
+    id: String,
+    redis: PrivateRedis,
+    keyspace: String,
+    raw_keyspace: String,
+    prefixes: Vec<String>,
+    mix: DemoMix,
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn envs(&self, prefix: &str) -> Vec<(String, String)> {
+        engines::role_envs(&self.engines, &self.id, prefix, &self.keyspace, &self.redis.url())
+    }
+
+    fn topics(&mut self, name: &str) -> String {
+        let prefix = format!("{}_{name}.", self.id);
+        self.runtime.block_on(engines::create_topics(&self.engines.brokers, &prefix));
+        self.prefixes.push(prefix.clone());
+        prefix
+    }
+}
+
+/// Section 1; returns the best projector rate.
+fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
+    let raw_session = bench.runtime.block_on(load::session(&bench.engines.nodes(), &bench.raw_keyspace));
+    let (mut projector_best, mut raw_best, mut rows, mut hwm) = (0f64, 0f64, 0usize, 0f64);
+    println!("projector vs raw driver loop, demo event mix, {events_per_round} events a round (2 rounds, alternating):");
+    for round in 0..2 {
+        let events = bench.mix.take(events_per_round);
+        let batches = bench.runtime.block_on(record_rows(&events, bench.dir.path()));
+        rows = batches.iter().map(Vec::len).sum();
+        let raw_time = bench.runtime.block_on(load::raw_write(&raw_session, &batches, 256));
+        let raw_rate = events.len() as f64 / raw_time.as_secs_f64();
+        drop(batches);
+
+        let prefix = bench.topics(&format!("r{round}"));
+        produce(&bench.engines.brokers, &prefix, &events);
+        let projector = Role::start("projector", &bench.envs(&prefix), None);
+        // From its first applied event: start-up and the group join are not throughput.
+        let (first, done) = wait_accounted(&projector, 0, events.len() as u64, Duration::from_secs(3_600));
+        let projector_rate = events.len() as f64 / done.duration_since(first).as_secs_f64();
+        hwm = hwm.max(engines::memory_mib(projector.pid()).1);
+        projector.stop();
+        println!(
+            "  round {round}: raw driver {raw_rate:>8.0} events/s ({:.0} rows/s)   projector {projector_rate:>8.0} events/s   ratio {:.2}",
+            rows as f64 / raw_time.as_secs_f64(),
+            projector_rate / raw_rate
+        );
+        projector_best = projector_best.max(projector_rate);
+        raw_best = raw_best.max(raw_rate);
+    }
+    println!("  {rows} row writes a round ({:.1} per event); projector VmHWM {hwm:.0} MiB", rows as f64 / events_per_round as f64);
+    println!("  best of each: projector {projector_best:.0} / raw {raw_best:.0} events/s = {:.2} (target >= 0.6)", projector_best / raw_best);
+    projector_best
+}
+
+/// Where a projector batch's time goes: the projection reads each event's entity state
+/// from the store (one round trip per entity not already in the batch, one after the
+/// other), then the batch's rows are written `RECAP_SCYLLA_WRITE_CONCURRENCY` at a
+/// time. The same two steps the Kafka projector takes per batch, timed apart through
+/// the real ScyllaDriver (Kafka, offsets and dead letters left out).
+fn projector_split(bench: &Bench, events: usize) {
+    let config = recap_readmodel::scylla::ScyllaConfig {
+        nodes: bench.engines.nodes(),
+        keyspace: bench.raw_keyspace.clone(),
+        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
+        timeout: Duration::from_secs(2),
+        write_concurrency: 256,
+    };
+    let events = bench.mix.take(events);
+    let (reads, writes) = bench.runtime.block_on(async {
+        let driver: Arc<dyn Driver> = Arc::new(recap_readmodel::scylla::ScyllaDriver::connect(config).await.expect("connect"));
+        let (mut reads, mut writes) = (Duration::ZERO, Duration::ZERO);
+        for (index, chunk) in events.chunks(2_000).enumerate() {
+            let started = Instant::now();
+            let mut batch = Batch::new(driver.clone());
+            for (offset, (_, _, line)) in chunk.iter().enumerate() {
+                batch.apply(&Envelope::decode(line.as_bytes()).expect("a contract event"), (index * 2_000 + offset) as i64).await.expect("apply");
+            }
+            let projected = Instant::now();
+            driver.write(batch.into_mutations()).await.expect("write");
+            reads += projected - started;
+            writes += projected.elapsed();
+        }
+        (reads, writes)
+    });
+    let per_event = |time: Duration| time.as_secs_f64() * 1e6 / events.len() as f64;
+    println!(
+        "  where a batch's time goes ({} events through the ScyllaDriver, batches of 2,000): projection with its state reads {:.0} us/event, writing the rows {:.0} us/event",
+        events.len(),
+        per_event(reads),
+        per_event(writes)
+    );
+    println!(
+        "  (one after the other, as the Kafka projector runs them: at most {:.0} events/s; the raw loop only writes)",
+        events.len() as f64 / (reads + writes).as_secs_f64()
+    );
+}
+
+/// Section 2: the backlog drained under reads. Returns the projector (still running),
+/// the query-api and the drain rate.
+fn drain_under_reads(bench: &mut Bench, backlog: usize, read_rate: f64) -> (Role, Role, f64) {
+    let prefix = bench.topics("main");
+    let envs = bench.envs(&prefix);
+    let seed = events::reader_world(1_000);
+    let seeded = seed.len() as u64;
+    produce(&bench.engines.brokers, &prefix, &seed);
+    let projector = Role::start("projector", &envs, None);
+    wait_accounted(&projector, 0, seeded, Duration::from_secs(300));
+    projector.stop();
+    let query_api = Role::start("query-api", &envs, Some(0));
+
+    println!("backlog of {backlog} demo-mix events drained while GET /v1/meetings?limit=50 is offered at {read_rate:.0}/s (open loop):");
+    let started = Instant::now();
+    let producer = engines::bulk_producer(&bench.engines.brokers, 5);
+    let mut produced = 0;
+    while produced < backlog {
+        let chunk = bench.mix.take((backlog - produced).min(bench.mix.events_per_copy() * 10));
+        for (topic, key, line) in &chunk {
+            engines::send(&producer, &format!("{prefix}{topic}"), key, line);
+        }
+        produced += chunk.len();
+    }
+    engines::flush(&producer);
+    drop(producer);
+    println!("  produced in {:.1} s ({:.0} events/s)", started.elapsed().as_secs_f64(), backlog as f64 / started.elapsed().as_secs_f64());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (address, request) = load::get_request(&query_api.url, "/meetings?limit=50");
+    let reader_started = Instant::now();
+    let reader = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(load::open_loop(&address, request, read_rate, 16, stop))
+        }
+    });
+    // Reads alone first, for a reference latency.
+    std::thread::sleep(Duration::from_secs(10));
+    let projector_started = Instant::now();
+    let projector = Role::start("projector", &envs, None);
+    // A projector's counters start at 0 with its process: this one sees the backlog only.
+    let target = backlog as u64;
+    let mut progress: Vec<(Duration, u64)> = Vec::new();
+    let (mut projector_hwm, mut query_hwm) = (0f64, 0f64);
+    let deadline = Instant::now() + Duration::from_secs(7_200);
+    loop {
+        let accounted = projector.accounted();
+        progress.push((reader_started.elapsed(), accounted));
+        projector_hwm = projector_hwm.max(engines::memory_mib(projector.pid()).1);
+        query_hwm = query_hwm.max(engines::memory_mib(query_api.pid()).1);
+        if accounted >= target {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the drain did not finish: {accounted} of {target}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let drained_at = reader_started.elapsed();
+    let first_progress = progress.iter().find(|(_, done)| *done > 0).map(|(at, _)| *at).unwrap_or(drained_at);
+    std::thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::Relaxed);
+    let samples = reader.join().expect("reader");
+    let drain = drained_at - first_progress;
+    let drain_rate = backlog as f64 / drain.as_secs_f64();
+    println!(
+        "  drained in {:.1} s from the first applied event ({:.1} s after the projector started): {drain_rate:.0} events/s",
+        drain.as_secs_f64(),
+        (drained_at - (projector_started - reader_started)).as_secs_f64()
+    );
+    let window = (drain / 10).max(Duration::from_secs(10));
+    println!("  {:>14} {:>14} {:>8} {:>9} {:>9} {:>9} {:>6}", "window (s)", "drained ev/s", "reads", "p50 ms", "p99 ms", "max ms", "non-200");
+    let mut start = Duration::ZERO;
+    while start < drained_at + Duration::from_secs(5) {
+        let end = start + window;
+        let mut latencies: Vec<f64> = samples.iter().filter(|sample| sample.at >= start && sample.at < end).map(|sample| sample.latency_ms).collect();
+        let failures = samples.iter().filter(|sample| sample.at >= start && sample.at < end && sample.status != 200).count();
+        let done_at = |instant: Duration| progress.iter().rev().find(|(at, _)| *at <= instant).map_or(0, |(_, done)| *done);
+        let rate = (done_at(end) - done_at(start)) as f64 / window.as_secs_f64();
+        let phase = if end <= first_progress {
+            "  (before the drain)"
+        } else if start >= drained_at {
+            "  (after the drain)"
+        } else {
+            ""
+        };
+        let count = latencies.len();
+        let (p50, p99, max) = load::percentiles(&mut latencies);
+        println!("  {:>6.0}-{:<7.0} {rate:>14.0} {count:>8} {p50:>9.1} {p99:>9.1} {max:>9.1} {failures:>6}{phase}", start.as_secs_f64(), end.as_secs_f64());
+        start = end;
+    }
+    let during: Vec<f64> = samples.iter().filter(|sample| sample.at >= first_progress && sample.at < drained_at).map(|sample| sample.latency_ms).collect();
+    let answered = samples.iter().filter(|sample| sample.at >= first_progress && sample.at < drained_at && sample.status == 200).count();
+    let (p50, p99, max) = load::percentiles(&mut during.clone());
+    println!("  reads during the drain: {answered} of {} answered 200; p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms", during.len());
+    println!("  VmHWM during the drain: projector {projector_hwm:.0} MiB (target <= 200), query-api {query_hwm:.0} MiB (target <= 100)");
+    (projector, query_api, drain_rate)
+}
+
+/// Section 3: produce → readable through REST at half of the drain rate.
+fn freshness(bench: &mut Bench, projector: &Role, query_api: &Role, background_rate: f64) {
+    let prefix = bench.prefixes.last().cloned().expect("the main topics");
+    let seconds = 30u64;
+    println!("freshness: produce → readable through GET /v1/meetings/{{id}}, {background_rate:.0} events/s of demo mix alongside, {seconds} s:");
+    let stop = Arc::new(AtomicBool::new(false));
+    let accounted_before = projector.accounted();
+    let started = Instant::now();
+    // The background load, paced in 10 ms steps.
+    let filler = std::thread::spawn({
+        let (stop, brokers, prefix) = (stop.clone(), bench.engines.brokers.clone(), prefix.clone());
+        let mix_events: Vec<Event> = bench.mix.take((background_rate * (seconds as f64 + 5.0)) as usize);
+        move || {
+            let producer = engines::bulk_producer(&brokers, 5);
+            let started = Instant::now();
+            let mut sent = 0usize;
+            while !stop.load(Ordering::Relaxed) && sent < mix_events.len() {
+                let due = ((started.elapsed().as_secs_f64() * background_rate) as usize).min(mix_events.len());
+                for (topic, key, line) in &mix_events[sent..due] {
+                    engines::send(&producer, &format!("{prefix}{topic}"), key, line);
+                }
+                sent = due;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            engines::flush(&producer);
+            sent
+        }
+    });
+    let probe_producer = Arc::new(engines::bulk_producer(&bench.engines.brokers, 0));
+    let base_url = query_api.url.clone();
+    let mut latencies: Vec<f64> = bench.runtime.block_on(async {
+        let mut probes = Vec::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        for index in 0..(seconds * 10) {
+            tick.tick().await;
+            let (producer, base_url, prefix) = (probe_producer.clone(), base_url.clone(), prefix.clone());
+            probes.push(tokio::spawn(async move {
+                let meeting_id = format!("mtg_probe_{index}");
+                let (topic, key, line) = events::reader_meeting(&meeting_id, recap_readmodel::driver::now_micros());
+                let (address, request) = load::get_request(&base_url, &format!("/meetings/{meeting_id}"));
+                let mut connection = tokio::net::TcpStream::connect(&address).await.expect("connect");
+                let _ = connection.set_nodelay(true);
+                let sent = Instant::now();
+                engines::send(&producer, &format!("{prefix}{topic}"), &key, &line);
+                loop {
+                    connection.write_all(&request).await.expect("request");
+                    match load::read_response(&mut connection).await {
+                        Some(200) => return Some(sent.elapsed().as_secs_f64() * 1e3),
+                        Some(404) if sent.elapsed() < Duration::from_secs(30) => tokio::time::sleep(Duration::from_millis(2)).await,
+                        _ => return None,
+                    }
+                }
+            }));
+        }
+        let mut latencies = Vec::new();
+        for probe in probes {
+            if let Some(latency) = probe.await.expect("probe") {
+                latencies.push(latency);
+            }
+        }
+        latencies
+    });
+    stop.store(true, Ordering::Relaxed);
+    let sent = filler.join().expect("filler");
+    let elapsed = started.elapsed().as_secs_f64();
+    let applied_rate = (projector.accounted() - accounted_before) as f64 / elapsed;
+    let probes = latencies.len();
+    let (p50, p99, max) = load::percentiles(&mut latencies);
+    println!("  {probes} of {} probes readable: p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms (targets p50 <= 100 ms, p99 <= 1000 ms)", seconds * 10);
+    println!("  background: {sent} events sent, the projector accounted for {applied_rate:.0} events/s over the window");
+}
+
+use tokio::io::AsyncWriteExt;
+
+/// One raw-driver read measurement on core 0 (the query-api's core), in a runtime of
+/// its own: iterations per second.
+fn raw_reads(engines: &Engines, keyspace: &str, concurrency: usize, seconds: u64, all_reads: bool) -> f64 {
+    let (nodes, keyspace) = (engines.nodes(), keyspace.to_string());
+    std::thread::spawn(move || {
+        pin_current_thread(0);
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let session = Arc::new(load::session(&nodes, &keyspace).await);
+            let reads = Arc::new(load::PageReads::prepare(&session).await);
+            reads.closed_loop(&session, READER, concurrency, Duration::from_secs(1), all_reads).await;
+            reads.closed_loop(&session, READER, concurrency, Duration::from_secs(seconds), all_reads).await
+        })
+    })
+    .join()
+    .expect("raw reads")
+}
+
+/// Section 4 (and the query-api's memory).
+fn rest_vs_raw(bench: &Bench, query_api: &Role) {
+    let (connections, seconds) = (32, 8);
+    let url = format!("{}/meetings?limit=50", query_api.url);
+    println!("GET /v1/meetings?limit=50, {connections} connections, {seconds} s; server (or raw loop) on core 0, wrk on core 1:");
+    load::wrk(&url, connections, 2, 1);
+    let period_counter = || -> u64 {
+        let keys = bench.redis.cli(&["--scan", "--pattern", &format!("{}:limit:*period*", bench.id)]);
+        keys.lines().map(|key| bench.redis.cli(&["GET", key.trim()]).trim().parse::<u64>().unwrap_or(0)).sum()
+    };
+    let (mut recap_best, mut raw_best) = (0f64, 0f64);
+    for round in 0..2 {
+        let raw = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
+        let (calls_before, counted_before) = (bench.redis.command_calls(), period_counter());
+        let result = load::wrk(&url, connections, seconds, 1);
+        let (calls_after, counted_after) = (bench.redis.command_calls(), period_counter());
+        let delta = |name: &str| calls_after.get(name).copied().unwrap_or(0) - calls_before.get(name).copied().unwrap_or(0);
+        let all_calls: u64 = calls_after.keys().map(|name| delta(name)).sum::<u64>() - delta("info") - delta("scan") - delta("get");
+        let counted = counted_after - counted_before;
+        println!("  round {round}: raw SELECT loop {raw:>8.0}/s   recap query-api {:>8.0} req/s   ratio {:.2}", result.rate, result.rate / raw);
+        println!(
+            "           redis: {counted} counted requests (period counter; wrk completed {}), evalsha {} + eval {} calls = {:.3} round trips per counted request",
+            result.requests,
+            delta("evalsha"),
+            delta("eval"),
+            (delta("evalsha") + delta("eval")) as f64 / counted.max(1) as f64
+        );
+        println!(
+            "           ({} further calls counted by INFO commandstats are the script's own commands, inside those round trips)",
+            all_calls - delta("evalsha") - delta("eval")
+        );
+        recap_best = recap_best.max(result.rate);
+        raw_best = raw_best.max(raw);
+    }
+    let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
+    println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2} (target >= 0.7)", recap_best / raw_best);
+    println!("  raw loop issuing every read of a request (token, account, page): {all_reads:.0}/s; recap / that = {:.2}", recap_best / all_reads);
+    let (rss, hwm) = engines::memory_mib(query_api.pid());
+    println!("  query-api after the load: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB (target <= 100 MiB)");
+}
+
+fn main() {
+    let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let wants = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
+    let events_per_round = env_usize("RECAP_BENCH_RATIO_EVENTS", 100_000);
+    let backlog = env_usize("RECAP_BENCH_EVENTS", 1_000_000);
+    let read_rate = env_usize("RECAP_BENCH_READ_RATE", 100) as f64;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let engines = Engines::from_env();
+    let id = engines::run_id();
+    let redis = PrivateRedis::start();
+    let keyspace = format!("recap_{id}");
+    let raw_keyspace = format!("recap_{id}_raw");
+    let mut bench =
+        Bench { runtime, engines, redis, keyspace, raw_keyspace, prefixes: Vec::new(), mix: DemoMix::new(), dir: tempfile::tempdir().expect("temp dir"), id };
+    let started = Instant::now();
+    engines::migrate(&bench.envs("unused."));
+    engines::migrate(&engines::role_envs(&bench.engines, &bench.id, "unused.", &bench.raw_keyspace, &bench.redis.url()));
+    println!(
+        "run {} (keyspaces migrated in {:.1} s; the demo mix is {} events a copy)",
+        bench.id,
+        started.elapsed().as_secs_f64(),
+        bench.mix.events_per_copy()
+    );
+
+    let mut max_rate = None;
+    if wants("projector") {
+        max_rate = Some(projector_vs_raw(&mut bench, events_per_round));
+    }
+    if wants("projector") || wants("split") {
+        projector_split(&bench, 10_000);
+    }
+    if wants("drain") || wants("freshness") || wants("rest") {
+        let (projector, query_api, drain_rate) = drain_under_reads(&mut bench, backlog, read_rate);
+        let max_rate = drain_rate.max(max_rate.unwrap_or(0.0));
+        if wants("freshness") {
+            freshness(&mut bench, &projector, &query_api, max_rate / 2.0);
+            let (rss, hwm) = engines::memory_mib(projector.pid());
+            println!("  projector after the drain and the freshness load: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB (target <= 200 MiB)");
+            std::thread::sleep(engines::LAG_CHECK);
+            println!("  partition lag reported by the idle projector: {}", engines::http_get(&format!("{}progress", projector.admin_url)).1);
+        }
+        projector.stop();
+        if wants("rest") {
+            rest_vs_raw(&bench, &query_api);
+        }
+        query_api.stop();
+    }
+    println!("total {:.0} s", started.elapsed().as_secs_f64());
+    let _ = std::fs::remove_file(engines::recap_bin());
+}
+
+impl Drop for Bench {
+    /// The run's topics and keyspaces go, whether the run finished or panicked.
+    fn drop(&mut self) {
+        for prefix in &self.prefixes {
+            self.runtime.block_on(engines::delete_topics(&self.engines.brokers, prefix));
+        }
+        for keyspace in [&self.keyspace, &self.raw_keyspace] {
+            self.runtime.block_on(engines::drop_keyspace(&self.engines, keyspace));
+        }
+    }
+}

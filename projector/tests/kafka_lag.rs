@@ -1,0 +1,112 @@
+//! The per-partition lag of the Kafka projector against the real broker (`make up`):
+//! it has a figure for every assigned partition while idle, and keeps refreshing while
+//! a batch is held up by the store. Run with
+//! `cargo test -p recap-projector --test kafka_lag -- --ignored`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
+use recap_projector::Stats;
+use recap_readmodel::table::Table;
+use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Row, ScanRange, StoreError, Val};
+use tokio::sync::{watch, Semaphore};
+
+fn brokers() -> String {
+    if let Ok(brokers) = std::env::var("RECAP_KAFKA_BROKERS") {
+        return brokers;
+    }
+    let path = std::path::Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache/recap/engines/env");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.trim().trim_start_matches("export ").strip_prefix("RECAP_KAFKA_BROKERS=").map(|value| value.trim_matches('"').to_string()))
+        .unwrap_or_else(|| "127.0.0.1:9092".into())
+}
+
+/// An embedded store whose writes wait until the test lets them through.
+struct Gated {
+    inner: EmbeddedDriver,
+    gate: Semaphore,
+}
+
+#[async_trait]
+impl Driver for Gated {
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        self.inner.get(table, partition, clustering).await
+    }
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.inner.scan(table, partition, range, limit).await
+    }
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        let _permit = self.gate.acquire().await.map_err(|_| StoreError::Unavailable("gate closed".into()))?;
+        self.inner.write(mutations).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
+
+fn lags(stats: &Stats) -> BTreeMap<String, i64> {
+    stats.partition_lag.lock().map(|lags| lags.clone()).unwrap_or_default()
+}
+
+/// Waits (bounded) until `check` holds for the lag figures.
+async fn wait_for(stats: &Stats, what: &str, check: impl Fn(&BTreeMap<String, i64>) -> bool) {
+    let deadline = Instant::now() + LAG_REFRESH * 3 + Duration::from_secs(10);
+    while !check(&lags(stats)) {
+        assert!(Instant::now() < deadline, "{what}: lag is {:?}", lags(stats));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Kafka broker (`make up`)"]
+async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
+    let brokers = brokers();
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or_default();
+    let topic = format!("lagtest{}_{}.recap.meetings.v1", std::process::id(), micros % 1_000_000_000);
+    {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("admin");
+        let results = admin.create_topics(&[NewTopic::new(&topic, 3, TopicReplication::Fixed(1))], &AdminOptions::new()).await.expect("create topic");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gated = Arc::new(Gated { inner: EmbeddedDriver::open(&dir.path().join("store.redb")).expect("store"), gate: Semaphore::new(0) });
+    let stats = Arc::new(Stats::default());
+    let (stop, shutdown) = watch::channel(false);
+    let config = KafkaConfig {
+        brokers: brokers.clone(),
+        topics: vec![topic.clone()],
+        group_id: format!("{topic}-group"),
+        dead_letter_topic: format!("{topic}-deadletter"),
+        max_batch: 100,
+        batch_wait: Duration::from_millis(5),
+    };
+    let projector = tokio::spawn(run(gated.clone(), config, stats.clone(), shutdown));
+
+    // Idle, nothing ever consumed or committed: every assigned partition has a figure, 0.
+    wait_for(&stats, "idle", |lags| lags.len() == 3 && lags.values().all(|lag| *lag == 0)).await;
+
+    // Ten events the store does not take yet: the lag shows them while the batch waits.
+    let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("producer");
+    for index in 0..10 {
+        let line = format!(
+            r#"{{"id":"e{index}","type":"meeting.deleted","version":1,"occurred_at":"2026-01-01T00:00:00Z","data":{{"account_id":"acc_1","meeting_id":"mtg_{index}"}}}}"#
+        );
+        producer.send(FutureRecord::to(&topic).key("acc_1").payload(&line), Duration::from_secs(10)).await.expect("produce");
+    }
+    wait_for(&stats, "held up", |lags| lags.values().sum::<i64>() == 10).await;
+
+    // Once written and committed, the lag goes back to 0 without any further event.
+    gated.gate.add_permits(1_000);
+    wait_for(&stats, "caught up", |lags| lags.len() == 3 && lags.values().all(|lag| *lag == 0)).await;
+
+    let _ = stop.send(true);
+    projector.await.expect("projector task").expect("projector");
+}
