@@ -39,6 +39,7 @@ run env RECAP_REAL_CLIENTS=1 cargo test --workspace --no-fail-fast
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
+  run cargo test -p recap-projector --test kafka_lag -- --ignored
   run env RECAP_TEST_EDITION=distributed RECAP_REAL_CLIENTS=1 cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --test-threads=2
   run cargo test --test distributed -- --ignored --test-threads=1
   run cargo test --test telemetry -- --ignored
