@@ -73,6 +73,50 @@ pub async fn authenticate_pat(readmodel: &ReadModel, token: &str) -> Result<Call
     Ok(Caller { account_id: record.account_id, token_id: record.token_id, account })
 }
 
+/// Successful token lookups kept for at most `max_age`, so a hot token costs no store
+/// read: a revocation or a plan change then takes effect within `max_age` of being
+/// projected instead of on the next request. Refusals (unknown, revoked) are never
+/// kept, so a new token works at once. A zero `max_age` turns the cache off. Keys are
+/// token hashes, never tokens; the map is bounded (emptied when full).
+pub struct TokenCache {
+    max_age: std::time::Duration,
+    entries: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Caller)>>,
+}
+
+/// Tokens remembered at most (one per active integration is the expected shape).
+const TOKEN_CACHE_CAPACITY: usize = 10_000;
+
+impl TokenCache {
+    pub fn new(max_age: std::time::Duration) -> TokenCache {
+        TokenCache { max_age, entries: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// [`authenticate_pat`], answered from the cache when a lookup of this token
+    /// succeeded less than `max_age` ago.
+    pub async fn authenticate(&self, readmodel: &ReadModel, token: &str) -> Result<Caller, AuthError> {
+        if self.max_age.is_zero() {
+            return authenticate_pat(readmodel, token).await;
+        }
+        let hash = token_sha256(token);
+        if let Ok(entries) = self.entries.lock() {
+            if let Some((fetched_at, caller)) = entries.get(&hash) {
+                if fetched_at.elapsed() < self.max_age {
+                    return Ok(caller.clone());
+                }
+            }
+        }
+        let fetched_at = std::time::Instant::now();
+        let caller = authenticate_pat(readmodel, token).await?;
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= TOKEN_CACHE_CAPACITY {
+                entries.clear();
+            }
+            entries.insert(hash, (fetched_at, caller.clone()));
+        }
+        Ok(caller)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

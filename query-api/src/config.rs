@@ -19,6 +19,12 @@ pub struct RestConfig {
     /// request is answered 503 unavailable. Unset: the store driver's own timeout.
     #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", env = "RECAP_REST_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
+    /// How long a successful token lookup (token, account, plan) is reused, in
+    /// milliseconds. 0 (the default): every request reads them, and a revocation takes
+    /// effect on the first request after it is projected. N: a revocation or plan change
+    /// takes effect within N ms, and a hot token costs no store read.
+    #[arg(long = "token-cache-ms", env = "RECAP_TOKEN_CACHE_MS", default_value_t = 0)]
+    pub token_cache_ms: u64,
 }
 
 impl RestConfig {
@@ -34,7 +40,7 @@ impl RestConfig {
 
 impl Default for RestConfig {
     fn default() -> Self {
-        RestConfig { cursor_secret: None, rate_limit_per_minute: 120, store_timeout_ms: None }
+        RestConfig { cursor_secret: None, rate_limit_per_minute: 120, store_timeout_ms: None, token_cache_ms: 0 }
     }
 }
 

@@ -49,6 +49,7 @@ struct Inner {
     per_minute: u32,
     store_timeout: Duration,
     rate_limit_policy: HeaderValue,
+    tokens: recap_access::TokenCache,
 }
 
 impl RestState {
@@ -69,6 +70,7 @@ impl RestState {
                 per_minute: config.rate_limit_per_minute,
                 store_timeout,
                 rate_limit_policy,
+                tokens: recap_access::TokenCache::new(Duration::from_millis(config.token_cache_ms)),
             }),
         }
     }

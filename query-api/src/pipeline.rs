@@ -28,7 +28,7 @@ use axum::http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AU
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use recap_access::{authenticate_pat, check_plan, Caller, Feature, Limits, Usage, Verdict};
+use recap_access::{check_plan, Caller, Feature, Limits, Usage, Verdict};
 
 use crate::endpoints::{self, Endpoint, Route};
 use crate::error::ApiError;
@@ -79,7 +79,7 @@ pub(crate) async fn bounded<T, E: Into<ApiError>>(timeout: Duration, what: &'sta
 async fn authenticate(state: &RestState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let header = headers.get(AUTHORIZATION).and_then(|value| value.to_str().ok()).ok_or(ApiError::Unauthorized)?;
     let token = recap_access::auth::bearer(header).ok_or(ApiError::Unauthorized)?;
-    bounded(state.inner.store_timeout, "token lookup", authenticate_pat(&state.inner.readmodel, token)).await
+    bounded(state.inner.store_timeout, "token lookup", state.inner.tokens.authenticate(&state.inner.readmodel, token)).await
 }
 
 async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<String, ApiError> {

@@ -48,6 +48,30 @@ async fn auth_5_revocation_takes_effect_on_the_next_request() {
 }
 
 #[tokio::test]
+async fn auth_5_a_configured_token_cache_bounds_how_long_a_revoked_token_keeps_working() {
+    // "If you cache token lookups, bound the cache's age and document it": with
+    // --token-cache-ms N a revocation takes effect within N ms, never later.
+    let config = recap_query_api::RestConfig { token_cache_ms: 1_500, ..Default::default() };
+    let mut world = World::with_config(&standard_events(), config).await;
+    assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
+    world.apply(&[revoke("acc_a", "tok_a")]).await;
+    assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200, "answered from the cache within its age");
+    tokio::time::sleep(std::time::Duration::from_millis(1_600)).await;
+    world.get("/v1/meetings", ALICE).await.assert_error(401, "token_revoked", &[]);
+}
+
+#[tokio::test]
+async fn auth_5_a_configured_token_cache_never_keeps_a_refusal() {
+    // A token created after a refused attempt works at once: only successes are cached.
+    let config = recap_query_api::RestConfig { token_cache_ms: 60_000, ..Default::default() };
+    let mut world = World::with_config(&standard_events(), config).await;
+    let fresh = "svc_pat_freshly_created_token_000000000000";
+    world.get("/v1/meetings", fresh).await.assert_error(401, "unauthorized", &[]);
+    world.apply(&[token("acc_a", "tok_fresh", fresh)]).await;
+    assert_eq!(world.get("/v1/meetings", fresh).await.status, 200);
+}
+
+#[tokio::test]
 async fn auth_8_no_active_plan_is_402_no_plan() {
     // "402 no_plan: the account has no active plan."
     let world = World::standard().await;
