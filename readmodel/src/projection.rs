@@ -131,6 +131,16 @@ fn entity_keys(event: &Event) -> Vec<(&'static str, String)> {
     }
 }
 
+/// One entity state as stored, for [`Batch::prefetch`].
+async fn read_entity(driver: Arc<dyn Driver>, kind: &'static str, id: String) -> Result<((&'static str, String), Option<EntityState>), StoreError> {
+    let row = driver.get(&ENTITIES, &[Val::text(kind), Val::text(&id)], &[]).await?;
+    let state = match row {
+        Some(row) => Some(serde_json::from_str(&row.body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))?),
+        None => None,
+    };
+    Ok(((kind, id), state))
+}
+
 /// Writes of a batch of events, readable before they are committed.
 pub struct Batch {
     driver: Arc<dyn Driver>,
@@ -323,18 +333,12 @@ impl Batch {
             let pending = std::iter::once(&self.pending).chain(self.base.as_ref().map(|base| &base.pending)).any(|layer| layer.contains_key(&partition));
             !cached && !pending
         });
-        let driver = self.driver.clone();
-        let reads = wanted.into_iter().map(|(kind, id)| {
-            let driver = driver.clone();
-            async move {
-                let row = driver.get(&ENTITIES, &[Val::text(kind), Val::text(&id)], &[]).await?;
-                let state: Option<EntityState> = match row {
-                    Some(row) => Some(serde_json::from_str(&row.body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))?),
-                    None => None,
-                };
-                Ok::<_, StoreError>(((kind, id), state))
-            }
-        });
+        // Futures of a named async fn, built without a closure: an inferred closure
+        // signature makes the projector's future not `Send` for callers that spawn it.
+        let mut reads = Vec::with_capacity(wanted.len());
+        for (kind, id) in wanted {
+            reads.push(read_entity(self.driver.clone(), kind, id));
+        }
         let states: Vec<_> = stream::iter(reads).buffer_unordered(PREFETCH_CONCURRENCY).try_collect().await?;
         self.entities.extend(states);
         Ok(())

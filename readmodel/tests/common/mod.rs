@@ -78,7 +78,7 @@ impl Store {
             // Even batch sizes read their entity states up front, as the Kafka projector
             // does; odd ones read them lazily: the fidelity tests compare both against
             // the one-event-at-a-time reference.
-            if batch_size % 2 == 0 {
+            if batch_size.is_multiple_of(2) {
                 batch.prefetch(chunk).await.expect("prefetch");
             }
             for envelope in chunk {
