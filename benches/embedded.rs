@@ -80,32 +80,38 @@ impl Driver for Recording {
 async fn projector_throughput() {
     let lines = demo_mix(40_000);
     let events = lines.len();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
     let log_path = dir.path().join("events.log");
-    EventLog::new(&log_path).append("bench", (lines.join("\n") + "\n").as_bytes()).unwrap();
+    EventLog::new(&log_path).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the mix to the log");
 
     // The rows the projection writes, captured once (untimed).
-    let recording = Arc::new(Recording { inner: EmbeddedDriver::open(&dir.path().join("record.redb")).unwrap(), batches: Mutex::new(Vec::new()) });
-    let progress = EmbeddedProjector::new(recording.clone(), EventLog::new(&log_path), dir.path().join("dl0"), LoopConfig::default()).drain().await.unwrap();
+    let recording = Arc::new(Recording {
+        inner: EmbeddedDriver::open(&dir.path().join("record.redb")).expect("opening the recording store"),
+        batches: Mutex::new(Vec::new()),
+    });
+    let progress = EmbeddedProjector::new(recording.clone(), EventLog::new(&log_path), dir.path().join("dl0"), LoopConfig::default())
+        .drain()
+        .await
+        .expect("projecting the mix");
     // Every copy of the mix is valid and known: the figure is for applied events only.
     assert_eq!((progress.applied + progress.stale, progress.skipped_unknown, progress.dead_lettered), (events as u64, 0, 0), "{progress:?}");
-    let batches = std::mem::take(&mut *recording.batches.lock().unwrap());
+    let batches = std::mem::take(&mut *recording.batches.lock().expect("the recording lock"));
     let rows: usize = batches.iter().map(Vec::len).sum();
 
     let mut projector_best = Duration::MAX;
     let mut raw_best = Duration::MAX;
     for round in 0..3 {
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("projector{round}.redb"))).unwrap());
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("projector{round}.redb"))).expect("opening the projector store"));
         let projector = EmbeddedProjector::new(driver, EventLog::new(&log_path), dir.path().join(format!("dl{round}")), LoopConfig::default());
         let started = Instant::now();
-        projector.drain().await.unwrap();
+        projector.drain().await.expect("projecting the mix");
         projector_best = projector_best.min(started.elapsed());
 
-        let raw: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("raw{round}.redb"))).unwrap());
+        let raw: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("raw{round}.redb"))).expect("opening the raw store"));
         let copies = batches.clone();
         let started = Instant::now();
         for batch in copies {
-            raw.write(batch).await.unwrap();
+            raw.write(batch).await.expect("raw write");
         }
         raw_best = raw_best.min(started.elapsed());
     }
@@ -119,19 +125,19 @@ async fn projector_throughput() {
 
 fn serve_demo_rss() {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_recap"));
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
     let mut child = std::process::Command::new(&binary)
         .args(["serve", "--demo", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("RECAP_LOG", "error")
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .expect("starting recap serve --demo");
     use std::io::BufRead;
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.stdout.take().expect("piped standard output");
     let mut admin = String::new();
     for line in std::io::BufReader::new(stdout).lines() {
-        let line = line.unwrap();
+        let line = line.expect("reading recap's output");
         if let Some(url) = line.split("admin_url ").nth(1) {
             admin = url.trim().to_string();
             break;
@@ -139,13 +145,13 @@ fn serve_demo_rss() {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let body = ureq::get(&format!("{admin}progress")).call().unwrap().into_body().read_to_string().unwrap();
+        let body = ureq::get(&format!("{admin}progress")).call().expect("GET /progress").into_body().read_to_string().expect("the /progress body");
         if body.contains("\"caught_up\":true") || Instant::now() > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("the process status");
     let rss = status.lines().find(|line| line.starts_with("VmRSS")).unwrap_or("VmRSS: ?").to_string();
     let _ = child.kill();
     let _ = child.wait();
@@ -153,7 +159,7 @@ fn serve_demo_rss() {
 }
 
 async fn account_with_meetings(dir: &std::path::Path, name: &str, meetings: usize) -> ReadModel {
-    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.redb"))).unwrap());
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.redb"))).expect("opening the store"));
     let base = 1_700_000_000_000_000i64;
     let mut position = 0;
     for chunk_start in (0..meetings).step_by(5_000) {
@@ -167,15 +173,15 @@ async fn account_with_meetings(dir: &std::path::Path, name: &str, meetings: usiz
                 "summaries": [], "participants": [], "action_items": []}}})
             .to_string();
             position += 1;
-            batch.apply(&Envelope::decode(line.as_bytes()).unwrap(), position).await.unwrap();
+            batch.apply(&Envelope::decode(line.as_bytes()).expect("a contract event"), position).await.expect("apply");
         }
-        driver.write(batch.into_mutations()).await.unwrap();
+        driver.write(batch.into_mutations()).await.expect("write");
     }
     ReadModel::new(driver)
 }
 
 async fn page_cost() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
     let small = account_with_meetings(dir.path(), "small", 1_000).await;
     let large = account_with_meetings(dir.path(), "large", 100_000).await;
     let deep = |readmodel: &ReadModel, count: usize| {
@@ -184,7 +190,7 @@ async fn page_cost() {
             // A cursor half way down the account's meetings.
             let mut after = None;
             for _ in 0..(count / 2 / 50) {
-                after = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.unwrap().last_key().map(<[Val]>::to_vec);
+                after = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.expect("a page").last_key().map(<[Val]>::to_vec);
             }
             after
         }
@@ -197,7 +203,7 @@ async fn page_cost() {
         for (slot, (readmodel, after)) in [(&small, None), (&large, None), (&small, small_deep.clone()), (&large, large_deep.clone())].into_iter().enumerate() {
             let started = Instant::now();
             for _ in 0..rounds / 5 {
-                let page = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.unwrap();
+                let page = readmodel.meetings("acc", &MeetingFilter::default(), after.as_deref(), 50).await.expect("a page");
                 assert_eq!(page.rows.len(), 50);
             }
             timings[slot] += started.elapsed();
@@ -220,7 +226,7 @@ async fn page_cost() {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("the runtime");
     let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
     let wants = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
     if wants("projector") {
