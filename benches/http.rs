@@ -12,6 +12,9 @@
 //! built-in open-loop generator for latency) on core 1 (`taskset`). Run with
 //! `make bench`.
 
+#[path = "common/http_client.rs"]
+mod http_client;
+
 // The binary's global allocator lives in the recap library: link it, so the
 // benchmark measures what `recap` runs.
 extern crate recap;
@@ -21,7 +24,7 @@ use std::time::Duration;
 
 use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
 use recap_schemas::{Envelope, Timestamp};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
@@ -151,7 +154,7 @@ async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duratio
             while index < total {
                 let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
                 tokio::time::sleep_until(scheduled).await;
-                if connection.write_all(&request).await.is_err() || read_response(&mut connection).await.is_none() {
+                if connection.write_all(&request).await.is_err() || http_client::read_response(&mut connection).await.is_none() {
                     break;
                 }
                 samples.push(scheduled.elapsed().as_secs_f64() * 1e3);
@@ -168,31 +171,6 @@ async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duratio
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples.get(((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
     (at(0.5), at(0.99), samples.last().copied().unwrap_or(f64::NAN))
-}
-
-/// Reads one HTTP/1.1 response with a Content-Length body; None on error.
-async fn read_response(connection: &mut TcpStream) -> Option<()> {
-    let mut buffer = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 8192];
-    loop {
-        let read = connection.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-            let length: usize = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
-            while buffer.len() < end + 4 + length {
-                let read = connection.read(&mut chunk).await.ok()?;
-                if read == 0 {
-                    return None;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-            }
-            return Some(());
-        }
-    }
 }
 
 fn get_request(url: &str) -> (String, Vec<u8>) {

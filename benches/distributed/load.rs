@@ -16,7 +16,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row as CqlRow};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::events::TOKEN;
@@ -54,31 +54,7 @@ pub fn get_request(base_url: &str, path: &str) -> (String, Vec<u8>) {
     (host.to_string(), request.into_bytes())
 }
 
-/// Reads one HTTP/1.1 response with a Content-Length body; its status, None on error.
-pub async fn read_response(connection: &mut TcpStream) -> Option<u16> {
-    let mut buffer = Vec::with_capacity(16_384);
-    let mut chunk = [0u8; 16_384];
-    loop {
-        let read = connection.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-            let status = head.split_whitespace().nth(1).and_then(|code| code.parse().ok())?;
-            let length: usize = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
-            while buffer.len() < end + 4 + length {
-                let read = connection.read(&mut chunk).await.ok()?;
-                if read == 0 {
-                    return None;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-            }
-            return Some(status);
-        }
-    }
-}
+pub use crate::http_client::read_response;
 
 /// One open-loop sample: when it was scheduled (since the start), its latency from the
 /// scheduled instant, its status (0: no answer).

@@ -25,6 +25,8 @@ extern crate recap;
 
 mod engines;
 mod events;
+#[path = "../common/http_client.rs"]
+mod http_client;
 mod load;
 
 use std::sync::atomic::{AtomicBool, Ordering};
