@@ -6,7 +6,7 @@
 //! include MCP. Every store call is bounded; a timeout or an unreachable store is 503.
 
 use axum::http::HeaderMap;
-use recap_access::{authenticate_pat, check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
+use recap_access::{check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
 use recap_readmodel::AccountRecord;
 
 use crate::error::HttpError;
@@ -60,7 +60,7 @@ async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, D
     let token = header.to_str().ok().and_then(recap_access::auth::bearer).ok_or(Denied::Unknown)?;
     let inner = &state.inner;
     if token.starts_with(PAT_PREFIX) {
-        return match inner.bounded(async { Ok(authenticate_pat(&inner.readmodel, token).await) }).await {
+        return match inner.bounded(async { Ok(inner.tokens.authenticate(&inner.readmodel, token).await) }).await {
             Ok(result) => result.map_err(Denied::from),
             Err(error) => Err(Denied::from(error)),
         };

@@ -51,6 +51,14 @@ pub struct McpConfig {
     /// result (tools).
     #[arg(id = "mcp_store_timeout_ms", long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
+
+    /// How long a successful lookup of a personal access token (`svc_pat_`) is reused,
+    /// in milliseconds: a hot token then costs no store read, and a revocation or a plan
+    /// change takes effect within this bound instead of on the next request. Refusals
+    /// are never reused. 0 (the default) turns the cache off. OAuth access tokens
+    /// (`svc_oat_`) are always looked up, so that their expiry is exact.
+    #[arg(long = "mcp-token-cache-ms", env = "RECAP_MCP_TOKEN_CACHE_MS", default_value_t = 0)]
+    pub token_cache_ms: u64,
 }
 
 impl Default for McpConfig {
@@ -64,6 +72,7 @@ impl Default for McpConfig {
             code_ttl_secs: 600,
             client_ttl_secs: 365 * 86_400,
             store_timeout_ms: None,
+            token_cache_ms: 0,
         }
     }
 }

@@ -27,6 +27,8 @@ pub(crate) struct Inner {
     pub clock: Clock,
     pub catalog: Catalog,
     pub store_timeout: Duration,
+    /// Successful `svc_pat_` lookups, reused for `config.token_cache_ms` (off at 0).
+    pub tokens: recap_access::TokenCache,
 }
 
 impl McpState {
@@ -37,7 +39,8 @@ impl McpState {
     /// As [`McpState::new`], with the clock that decides token and code expiry.
     pub fn with_clock(readmodel: ReadModel, plans: Plans, config: &McpConfig, clock: Clock) -> McpState {
         let store_timeout = config.store_timeout().unwrap_or_else(|| readmodel.driver().timeout());
-        McpState { inner: Arc::new(Inner { readmodel, plans, config: config.clone(), clock, catalog: Catalog::build(), store_timeout }) }
+        let tokens = recap_access::TokenCache::new(Duration::from_millis(config.token_cache_ms));
+        McpState { inner: Arc::new(Inner { readmodel, plans, config: config.clone(), clock, catalog: Catalog::build(), store_timeout, tokens }) }
     }
 
     pub(crate) fn now_micros(&self) -> i64 {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
@@ -278,6 +280,29 @@ async fn a_revoked_pat_is_401_token_revoked() {
     // Revocation is seen on the next request.
     world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
     assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_configured_token_cache_bounds_how_long_a_revoked_pat_keeps_working() {
+    // With --mcp-token-cache-ms N a revocation takes effect within N ms, never later.
+    let world = World::with_config(McpConfig { token_cache_ms: 1_500, ..McpConfig::default() }).await;
+    assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::OK);
+    world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
+    assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::OK, "answered from the cache within its age");
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let reply = world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reply.json()["error"]["code"], "token_revoked");
+}
+
+#[tokio::test]
+async fn a_configured_token_cache_never_keeps_a_refusal() {
+    // A token created after a refused attempt works at once: only successes are cached.
+    let world = World::with_config(McpConfig { token_cache_ms: 60_000, ..McpConfig::default() }).await;
+    let fresh = "svc_pat_freshly_created_token_000000000000";
+    assert_eq!(world.post_raw(Some(fresh), INITIALIZE, &[]).await.status, StatusCode::UNAUTHORIZED);
+    world.feed(&[events::token_created("acc_flow", "tok_fresh", fresh, 1)]).await;
+    assert_eq!(world.post_raw(Some(fresh), INITIALIZE, &[]).await.status, StatusCode::OK);
 }
 
 // 402 "the plan does not include MCP; the body code is feature_not_included or no_plan"
