@@ -180,8 +180,10 @@ impl ScyllaDriver {
         format!("SELECT {} FROM {} WHERE {}", columns.join(", "), table.name, partition.join(" AND "))
     }
 
-    fn to_row(table: &Table, row: CqlRow, now: i64) -> Result<Option<Row>, StoreError> {
-        let columns = row.columns;
+    /// A row as read back, or only its clustering key when it reads as absent (expired
+    /// by this process's clock, or a body cell deleted under a key).
+    fn to_row(table: &Table, row: CqlRow, now: i64) -> Result<Result<Row, Vec<Val>>, StoreError> {
+        let mut columns = row.columns;
         let mut clustering = Vec::with_capacity(table.clustering.len());
         for (index, column) in table.clustering.iter().enumerate() {
             clustering.push(
@@ -190,21 +192,20 @@ impl ScyllaDriver {
             );
         }
         let offset = table.clustering.len();
-        let body = match columns.get(offset).and_then(Option::as_ref) {
-            Some(CqlValue::Text(body)) => body.clone(),
-            // A row whose body cell was deleted but whose key lingers reads as absent.
-            _ => return Ok(None),
-        };
-        if let Some(CqlValue::BigInt(expires_at)) = columns.get(offset + 1).and_then(Option::as_ref) {
-            if *expires_at <= now {
-                return Ok(None);
-            }
-        }
         let ts = match columns.get(offset + 2).and_then(Option::as_ref) {
             Some(CqlValue::BigInt(ts)) => *ts,
             _ => 0,
         };
-        Ok(Some(Row { clustering, body, ts }))
+        if let Some(CqlValue::BigInt(expires_at)) = columns.get(offset + 1).and_then(Option::as_ref) {
+            if *expires_at <= now {
+                return Ok(Err(clustering));
+            }
+        }
+        let body = match columns.get_mut(offset).and_then(Option::take) {
+            Some(CqlValue::Text(body)) => body,
+            _ => return Ok(Err(clustering)),
+        };
+        Ok(Ok(Row { clustering, body, ts }))
     }
 
     async fn write_one(&self, mutation: &Mutation) -> Result<(), StoreError> {
@@ -261,44 +262,28 @@ impl Driver for ScyllaDriver {
         let now = now_micros();
         let first = rows.maybe_first_row::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))?;
         match first {
-            Some(row) => Self::to_row(table, row, now),
+            Some(row) => Ok(Self::to_row(table, row, now)?.ok()),
             None => Ok(None),
         }
     }
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut cql = Self::select(table);
-        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
-        slice(table, &range.start, true, &mut cql, &mut values);
-        slice(table, &range.end, false, &mut cql, &mut values);
-        if limit < i32::MAX as usize {
-            cql.push_str(" LIMIT ?");
-            values.push(CqlValue::Int(limit as i32));
-        }
-        let statement = self.prepared(cql).await?;
         let now = now_micros();
         let mut found = Vec::new();
-        let mut paging = PagingState::start();
-        loop {
-            let (result, next) = self.session.execute_single_page(&statement, &values, paging).await.map_err(unavailable)?;
-            let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
-            for row in rows.rows::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
-                let row = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                if let Some(row) = Self::to_row(table, row, now)? {
-                    found.push(row);
-                    if found.len() >= limit {
-                        return Ok(found);
-                    }
-                }
-            }
-            match next.into_paging_control_flow() {
-                std::ops::ControlFlow::Break(()) => return Ok(found),
-                std::ops::ControlFlow::Continue(state) => paging = state,
+        let mut range = range.clone();
+        while found.len() < limit {
+            let wanted = limit - found.len();
+            let (rows, read, last_key) = self.scan_once(table, partition, &range, wanted, now).await?;
+            found.extend(rows);
+            // CQL's LIMIT counts rows this process then drops (expired by its clock a
+            // moment before the store's TTL removes them): when the store gave all it was
+            // asked for, the range may hold more live rows past the last one read.
+            match last_key {
+                Some(key) if read == wanted && found.len() < limit => range.start = Bound::Excluded(key),
+                _ => break,
             }
         }
+        Ok(found)
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
@@ -314,5 +299,55 @@ impl Driver for ScyllaDriver {
 
     fn timeout(&self) -> Duration {
         self.config.timeout
+    }
+}
+
+impl ScyllaDriver {
+    /// One SELECT of up to `limit` rows (paged through): the live rows, how many rows
+    /// the store returned, and the clustering key of the last of them.
+    async fn scan_once(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        limit: usize,
+        now: i64,
+    ) -> Result<(Vec<Row>, usize, Option<Vec<Val>>), StoreError> {
+        let mut cql = Self::select(table);
+        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
+        slice(table, &range.start, true, &mut cql, &mut values);
+        slice(table, &range.end, false, &mut cql, &mut values);
+        if limit < i32::MAX as usize {
+            cql.push_str(" LIMIT ?");
+            values.push(CqlValue::Int(limit as i32));
+        }
+        let statement = self.prepared(cql).await?;
+        let (mut found, mut read, mut dropped_last) = (Vec::<Row>::new(), 0, None);
+        let mut paging = PagingState::start();
+        loop {
+            let (result, next) = self.session.execute_single_page(&statement, &values, paging).await.map_err(unavailable)?;
+            let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            for row in rows.rows::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
+                let row = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                read += 1;
+                match Self::to_row(table, row, now)? {
+                    Ok(row) => {
+                        dropped_last = None;
+                        found.push(row);
+                    }
+                    Err(key) => dropped_last = Some(key),
+                }
+                if found.len() >= limit {
+                    break;
+                }
+            }
+            match next.into_paging_control_flow() {
+                std::ops::ControlFlow::Continue(state) if found.len() < limit => paging = state,
+                _ => {
+                    let last_key = dropped_last.or_else(|| found.last().map(|row| row.clustering.clone()));
+                    return Ok((found, read, last_key));
+                }
+            }
+        }
     }
 }
