@@ -21,6 +21,15 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// What [`Driver::scan_bodies`] appended: how many bodies, the clustering key of the
+/// last one, and whether a further row exists past them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodiesPage {
+    pub count: usize,
+    pub last_key: Option<Vec<Val>>,
+    pub has_more: bool,
+}
+
 /// One row as read back: its clustering key, its body and its write timestamp.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
@@ -88,6 +97,34 @@ pub trait Driver: Send + Sync + 'static {
     /// Applies mutations under the LWW rule. The embedded driver applies the whole
     /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// A page of bodies written straight into a response: the live rows of [`Driver::scan`]
+    /// past the first `skip`, up to `limit`, their bodies appended to `out` separated by
+    /// commas (the inside of a JSON array, as bodies are stored JSON). Tells how many were
+    /// appended, the clustering key of the last one (where a next page resumes) and
+    /// whether a further row exists. Drivers that can copy bodies from storage without
+    /// materialising rows override this.
+    async fn scan_bodies(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        skip: usize,
+        limit: usize,
+        out: &mut String,
+    ) -> Result<BodiesPage, StoreError> {
+        let mut rows = self.scan(table, partition, range, skip.saturating_add(limit).saturating_add(1)).await?;
+        let has_more = rows.len() > skip.saturating_add(limit);
+        rows.truncate(skip.saturating_add(limit));
+        let page = rows.get(skip..).unwrap_or_default();
+        for (index, row) in page.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push_str(&row.body);
+        }
+        Ok(BodiesPage { count: page.len(), last_key: page.last().map(|row| row.clustering.clone()), has_more })
+    }
 
     /// How many live rows of one partition lie within `range`. Drivers that can count
     /// without materialising rows override this.

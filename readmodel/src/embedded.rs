@@ -22,7 +22,7 @@ use std::sync::RwLock;
 
 use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 
-use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
 
 const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
@@ -197,6 +197,57 @@ impl EmbeddedDriver {
         Ok(found)
     }
 
+    /// [`Driver::scan_bodies`] without a row per body: bodies are checked and copied
+    /// from the page cache into `out`, and only the last key is decoded.
+    fn scan_bodies_sync(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        skip: usize,
+        limit: usize,
+        out: &mut String,
+    ) -> Result<BodiesPage, StoreError> {
+        let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
+        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(page) };
+        let prefix_len = partition_prefix(table, partition).len();
+        let rows = self.rows()?;
+        let now = now_micros();
+        let iterator = match &end {
+            Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
+            None => rows.range::<&[u8]>(start.as_slice()..),
+        }
+        .map_err(storage)?;
+        let (mut skipped, mut last_key) = (0, None);
+        for entry in iterator {
+            let (key, value) = entry.map_err(storage)?;
+            let stored = decode_value(value.value())?;
+            if stored.tombstone || stored.expires_at <= now {
+                continue;
+            }
+            if skipped < skip {
+                skipped += 1;
+                continue;
+            }
+            if page.count == limit {
+                page.has_more = true;
+                break;
+            }
+            let body = std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))?;
+            if page.count > 0 {
+                out.push(',');
+            }
+            out.push_str(body);
+            page.count += 1;
+            last_key = Some(key);
+        }
+        if let Some(key) = last_key {
+            let clustering = decode_clustering(table, &key.value()[prefix_len..]).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))?;
+            page.last_key = Some(clustering);
+        }
+        Ok(page)
+    }
+
     fn write_sync(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let write = self.database.begin_write().map_err(storage)?;
         {
@@ -255,6 +306,18 @@ impl Driver for EmbeddedDriver {
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.scan_sync(table, partition, range, limit)
+    }
+
+    async fn scan_bodies(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        skip: usize,
+        limit: usize,
+        out: &mut String,
+    ) -> Result<BodiesPage, StoreError> {
+        self.scan_bodies_sync(table, partition, range, skip, limit, out)
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {

@@ -12,7 +12,7 @@ use opentelemetry::metrics::Histogram;
 use opentelemetry::KeyValue;
 use tracing::Instrument;
 
-use crate::driver::{Driver, Mutation, Row, ScanRange, StoreError};
+use crate::driver::{BodiesPage, Driver, Mutation, Row, ScanRange, StoreError};
 use crate::table::{Table, Val};
 
 /// Bucket bounds in seconds, from an embedded read (microseconds) to a store timeout.
@@ -108,6 +108,18 @@ impl Driver for Instrumented {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let table = single_table(&mutations);
         self.observe("BATCH", table, self.inner.write(mutations)).await
+    }
+
+    async fn scan_bodies(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        skip: usize,
+        limit: usize,
+        out: &mut String,
+    ) -> Result<BodiesPage, StoreError> {
+        self.observe("SELECT", Some(table.name), self.inner.scan_bodies(table, partition, range, skip, limit, out)).await
     }
 
     async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {

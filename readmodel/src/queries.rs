@@ -8,7 +8,7 @@ use std::sync::Arc;
 use recap_schemas::{ActionItemStatus, Plan, Timestamp};
 use serde::Deserialize;
 
-use crate::driver::{Driver, Row, ScanRange, StoreError};
+use crate::driver::{BodiesPage, Driver, Row, ScanRange, StoreError};
 use crate::table::{Table, Val};
 use crate::tables::*;
 use crate::views::{ShareRecord, TeamRecord};
@@ -122,6 +122,30 @@ impl ReadModel {
 
     /// GET /meetings: newest first, after the cursor key, within since/until.
     pub async fn meetings(&self, account_id: &str, filter: &MeetingFilter, after: Option<&[Val]>, limit: usize) -> Result<Page, StoreError> {
+        let rows = self.driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &Self::meetings_range(filter, after), limit + 1).await?;
+        Ok(Page::from_rows(rows, limit))
+    }
+
+    /// [`ReadModel::meetings`] written straight into a response: the page's bodies
+    /// appended to `out`, comma-separated (see [`Driver::scan_bodies`]).
+    pub async fn meetings_into(
+        &self,
+        account_id: &str,
+        filter: &MeetingFilter,
+        after: Option<&[Val]>,
+        limit: usize,
+        out: &mut String,
+    ) -> Result<BodiesPage, StoreError> {
+        self.driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &Self::meetings_range(filter, after), 0, limit, out).await
+    }
+
+    /// The newest meetings past the first `offset`, written into `out` as
+    /// [`ReadModel::meetings_into`] does (list_meetings without a query).
+    pub async fn recent_meetings_into(&self, account_id: &str, offset: usize, limit: usize, out: &mut String) -> Result<BodiesPage, StoreError> {
+        self.driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &ScanRange::all(), offset, limit, out).await
+    }
+
+    fn meetings_range(filter: &MeetingFilter, after: Option<&[Val]>) -> ScanRange {
         // Clustering order is created_at descending: `until` (exclusive) is where a scan
         // starts, `since` (inclusive) where it stops; a cursor starts later still.
         // A cursor is bound to the filters it was issued with, so it always lies inside
@@ -135,8 +159,7 @@ impl ReadModel {
             Some(since) => Bound::Included(vec![Val::Int(since.micros())]),
             None => Bound::Unbounded,
         };
-        let rows = self.driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &ScanRange { start, end }, limit + 1).await?;
-        Ok(Page::from_rows(rows, limit))
+        ScanRange { start, end }
     }
 
     /// GET /meetings/{id} and get_meeting: the detail body, None when the meeting is not

@@ -144,21 +144,32 @@ pub struct Pagination {
 
 /// `{"<list_key>": [items...], "pagination": {...}}` from raw items.
 pub fn page<'a>(list_key: &str, items: impl IntoIterator<Item = &'a str>, pagination: &Pagination) -> String {
-    let mut out = String::with_capacity(4096);
-    out.push('{');
-    push_key(&mut out, list_key);
-    out.push('[');
+    let mut out = page_open(list_key, 4096);
     for (index, item) in items.into_iter().enumerate() {
         if index > 0 {
             out.push(',');
         }
         out.push_str(item);
     }
-    out.push(']');
-    push_key(&mut out, "pagination");
-    push_value(&mut out, pagination);
-    out.push('}');
+    page_close(&mut out, pagination);
     out
+}
+
+/// The start of a [`page`] with room for `capacity` bytes: items follow, comma-separated,
+/// then [`page_close`].
+pub fn page_open(list_key: &str, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
+    out.push('{');
+    push_key(&mut out, list_key);
+    out.push('[');
+    out
+}
+
+pub fn page_close(out: &mut String, pagination: &Pagination) {
+    out.push(']');
+    push_key(out, "pagination");
+    push_value(out, pagination);
+    out.push('}');
 }
 
 #[cfg(test)]

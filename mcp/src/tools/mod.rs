@@ -151,6 +151,14 @@ async fn list_meetings(state: &McpState, account_id: &str, args: &Args) -> Resul
     let limit = clamped(args, "limit", 20, 1, 200)?;
     let offset = offset(args)?;
     let inner = &state.inner;
+    if series_id.is_none() && query.is_none_or(str::is_empty) {
+        // The common call, newest first: bodies go from the store straight into the text.
+        let mut out = json::page_open("meetings", limit * 384 + 160);
+        let page = inner.bounded(inner.readmodel.recent_meetings_into(account_id, offset, limit, &mut out)).await?;
+        let pagination = Pagination { offset, limit, returned: page.count, total: None, next_offset: next_offset(offset, page.count, page.has_more) };
+        json::page_close(&mut out, &pagination);
+        return Ok(out);
+    }
     let (rows, more) = match series_id {
         None => {
             let page = inner.bounded(inner.readmodel.meetings_matching(account_id, query, offset, limit)).await?;
