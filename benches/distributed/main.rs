@@ -429,11 +429,35 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         recap_best = recap_best.max(result.rate);
         raw_best = raw_best.max(raw);
     }
+    time_inside(query_api);
     let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
     println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2} (target >= 0.7)", recap_best / raw_best);
     println!("  raw loop issuing every read of a request (token, account, page): {all_reads:.0}/s; recap / that = {:.2}", recap_best / all_reads);
     let (rss, hwm) = engines::memory_mib(query_api.pid());
     println!("  query-api after the load: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB (target <= 100 MiB)");
+}
+
+/// Where a request's time goes, from the query-api's own histograms (`/metrics`): the
+/// mean of each HTTP route and store operation over everything it served.
+fn time_inside(query_api: &Role) {
+    let metrics = engines::http_get(&format!("{}metrics", query_api.admin_url)).1;
+    let mut series: Vec<(String, f64, f64)> = Vec::new();
+    for (family, sum_suffix) in [("http_server_request_duration_seconds", "_sum"), ("db_client_operation_duration_seconds", "_sum")] {
+        for line in metrics.lines().filter(|line| line.starts_with(&format!("{family}{sum_suffix}{{"))) {
+            let Some((labels, value)) = line.rsplit_once(' ') else { continue };
+            let labels = labels.trim_start_matches(&format!("{family}{sum_suffix}"));
+            let count_line = format!("{family}_count{labels} ");
+            let count = metrics.lines().find_map(|line| line.strip_prefix(&count_line)).and_then(|count| count.trim().parse::<f64>().ok()).unwrap_or(0.0);
+            let wanted = ["http_route", "db_operation_name", "db_collection_name"];
+            let label_text: Vec<&str> =
+                labels.trim_matches(|c| c == '{' || c == '}').split(',').filter(|pair| wanted.iter().any(|name| pair.starts_with(name))).collect();
+            series.push((format!("{family} {}", label_text.join(",")), value.parse().unwrap_or(0.0), count));
+        }
+    }
+    println!("  inside the query-api (its own histograms, every request it served):");
+    for (name, sum, count) in series.iter().filter(|(_, _, count)| *count > 0.0) {
+        println!("    {name}: {count:.0} × mean {:.2} ms", sum / count * 1000.0);
+    }
 }
 
 fn main() {
