@@ -76,7 +76,55 @@ pub fn with_markdown(document: &RawValue) -> Result<String, serde_json::Error> {
 }
 
 /// A stored meeting detail with `markdown` on the note and on every summary.
+///
+/// The detail is copied as stored with `,"markdown":<text>` spliced in before the closing
+/// brace of each document: only the note and the summaries are parsed, into borrowed
+/// slices of the detail, so nothing but the result is allocated. A document that already
+/// has a `markdown` field takes the general path (every entry parsed and rewritten).
 pub fn meeting_with_markdown(detail: &str) -> Result<String, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Detail<'a> {
+        #[serde(borrow, default)]
+        note: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        summaries: Option<Vec<&'a RawValue>>,
+    }
+    #[derive(Deserialize)]
+    struct Document<'a> {
+        #[serde(borrow, default)]
+        text: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        markdown: Option<&'a RawValue>,
+    }
+    let parsed: Detail = serde_json::from_str(detail)?;
+    let documents = parsed.note.into_iter().chain(parsed.summaries.unwrap_or_default());
+    // (offset of the document's closing brace, its text, whether it has other fields)
+    let mut splices: Vec<(usize, &str, bool)> = Vec::new();
+    for document in documents {
+        let fields: Document = serde_json::from_str(document.get())?;
+        let raw = document.get();
+        let start = (raw.as_ptr() as usize).checked_sub(detail.as_ptr() as usize);
+        let close = start.map(|start| start + raw.len() - 1).filter(|&close| detail.as_bytes().get(close) == Some(&b'}'));
+        match (close, fields.markdown) {
+            (Some(close), None) => splices.push((close, fields.text.map_or("\"\"", RawValue::get), !raw[1..raw.len() - 1].trim().is_empty())),
+            _ => return meeting_with_markdown_rewritten(detail),
+        }
+    }
+    splices.sort_unstable_by_key(|splice| splice.0);
+    let mut out = String::with_capacity(detail.len() + splices.iter().map(|splice| splice.1.len() + 12).sum::<usize>());
+    let mut copied = 0;
+    for (close, text, has_fields) in splices {
+        out.push_str(&detail[copied..close]);
+        out.push_str(if has_fields { ",\"markdown\":" } else { "\"markdown\":" });
+        out.push_str(text);
+        copied = close;
+    }
+    out.push_str(&detail[copied..]);
+    Ok(out)
+}
+
+/// [`meeting_with_markdown`] by parsing every entry and writing each one again.
+fn meeting_with_markdown_rewritten(detail: &str) -> Result<String, serde_json::Error> {
     let entries: Entries = serde_json::from_str(detail)?;
     let mut out = String::with_capacity(detail.len() * 2);
     out.push('{');
@@ -183,6 +231,25 @@ mod tests {
             meeting_with_markdown(detail).unwrap(),
             r#"{"id":"m","note":{"id":"d","text":"A\nB","updated_at":"x","markdown":"A\nB"},"summaries":[{"id":"s","text":"S","markdown":"S"}],"participants":[]}"#
         );
+    }
+
+    #[test]
+    fn splicing_markdown_in_equals_rewriting_every_entry() {
+        for detail in [
+            r#"{"id":"m","note":{"id":"d","text":"A\nB \"q\" \u00e9","updated_at":"x"},"summaries":[{"id":"s","text":"S"},{"id":"t","text":"T"}],"participants":[]}"#,
+            r#"{"id":"m","note":null,"summaries":[],"participants":[{"name":"{}"}]}"#,
+            r#"{"id":"m","summaries":[{"id":"s"},{}],"note":{"text":"x"}}"#,
+            r#"{"id":"m","note":{"text":"new","markdown":"old"},"summaries":[{"text":"S","markdown":"stale"}]}"#,
+            r#"{"title":"no documents at all"}"#,
+        ] {
+            assert_eq!(meeting_with_markdown(detail).unwrap(), meeting_with_markdown_rewritten(detail).unwrap(), "{detail}");
+        }
+        // Stored bodies are compact; with whitespace the result is still the same JSON.
+        let spaced = r#"{"note": { } ,"summaries":[ {"text" : "a"} ]}"#;
+        let value = |text: String| serde_json::from_str::<serde_json::Value>(&text).unwrap();
+        assert_eq!(value(meeting_with_markdown(spaced).unwrap()), value(meeting_with_markdown_rewritten(spaced).unwrap()));
+        assert!(meeting_with_markdown("[1]").is_err());
+        assert!(meeting_with_markdown(r#"{"note":"not an object"}"#).is_err());
     }
 
     #[test]
