@@ -49,7 +49,7 @@ pub struct McpConfig {
     /// Bound of every store call on the request path, in milliseconds; unset: the
     /// driver's own bound. A call that takes longer answers 503 (auth) or an isError
     /// result (tools).
-    #[arg(id = "mcp_store_timeout_ms", long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
+    #[arg(id = "mcp_store_timeout_ms", value_name = "MCP_STORE_TIMEOUT_MS", long = "mcp-store-timeout-ms", env = "RECAP_MCP_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
 
     /// How long a successful lookup of a personal access token (`svc_pat_`) is reused,
@@ -57,7 +57,7 @@ pub struct McpConfig {
     /// change takes effect within this bound instead of on the next request. Refusals
     /// are never reused. 0 (the default) turns the cache off. OAuth access tokens
     /// (`svc_oat_`) are always looked up, so that their expiry is exact.
-    #[arg(long = "mcp-token-cache-ms", env = "RECAP_MCP_TOKEN_CACHE_MS", default_value_t = 0)]
+    #[arg(id = "mcp_token_cache_ms", value_name = "MCP_TOKEN_CACHE_MS", long = "mcp-token-cache-ms", env = "RECAP_MCP_TOKEN_CACHE_MS", default_value_t = 0)]
     pub token_cache_ms: u64,
 }
 
