@@ -23,7 +23,7 @@ use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
 use recap_schemas::Envelope;
 
 fn engine(script: &str, action: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/");
+    let path = format!("{}/scripts/engines/", std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let status = Command::new("bash").arg(format!("{path}{script}")).arg(action).status().expect("run engine script");
     assert!(status.success(), "{script} {action} failed");
 }

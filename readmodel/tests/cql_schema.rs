@@ -7,7 +7,7 @@ use recap_readmodel::tables::{cql_schema, ALL};
 
 #[test]
 fn the_cql_file_is_generated_from_the_table_catalog() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/cql/recap.cql");
+    let path = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../schemas/cql/recap.cql");
     let generated = cql_schema();
     if std::env::var_os("RECAP_WRITE_SCHEMAS").is_some() {
         std::fs::write(&path, &generated).unwrap();

@@ -170,7 +170,7 @@ async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
     use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
     let keyspace = format!("recap_test_{}", uuid_like());
-    let schema = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/cql/recap.cql")).unwrap();
+    let schema = std::fs::read_to_string(std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../schemas/cql/recap.cql")).unwrap();
     let timeout = std::time::Duration::from_secs(10);
     ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", &schema, timeout).await.unwrap();
     let config = ScyllaConfig {

@@ -45,7 +45,7 @@ pub fn collector_bin() -> PathBuf {
             );
             return path;
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/otel-collector.sh");
+        let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test")).join("scripts/otel-collector.sh");
         let output = Command::new(&script)
             .stderr(Stdio::inherit())
             .output()

@@ -15,7 +15,7 @@ use serde_json::Value;
 fn document() -> &'static Value {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
     DOCUMENT.get_or_init(|| {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/openapi.json");
+        let path = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../schemas/openapi.json");
         serde_json::from_str(&std::fs::read_to_string(path).expect("schemas/openapi.json")).expect("openapi.json is JSON")
     })
 }
