@@ -12,7 +12,7 @@
 //! Keys: table id, partition columns, clustering columns (order-preserving encoding,
 //! see `table.rs`). Values: write timestamp, tombstone flag, expiry, body.
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -90,10 +90,13 @@ fn row_key(table: &Table, partition: &[Val], clustering: &[Val]) -> Vec<u8> {
     key
 }
 
-fn to_row(table: &Table, prefix_len: usize, key: &[u8], stored: &Stored<'_>) -> Result<Row, StoreError> {
-    let clustering = decode_clustering(table, &key[prefix_len..]).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))?;
-    let body = String::from_utf8(stored.body.to_vec()).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))?;
-    Ok(Row { clustering, body, ts: stored.ts })
+/// The clustering values of a key's clustering part.
+fn clustering_of(table: &Table, bytes: &[u8]) -> Result<Vec<Val>, StoreError> {
+    decode_clustering(table, bytes).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))
+}
+
+fn body_of<'a>(table: &Table, stored: &Stored<'a>) -> Result<&'a str, StoreError> {
+    std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))
 }
 
 impl EmbeddedDriver {
@@ -140,44 +143,23 @@ impl EmbeddedDriver {
         if stored.tombstone || stored.expires_at <= now_micros() {
             return Ok(None);
         }
-        let prefix_len = key.len() - {
-            let mut suffix = Vec::new();
-            append_clustering(&mut suffix, table, clustering);
-            suffix.len()
-        };
-        to_row(table, prefix_len, &key, &stored).map(Some)
+        Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
     }
 
-    /// Counts live rows without decoding keys or copying bodies (search totals).
-    fn count_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
-        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(0) };
-        let rows = self.rows()?;
-        let now = now_micros();
-        let iterator = match &end {
-            Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
-            None => rows.range::<&[u8]>(start.as_slice()..),
-        }
-        .map_err(storage)?;
-        let mut count = 0;
-        for entry in iterator {
-            let (_, value) = entry.map_err(storage)?;
-            let stored = decode_value(value.value())?;
-            if !stored.tombstone && stored.expires_at > now {
-                count += 1;
-            }
-        }
-        Ok(count)
-    }
-
-    fn scan_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(Vec::new()) };
+    /// Hands the live rows (neither deleted nor expired) of one partition within
+    /// `range` to `visit` in clustering order, each with the clustering part of its key,
+    /// until `visit` breaks.
+    fn visit_live(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        mut visit: impl FnMut(&[u8], &Stored<'_>) -> Result<ControlFlow<()>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(()) };
         let prefix_len = partition_prefix(table, partition).len();
         let rows = self.rows()?;
         let now = now_micros();
-        let mut found = Vec::with_capacity(limit.min(256));
         let iterator = match &end {
             Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
             None => rows.range::<&[u8]>(start.as_slice()..),
@@ -189,11 +171,32 @@ impl EmbeddedDriver {
             if stored.tombstone || stored.expires_at <= now {
                 continue;
             }
-            found.push(to_row(table, prefix_len, key.value(), &stored)?);
-            if found.len() >= limit {
+            if visit(&key.value()[prefix_len..], &stored)?.is_break() {
                 break;
             }
         }
+        Ok(())
+    }
+
+    /// Counts live rows without decoding keys or copying bodies (search totals).
+    fn count_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
+        let mut count = 0;
+        self.visit_live(table, partition, range, |_, _| {
+            count += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(count)
+    }
+
+    fn scan_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        let mut found = Vec::with_capacity(limit.min(256));
+        if limit == 0 {
+            return Ok(found);
+        }
+        self.visit_live(table, partition, range, |clustering, stored| {
+            found.push(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts });
+            Ok(if found.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
         Ok(found)
     }
 
@@ -209,41 +212,27 @@ impl EmbeddedDriver {
         out: &mut String,
     ) -> Result<BodiesPage, StoreError> {
         let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
-        let Some((start, end)) = byte_range(table, partition, range) else { return Ok(page) };
-        let prefix_len = partition_prefix(table, partition).len();
-        let rows = self.rows()?;
-        let now = now_micros();
-        let iterator = match &end {
-            Some(end) => rows.range::<&[u8]>(start.as_slice()..end.as_slice()),
-            None => rows.range::<&[u8]>(start.as_slice()..),
-        }
-        .map_err(storage)?;
-        let (mut skipped, mut last_key) = (0, None);
-        for entry in iterator {
-            let (key, value) = entry.map_err(storage)?;
-            let stored = decode_value(value.value())?;
-            if stored.tombstone || stored.expires_at <= now {
-                continue;
-            }
+        let (mut skipped, mut last_key) = (0, Vec::new());
+        self.visit_live(table, partition, range, |clustering, stored| {
             if skipped < skip {
                 skipped += 1;
-                continue;
+                return Ok(ControlFlow::Continue(()));
             }
             if page.count == limit {
                 page.has_more = true;
-                break;
+                return Ok(ControlFlow::Break(()));
             }
-            let body = std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))?;
             if page.count > 0 {
                 out.push(',');
             }
-            out.push_str(body);
+            out.push_str(body_of(table, stored)?);
             page.count += 1;
-            last_key = Some(key);
-        }
-        if let Some(key) = last_key {
-            let clustering = decode_clustering(table, &key.value()[prefix_len..]).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))?;
-            page.last_key = Some(clustering);
+            last_key.clear();
+            last_key.extend_from_slice(clustering);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if page.count > 0 {
+            page.last_key = Some(clustering_of(table, &last_key)?);
         }
         Ok(page)
     }
