@@ -213,17 +213,13 @@ impl ReadModel {
         Ok((all.into_iter().skip(offset).take(limit).collect(), total))
     }
 
-    /// list_meetings: newest first, optionally only those whose title or identifier
-    /// contains `query` (case-insensitive). Returns the page and whether more follow.
+    /// list_meetings with a query: newest first, only the meetings whose title or
+    /// identifier contains `query` (case-insensitive; without a query, see
+    /// [`ReadModel::recent_meetings_into`]). Returns the page and whether more follow.
     /// A substring is not a word, so no posting list answers it: this walks the
     /// account's meetings newest first and stops as soon as the page is full.
-    pub async fn meetings_matching(&self, account_id: &str, query: Option<&str>, offset: usize, limit: usize) -> Result<Page, StoreError> {
-        let needle = query.map(str::to_lowercase).filter(|needle| !needle.is_empty());
-        let Some(needle) = needle else {
-            let rows = self.driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &ScanRange::all(), offset + limit + 1).await?;
-            let rows: Vec<Row> = rows.into_iter().skip(offset).collect();
-            return Ok(Page::from_rows(rows, limit));
-        };
+    pub async fn meetings_matching(&self, account_id: &str, query: &str, offset: usize, limit: usize) -> Result<Page, StoreError> {
+        let needle = query.to_lowercase();
         #[derive(Deserialize)]
         struct Entry<'a> {
             id: &'a str,

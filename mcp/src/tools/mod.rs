@@ -151,20 +151,20 @@ async fn list_meetings(state: &McpState, account_id: &str, args: &Args) -> Resul
     let limit = clamped(args, "limit", 20, 1, 200)?;
     let offset = offset(args)?;
     let inner = &state.inner;
-    if series_id.is_none() && query.is_none_or(str::is_empty) {
-        // The common call, newest first: bodies go from the store straight into the text.
-        let mut out = json::page_open("meetings", limit * 384 + 160);
-        let page = inner.bounded(inner.readmodel.recent_meetings_into(account_id, offset, limit, &mut out)).await?;
-        let pagination = Pagination { offset, limit, returned: page.count, total: None, next_offset: next_offset(offset, page.count, page.has_more) };
-        json::page_close(&mut out, &pagination);
-        return Ok(out);
-    }
-    let (rows, more) = match series_id {
-        None => {
+    let (rows, more) = match (series_id, query.filter(|query| !query.is_empty())) {
+        (None, None) => {
+            // The common call, newest first: bodies go from the store straight into the text.
+            let mut out = json::page_open("meetings", limit * 384 + 160);
+            let page = inner.bounded(inner.readmodel.recent_meetings_into(account_id, offset, limit, &mut out)).await?;
+            let pagination = Pagination { offset, limit, returned: page.count, total: None, next_offset: next_offset(offset, page.count, page.has_more) };
+            json::page_close(&mut out, &pagination);
+            return Ok(out);
+        }
+        (None, Some(query)) => {
             let page = inner.bounded(inner.readmodel.meetings_matching(account_id, query, offset, limit)).await?;
             (page.rows, page.has_more)
         }
-        Some(series_id) => {
+        (Some(series_id), _) => {
             // A series is small: read it whole and filter, in the series' own order.
             let (all, _) = inner.bounded(inner.readmodel.series_meetings(account_id, series_id, 0, usize::MAX)).await?;
             let needle = query.map(str::to_lowercase);
