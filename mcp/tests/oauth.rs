@@ -280,18 +280,7 @@ async fn a_wrong_verifier_is_invalid_grant() {
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     for verifier in ["wrong-verifier-0123456789-0123456789-0123456789", "short", ""] {
-        let reply = world
-            .post_form(
-                "/mcp/token",
-                &[
-                    ("grant_type", "authorization_code"),
-                    ("code", &code),
-                    ("redirect_uri", REDIRECT_URI),
-                    ("client_id", &client_id),
-                    ("code_verifier", verifier),
-                ],
-            )
-            .await;
+        let reply = exchange_with_verifier(&world, &client_id, &code, verifier).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{verifier}");
         assert!(["invalid_grant", "invalid_request"].contains(&reply.json()["error"].as_str().unwrap()));
     }
@@ -547,18 +536,7 @@ async fn a_refused_exchange_does_not_spend_the_code() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
-    let wrong = world
-        .post_form(
-            "/mcp/token",
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", &code),
-                ("redirect_uri", REDIRECT_URI),
-                ("client_id", &client_id),
-                ("code_verifier", "wrong-verifier-0123456789-0123456789-0123456789"),
-            ],
-        )
-        .await;
+    let wrong = exchange_with_verifier(&world, &client_id, &code, "wrong-verifier-0123456789-0123456789-0123456789").await;
     assert_eq!(wrong.json()["error"], "invalid_grant");
     let reply = exchange(&world, &client_id, &code).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);

@@ -366,10 +366,15 @@ pub async fn authorize(world: &World, client_id: &str, pat: &str) -> String {
 
 /// Exchanges a code; the token response.
 pub async fn exchange(world: &World, client_id: &str, code: &str) -> Reply {
+    exchange_with_verifier(world, client_id, code, VERIFIER).await
+}
+
+/// Exchanges a code presenting `verifier` as the PKCE code verifier.
+pub async fn exchange_with_verifier(world: &World, client_id: &str, code: &str, verifier: &str) -> Reply {
     world
         .post_form(
             "/mcp/token",
-            &[("grant_type", "authorization_code"), ("code", code), ("redirect_uri", REDIRECT_URI), ("client_id", client_id), ("code_verifier", VERIFIER)],
+            &[("grant_type", "authorization_code"), ("code", code), ("redirect_uri", REDIRECT_URI), ("client_id", client_id), ("code_verifier", verifier)],
         )
         .await
 }
