@@ -131,13 +131,15 @@ fn entity_keys(event: &Event) -> Vec<(&'static str, String)> {
     }
 }
 
+/// An entity state from its stored body.
+fn decode_entity(kind: &str, id: &str, body: &str) -> Result<EntityState, StoreError> {
+    serde_json::from_str(body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))
+}
+
 /// One entity state as stored, for [`Batch::prefetch`].
 async fn read_entity(driver: Arc<dyn Driver>, kind: &'static str, id: String) -> Result<((&'static str, String), Option<EntityState>), StoreError> {
     let row = driver.get(&ENTITIES, &[Val::text(kind), Val::text(&id)], &[]).await?;
-    let state = match row {
-        Some(row) => Some(serde_json::from_str(&row.body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))?),
-        None => None,
-    };
+    let state = row.map(|row| decode_entity(kind, &id, &row.body)).transpose()?;
     Ok(((kind, id), state))
 }
 
@@ -308,10 +310,7 @@ impl Batch {
         if let Some(state) = self.entities.get(&key).or_else(|| self.base.as_ref().and_then(|base| base.entities.get(&key))) {
             return Ok(state.clone());
         }
-        let state = match self.get(&ENTITIES, &[Val::text(kind), Val::text(id)], &[]).await? {
-            Some(body) => Some(serde_json::from_str(&body).map_err(|error| StoreError::Corrupt(format!("entity {kind} {id}: {error}")))?),
-            None => None,
-        };
+        let state = self.get(&ENTITIES, &[Val::text(kind), Val::text(id)], &[]).await?.map(|body| decode_entity(kind, id, &body)).transpose()?;
         self.entities.insert((kind, id.to_string()), state.clone());
         Ok(state)
     }
