@@ -127,13 +127,17 @@ async fn call_tool(state: &McpState, account_id: &str, version: &str, id: Reques
     let tool = params.name.as_ref();
     let span = info_span!(
         "tools/call",
-        otel.name = format!("tools/call {tool}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "internal",
         mcp.method.name = "tools/call",
         gen_ai.tool.name = tool,
         gen_ai.operation.name = "execute_tool",
         error.type = tracing::field::Empty,
     );
+    // The name is formatted only for a span that is recorded (tracing on).
+    if !span.is_disabled() {
+        span.record("otel.name", format!("tools/call {tool}"));
+    }
     let arguments = params.arguments.unwrap_or_default();
     let outcome = tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await;
     match outcome {
