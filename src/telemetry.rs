@@ -223,7 +223,8 @@ pub fn http_layer(router: axum::Router) -> axum::Router {
 async fn observe(request: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = method_name(request.method());
-    let matched: Option<Arc<str>> = request.extensions().get::<MatchedPath>().map(|path| Arc::from(path.as_str()));
+    // A reference count, not a copy: the route is copied only when no handler named it.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
     let span = tracing::info_span!(
         "http",
         otel.kind = "server",
@@ -244,8 +245,11 @@ async fn observe(request: Request, next: Next) -> Response {
     let response = next.run(request).instrument(span.clone()).await;
 
     let status = response.status();
-    let route: Option<opentelemetry::StringValue> =
-        response.extensions().get::<Route>().map(|route| route.0.into()).or_else(|| matched.map(opentelemetry::StringValue::from));
+    let route: Option<opentelemetry::StringValue> = response
+        .extensions()
+        .get::<Route>()
+        .map(|route| route.0.into())
+        .or_else(|| matched.map(|path| opentelemetry::StringValue::from(path.as_str().to_owned())));
     // The wire code names what went wrong; a 5xx without one (a panic caught by the
     // server, a layer's refusal) is named by its status, as the conventions say.
     let error: Option<opentelemetry::StringValue> = match response.extensions().get::<ErrorCode>() {
