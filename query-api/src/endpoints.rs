@@ -146,52 +146,52 @@ impl<'a> Endpoint<'a> {
 }
 
 /// `{"data":<body>}`
-fn single(body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 9);
-    out.push_str("{\"data\":");
-    out.push_str(body);
-    out.push('}');
+fn single(body: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 9);
+    out.extend_from_slice(b"{\"data\":");
+    out.extend_from_slice(body.as_bytes());
+    out.push(b'}');
     out
 }
 
 /// `{"data":[<bodies>]` and, for paginated lists, `,"has_more":..,"next_cursor":..`, then `}`.
-fn list<'b>(bodies: impl Iterator<Item = &'b str> + Clone, pagination: Option<(bool, Option<String>)>) -> String {
+fn list<'b>(bodies: impl Iterator<Item = &'b str> + Clone, pagination: Option<(bool, Option<String>)>) -> Vec<u8> {
     let total: usize = bodies.clone().map(|body| body.len() + 1).sum();
-    let mut out = String::with_capacity(total + 120);
-    out.push_str(LIST_OPEN);
+    let mut out = Vec::with_capacity(total + 120);
+    out.extend_from_slice(LIST_OPEN);
     for (index, body) in bodies.enumerate() {
         if index > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(body);
+        out.extend_from_slice(body.as_bytes());
     }
     close_list(&mut out, pagination);
     out
 }
 
 /// What a list body starts with; the items follow, comma-separated.
-const LIST_OPEN: &str = "{\"data\":[";
+const LIST_OPEN: &[u8] = b"{\"data\":[";
 
 /// Ends a list body whose items were written after [`LIST_OPEN`]: the array, then
 /// `has_more` and `next_cursor` for paginated lists.
-fn close_list(out: &mut String, pagination: Option<(bool, Option<String>)>) {
-    out.push(']');
+fn close_list(out: &mut Vec<u8>, pagination: Option<(bool, Option<String>)>) {
+    out.push(b']');
     if let Some((has_more, next_cursor)) = pagination {
-        out.push_str(if has_more { ",\"has_more\":true,\"next_cursor\":" } else { ",\"has_more\":false,\"next_cursor\":" });
+        out.extend_from_slice(if has_more { b",\"has_more\":true,\"next_cursor\":" } else { b",\"has_more\":false,\"next_cursor\":" });
         match next_cursor {
             // Cursors are base64url: nothing in them needs JSON escaping.
             Some(cursor) => {
-                out.push('"');
-                out.push_str(&cursor);
-                out.push('"');
+                out.push(b'"');
+                out.extend_from_slice(cursor.as_bytes());
+                out.push(b'"');
             }
-            None => out.push_str("null"),
+            None => out.extend_from_slice(b"null"),
         }
     }
-    out.push('}');
+    out.push(b'}');
 }
 
-fn page_body(state: &RestState, page: &Page, binding: &str) -> String {
+fn page_body(state: &RestState, page: &Page, binding: &str) -> Vec<u8> {
     let next_cursor = match (page.has_more, page.last_key()) {
         (true, Some(key)) => Some(state.inner.cursors.issue(binding, key)),
         _ => None,
@@ -220,14 +220,14 @@ fn shared_note_detail(record: &ShareRecord) -> Result<String, ApiError> {
 }
 
 /// Answers an admitted request.
-pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpoint<'_>) -> Result<String, ApiError> {
+pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpoint<'_>) -> Result<Vec<u8>, ApiError> {
     let readmodel = &state.inner.readmodel;
     let timeout = state.inner.store_timeout;
     match endpoint {
         Endpoint::Meetings { filter, paging } => {
             // The hottest list: bodies go from the store straight into the response.
-            let mut out = String::with_capacity(LIST_OPEN.len() + paging.limit * 384 + 160);
-            out.push_str(LIST_OPEN);
+            let mut out = Vec::with_capacity(LIST_OPEN.len() + paging.limit * 384 + 160);
+            out.extend_from_slice(LIST_OPEN);
             let page = bounded(timeout, "meetings read", readmodel.meetings_into(account_id, &filter, paging.after.as_deref(), paging.limit, &mut out)).await?;
             let next_cursor = match (page.has_more, &page.last_key) {
                 (true, Some(key)) => Some(state.inner.cursors.issue(&paging.binding, key)),
@@ -252,7 +252,7 @@ pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpo
             out.push_str(",\"transcript\":");
             out.push_str(transcript);
             out.push_str("}}");
-            Ok(out)
+            Ok(out.into_bytes())
         }
         Endpoint::ActionItems { filter, paging } => {
             let page = bounded(timeout, "action items read", readmodel.action_items(account_id, &filter, paging.after.as_deref(), paging.limit)).await?;
@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn lists_concatenate_stored_bodies() {
-        assert_eq!(list(["{\"a\":1}", "{\"b\":2}"].into_iter(), None), r#"{"data":[{"a":1},{"b":2}]}"#);
-        assert_eq!(list(std::iter::empty(), Some((false, None))), r#"{"data":[],"has_more":false,"next_cursor":null}"#);
+        assert_eq!(list(["{\"a\":1}", "{\"b\":2}"].into_iter(), None), br#"{"data":[{"a":1},{"b":2}]}"#);
+        assert_eq!(list(std::iter::empty(), Some((false, None))), br#"{"data":[],"has_more":false,"next_cursor":null}"#);
     }
 }

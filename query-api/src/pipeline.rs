@@ -82,7 +82,7 @@ async fn authenticate(state: &RestState, headers: &HeaderMap) -> Result<Caller, 
     bounded(state.inner.store_timeout, "token lookup", state.inner.tokens.authenticate(&state.inner.readmodel, token)).await
 }
 
-async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<String, ApiError> {
+async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
     if request.method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
@@ -116,7 +116,7 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
     let result = run(&state, &parts, &mut trace).await;
     let (status, body, error) = match result {
         Ok(body) => (StatusCode::OK, body, None),
-        Err(error) => (error.status(), error.body(request_id.to_str().unwrap_or_default()), Some(error)),
+        Err(error) => (error.status(), error.body(request_id.to_str().unwrap_or_default()).into_bytes(), Some(error)),
     };
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;

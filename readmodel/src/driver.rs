@@ -100,7 +100,8 @@ pub trait Driver: Send + Sync + 'static {
 
     /// A page of bodies written straight into a response: the live rows of [`Driver::scan`]
     /// past the first `skip`, up to `limit`, their bodies appended to `out` separated by
-    /// commas (the inside of a JSON array, as bodies are stored JSON). Tells how many were
+    /// commas (the inside of a JSON array, as bodies are stored JSON), as the bytes they
+    /// were written as (UTF-8: bodies are written as strings). Tells how many were
     /// appended, the clustering key of the last one (where a next page resumes) and
     /// whether a further row exists. Drivers that can copy bodies from storage without
     /// materialising rows override this.
@@ -111,7 +112,7 @@ pub trait Driver: Send + Sync + 'static {
         range: &ScanRange,
         skip: usize,
         limit: usize,
-        out: &mut String,
+        out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
         let mut rows = self.scan(table, partition, range, skip.saturating_add(limit).saturating_add(1)).await?;
         let has_more = rows.len() > skip.saturating_add(limit);
@@ -119,9 +120,9 @@ pub trait Driver: Send + Sync + 'static {
         let page = rows.get(skip..).unwrap_or_default();
         for (index, row) in page.iter().enumerate() {
             if index > 0 {
-                out.push(',');
+                out.push(b',');
             }
-            out.push_str(&row.body);
+            out.extend_from_slice(row.body.as_bytes());
         }
         Ok(BodiesPage { count: page.len(), last_key: page.last().map(|row| row.clustering.clone()), has_more })
     }

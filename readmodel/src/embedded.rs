@@ -200,8 +200,9 @@ impl EmbeddedDriver {
         Ok(found)
     }
 
-    /// [`Driver::scan_bodies`] without a row per body: bodies are checked and copied
-    /// from the page cache into `out`, and only the last key is decoded.
+    /// [`Driver::scan_bodies`] without a row per body: bodies are copied from the page
+    /// cache into `out` as they are (written from strings, so UTF-8), and only the last
+    /// key is decoded.
     fn scan_bodies_sync(
         &self,
         table: &'static Table,
@@ -209,7 +210,7 @@ impl EmbeddedDriver {
         range: &ScanRange,
         skip: usize,
         limit: usize,
-        out: &mut String,
+        out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
         let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
         let (mut skipped, mut last_key) = (0, Vec::new());
@@ -223,9 +224,9 @@ impl EmbeddedDriver {
                 return Ok(ControlFlow::Break(()));
             }
             if page.count > 0 {
-                out.push(',');
+                out.push(b',');
             }
-            out.push_str(body_of(table, stored)?);
+            out.extend_from_slice(stored.body);
             page.count += 1;
             last_key.clear();
             last_key.extend_from_slice(clustering);
@@ -304,7 +305,7 @@ impl Driver for EmbeddedDriver {
         range: &ScanRange,
         skip: usize,
         limit: usize,
-        out: &mut String,
+        out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
         self.scan_bodies_sync(table, partition, range, skip, limit, out)
     }

@@ -117,7 +117,7 @@ impl Driver for Instrumented {
         range: &ScanRange,
         skip: usize,
         limit: usize,
-        out: &mut String,
+        out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
         self.observe("SELECT", Some(table.name), self.inner.scan_bodies(table, partition, range, skip, limit, out)).await
     }

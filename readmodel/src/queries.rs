@@ -134,14 +134,14 @@ impl ReadModel {
         filter: &MeetingFilter,
         after: Option<&[Val]>,
         limit: usize,
-        out: &mut String,
+        out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
         self.driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &Self::meetings_range(filter, after), 0, limit, out).await
     }
 
     /// The newest meetings past the first `offset`, written into `out` as
     /// [`ReadModel::meetings_into`] does (list_meetings without a query).
-    pub async fn recent_meetings_into(&self, account_id: &str, offset: usize, limit: usize, out: &mut String) -> Result<BodiesPage, StoreError> {
+    pub async fn recent_meetings_into(&self, account_id: &str, offset: usize, limit: usize, out: &mut Vec<u8>) -> Result<BodiesPage, StoreError> {
         self.driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &ScanRange::all(), offset, limit, out).await
     }
 

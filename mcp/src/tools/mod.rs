@@ -154,9 +154,11 @@ async fn list_meetings(state: &McpState, account_id: &str, args: &Args) -> Resul
     let (rows, more) = match (series_id, query.filter(|query| !query.is_empty())) {
         (None, None) => {
             // The common call, newest first: bodies go from the store straight into the text.
-            let mut out = json::page_open("meetings", limit * 384 + 160);
+            let mut out = json::page_open("meetings", limit * 384 + 160).into_bytes();
             let page = inner.bounded(inner.readmodel.recent_meetings_into(account_id, offset, limit, &mut out)).await?;
             let pagination = Pagination { offset, limit, returned: page.count, total: None, next_offset: next_offset(offset, page.count, page.has_more) };
+            // One check of the whole page, as the text must be a string.
+            let mut out = String::from_utf8(out).map_err(|_| StoreError::Corrupt("a meeting list body is not UTF-8".into()))?;
             json::page_close(&mut out, &pagination);
             return Ok(out);
         }
