@@ -10,7 +10,7 @@
 //! slice restrictions, paged.
 
 use std::collections::HashMap;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,12 +18,14 @@ use async_trait::async_trait;
 use futures::stream::{self, TryStreamExt};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
+use scylla::deserialize::value::DeserializeValue;
 use scylla::response::PagingState;
 use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row as CqlRow};
 
-use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::table::{ColumnType, Order, Table, Val};
 
 /// How to reach the cluster.
@@ -286,6 +288,66 @@ impl Driver for ScyllaDriver {
         Ok(found)
     }
 
+    /// Bodies are copied from the response frames into `out`: no row, string or value
+    /// is built per body, and only clustering keys are decoded (into reused buffers).
+    async fn scan_bodies(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        skip: usize,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<BodiesPage, StoreError> {
+        let now = now_micros();
+        let mut range = range.clone();
+        let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
+        let mut skipped = 0;
+        // The key of the row being read, and of the last body appended.
+        let (mut key, mut page_key) = (Vec::with_capacity(table.clustering.len()), Vec::new());
+        loop {
+            // The rest of the skip and of the page, and one more row to tell whether
+            // a further one exists.
+            let wanted = (skip - skipped).saturating_add(limit - page.count).saturating_add(1);
+            let read = self
+                .select_rows(table, partition, &range, wanted, |mut columns| {
+                    read_key(table, &mut columns, &mut key)?;
+                    let body = next_value::<Option<&str>>(table, &mut columns)?;
+                    let expires_at = next_value::<Option<i64>>(table, &mut columns)?;
+                    // Absent: expired by this process's clock, or a body cell deleted under a key.
+                    let Some(body) = body.filter(|_| expires_at.is_none_or(|expires_at| expires_at > now)) else {
+                        return Ok(ControlFlow::Continue(()));
+                    };
+                    if skipped < skip {
+                        skipped += 1;
+                        return Ok(ControlFlow::Continue(()));
+                    }
+                    if page.count == limit {
+                        page.has_more = true;
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    if page.count > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(body.as_bytes());
+                    page.count += 1;
+                    copy_key(&key, &mut page_key);
+                    Ok(ControlFlow::Continue(()))
+                })
+                .await?;
+            // As in `scan`: CQL's LIMIT counted rows dropped here, so a full answer may
+            // leave live rows past the last one read.
+            if page.has_more || read < wanted {
+                break;
+            }
+            range.start = Bound::Excluded(key.clone());
+        }
+        if page.count > 0 {
+            page.last_key = Some(page_key);
+        }
+        Ok(page)
+    }
+
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         stream::iter(mutations.iter().map(Ok::<_, StoreError>))
             .try_for_each_concurrent(self.config.write_concurrency, |mutation| self.write_one(mutation))
@@ -303,16 +365,13 @@ impl Driver for ScyllaDriver {
 }
 
 impl ScyllaDriver {
-    /// One SELECT of up to `limit` rows (paged through): the live rows, how many rows
-    /// the store returned, and the clustering key of the last of them.
-    async fn scan_once(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        range: &ScanRange,
-        limit: usize,
-        now: i64,
-    ) -> Result<(Vec<Row>, usize, Option<Vec<Val>>), StoreError> {
+    /// One SELECT of up to `limit` rows, paged through: each row goes to `visit` as it
+    /// comes off the frame (nothing is copied unless `visit` copies it), until `visit`
+    /// breaks or the rows run out. Returns how many rows were read.
+    async fn select_rows<F>(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize, mut visit: F) -> Result<usize, StoreError>
+    where
+        F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
+    {
         let mut cql = Self::select(table);
         let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
         slice(table, &range.start, true, &mut cql, &mut values);
@@ -322,14 +381,38 @@ impl ScyllaDriver {
             values.push(CqlValue::Int(limit as i32));
         }
         let statement = self.prepared(cql).await?;
-        let (mut found, mut read, mut dropped_last) = (Vec::<Row>::new(), 0, None);
+        let mut read = 0;
         let mut paging = PagingState::start();
         loop {
             let (result, next) = self.session.execute_single_page(&statement, &values, paging).await.map_err(unavailable)?;
             let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
-            for row in rows.rows::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
-                let row = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            for row in rows.rows::<ColumnIterator>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
                 read += 1;
+                if visit(row.map_err(|error| StoreError::Corrupt(error.to_string()))?)?.is_break() {
+                    return Ok(read);
+                }
+            }
+            match next.into_paging_control_flow() {
+                ControlFlow::Continue(state) => paging = state,
+                ControlFlow::Break(()) => return Ok(read),
+            }
+        }
+    }
+
+    /// One SELECT of up to `limit` rows: the live rows, how many rows the store
+    /// returned, and the clustering key of the last of them.
+    async fn scan_once(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        limit: usize,
+        now: i64,
+    ) -> Result<(Vec<Row>, usize, Option<Vec<Val>>), StoreError> {
+        let (mut found, mut dropped_last) = (Vec::<Row>::new(), None);
+        let read = self
+            .select_rows(table, partition, range, limit, |columns| {
+                let row = CqlRow::deserialize(columns).map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 match Self::to_row(table, row, now)? {
                     Ok(row) => {
                         dropped_last = None;
@@ -337,17 +420,61 @@ impl ScyllaDriver {
                     }
                     Err(key) => dropped_last = Some(key),
                 }
-                if found.len() >= limit {
-                    break;
+                Ok(if found.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+            })
+            .await?;
+        let last_key = dropped_last.or_else(|| found.last().map(|row| row.clustering.clone()));
+        Ok((found, read, last_key))
+    }
+}
+
+/// The next column of a row, deserialized (borrowing from the frame where `T` does).
+fn next_value<'frame, T: DeserializeValue<'frame, 'frame>>(table: &Table, columns: &mut ColumnIterator<'frame, 'frame>) -> Result<T, StoreError> {
+    let corrupt = |error: &dyn std::fmt::Display| StoreError::Corrupt(format!("{}: {error}", table.name));
+    let column = columns.next().ok_or_else(|| corrupt(&"a column is missing"))?.map_err(|error| corrupt(&error))?;
+    T::type_check(column.spec.typ()).map_err(|error| corrupt(&error))?;
+    T::deserialize(column.spec.typ(), column.slice).map_err(|error| corrupt(&error))
+}
+
+/// Reads a row's clustering columns into `key`, reusing its strings.
+fn read_key<'frame>(table: &Table, columns: &mut ColumnIterator<'frame, 'frame>, key: &mut Vec<Val>) -> Result<(), StoreError> {
+    key.truncate(table.clustering.len());
+    for (index, column) in table.clustering.iter().enumerate() {
+        match column.kind {
+            ColumnType::BigInt => {
+                let value = Val::Int(next_value::<i64>(table, columns)?);
+                match key.get_mut(index) {
+                    Some(slot) => *slot = value,
+                    None => key.push(value),
                 }
             }
-            match next.into_paging_control_flow() {
-                std::ops::ControlFlow::Continue(state) if found.len() < limit => paging = state,
-                _ => {
-                    let last_key = dropped_last.or_else(|| found.last().map(|row| row.clustering.clone()));
-                    return Ok((found, read, last_key));
-                }
-            }
+            ColumnType::Text => assign_text(key, index, next_value::<&str>(table, columns)?),
+        }
+    }
+    Ok(())
+}
+
+fn assign_text(key: &mut Vec<Val>, index: usize, text: &str) {
+    match key.get_mut(index) {
+        Some(Val::Text(slot)) => {
+            slot.clear();
+            slot.push_str(text);
+        }
+        Some(slot) => *slot = Val::text(text),
+        None => key.push(Val::text(text)),
+    }
+}
+
+/// `to = from`, reusing `to`'s strings.
+fn copy_key(from: &[Val], to: &mut Vec<Val>) {
+    to.truncate(from.len());
+    for (index, value) in from.iter().enumerate() {
+        match value {
+            Val::Text(text) => assign_text(to, index, text),
+            Val::Int(number) => match to.get_mut(index) {
+                Some(slot) => *slot = Val::Int(*number),
+                None => to.push(Val::Int(*number)),
+            },
         }
     }
 }
