@@ -220,6 +220,39 @@ pub fn memory_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// What a process has used so far: CPU seconds (user + system, so time the hypervisor
+/// steals is not counted) and the context switches its threads asked for (each one a
+/// thread that ran out of work and slept until woken).
+#[derive(Clone, Copy, Default)]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    pub voluntary_switches: u64,
+}
+
+pub fn usage(pid: u32) -> Usage {
+    // utime and stime are the 12th and 13th fields after the command name, in clock
+    // ticks of USER_HZ, which Linux fixes at 100.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |index: usize| fields.get(index).and_then(|value| value.parse::<u64>().ok()).unwrap_or(0);
+    let mut voluntary_switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        voluntary_switches +=
+            status.lines().find_map(|line| line.strip_prefix("voluntary_ctxt_switches:")).and_then(|value| value.trim().parse::<u64>().ok()).unwrap_or(0);
+    }
+    Usage { cpu_seconds: (ticks(11) + ticks(12)) as f64 / 100.0, voluntary_switches }
+}
+
+/// The local Cassandra of `make up`, when it runs on this machine.
+pub fn cassandra_pid() -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let command = std::fs::read(entry.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&command).contains("CassandraDaemon").then_some(pid)
+    })
+}
+
 /// A GET without credentials (the operations listener); (status, body), 0 on error.
 pub fn http_get(url: &str) -> (u16, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(5))).build().into();
@@ -254,6 +287,10 @@ impl PrivateRedis {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn cli(&self, args: &[&str]) -> String {

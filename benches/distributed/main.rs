@@ -405,11 +405,25 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         let keys = bench.redis.cli(&["--scan", "--pattern", &format!("{}:limit:*period*", bench.id)]);
         keys.lines().map(|key| bench.redis.cli(&["GET", key.trim()]).trim().parse::<u64>().unwrap_or(0)).sum()
     };
+    // Where the CPU goes: Cassandra, Redis, the query-api and this process (the raw loop).
+    let cassandra = engines::cassandra_pid();
+    let usages = || {
+        [
+            cassandra.map(engines::usage).unwrap_or_default(),
+            engines::usage(bench.redis.pid()),
+            engines::usage(query_api.pid()),
+            engines::usage(std::process::id()),
+        ]
+    };
     let (mut recap_best, mut raw_best) = (0f64, 0f64);
     for round in 0..2 {
+        let before_raw = usages();
         let raw = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
+        let after_raw = usages();
         let (calls_before, counted_before) = (bench.redis.command_calls(), period_counter());
+        let before = usages();
         let result = load::wrk(&url, connections, seconds, 1);
+        let after = usages();
         let (calls_after, counted_after) = (bench.redis.command_calls(), period_counter());
         let delta = |name: &str| calls_after.get(name).copied().unwrap_or(0) - calls_before.get(name).copied().unwrap_or(0);
         let all_calls: u64 = calls_after.keys().map(|name| delta(name)).sum::<u64>() - delta("info") - delta("scan") - delta("get");
@@ -425,6 +439,24 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         println!(
             "           ({} further calls counted by INFO commandstats are the script's own commands, inside those round trips)",
             all_calls - delta("evalsha") - delta("eval")
+        );
+        // The raw loop's 1 s warm-up runs at about the measured rate.
+        let raw_reads_done = raw * (seconds + 1) as f64;
+        let cpu = |from: &[engines::Usage; 4], to: &[engines::Usage; 4], index: usize, count: f64| {
+            (to[index].cpu_seconds - from[index].cpu_seconds) * 1e6 / count.max(1.0)
+        };
+        let wakeups =
+            |from: &[engines::Usage; 4], to: &[engines::Usage; 4], count: f64| (to[0].voluntary_switches - from[0].voluntary_switches) as f64 / count.max(1.0);
+        let served = result.requests as f64;
+        println!(
+            "           CPU per read: raw loop: Cassandra {:.0} µs ({:.1} thread wake-ups), the loop {:.0} µs; query-api: Cassandra {:.0} µs ({:.1} wake-ups), query-api {:.0} µs, Redis {:.0} µs",
+            cpu(&before_raw, &after_raw, 0, raw_reads_done),
+            wakeups(&before_raw, &after_raw, raw_reads_done),
+            cpu(&before_raw, &after_raw, 3, raw_reads_done),
+            cpu(&before, &after, 0, served),
+            wakeups(&before, &after, served),
+            cpu(&before, &after, 2, served),
+            cpu(&before, &after, 1, served),
         );
         recap_best = recap_best.max(result.rate);
         raw_best = raw_best.max(raw);
