@@ -253,13 +253,14 @@ fn main() {
     // addresses (e.g. `perf record -p <pid>` while loading one route).
     if let Some(seconds) = std::env::var("RECAP_BENCH_HOLD").ok().and_then(|value| value.parse::<u64>().ok()) {
         println!(
-            "pid {} rest {} mcp {} rest_uncached {} mcp_uncached {} bare {} token {TOKEN}",
+            "pid {} rest {} mcp {} rest_uncached {} mcp_uncached {} bare {} token {TOKEN} large_mcp {}",
             std::process::id(),
             servers.rest,
             servers.mcp,
             servers.rest_uncached,
             servers.mcp_uncached,
-            servers.bare
+            servers.bare,
+            large.mcp
         );
         std::thread::sleep(Duration::from_secs(seconds));
         return;
