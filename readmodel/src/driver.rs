@@ -127,6 +127,14 @@ pub trait Driver: Send + Sync + 'static {
         Ok(BodiesPage { count: page.len(), last_key: page.last().map(|row| row.clustering.clone()), has_more })
     }
 
+    /// The first `limit` live rows of [`Driver::scan`] and how many live rows `range`
+    /// holds in all (a search page and its total). Drivers that can do both in one pass
+    /// override this.
+    async fn scan_counted(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
+        let total = self.count(table, partition, range).await?;
+        Ok((self.scan(table, partition, range, limit).await?, total))
+    }
+
     /// How many live rows of one partition lie within `range`. Drivers that can count
     /// without materialising rows override this.
     async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {

@@ -200,6 +200,19 @@ impl EmbeddedDriver {
         Ok(found)
     }
 
+    /// [`Driver::scan_counted`] in one pass: rows for the first `limit`, a count for all.
+    fn scan_counted_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
+        let (mut found, mut total) = (Vec::with_capacity(limit.min(256)), 0);
+        self.visit_live(table, partition, range, |clustering, stored| {
+            if found.len() < limit {
+                found.push(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts });
+            }
+            total += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok((found, total))
+    }
+
     /// [`Driver::scan_bodies`] without a row per body: bodies are copied from the page
     /// cache into `out` as they are (written from strings, so UTF-8), and only the last
     /// key is decoded.
@@ -296,6 +309,10 @@ impl Driver for EmbeddedDriver {
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.scan_sync(table, partition, range, limit)
+    }
+
+    async fn scan_counted(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
+        self.scan_counted_sync(table, partition, range, limit)
     }
 
     async fn scan_bodies(

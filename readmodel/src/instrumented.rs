@@ -122,6 +122,10 @@ impl Driver for Instrumented {
         self.observe("SELECT", Some(table.name), self.inner.scan_bodies(table, partition, range, skip, limit, out)).await
     }
 
+    async fn scan_counted(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
+        self.observe("SELECT", Some(table.name), self.inner.scan_counted(table, partition, range, limit)).await
+    }
+
     async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
         self.observe("COUNT", Some(table.name), self.inner.count(table, partition, range)).await
     }

@@ -253,10 +253,10 @@ impl ReadModel {
     /// word and probes the others: never the account's whole history.
     pub async fn search_meetings(&self, account_id: &str, words: &[String], offset: usize, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
         if let [word] = words {
-            // One word: its posting list is the answer, counted without reading rows.
+            // One word: its posting list is the answer, read once for the page's keys and
+            // counted for the total.
             let partition = [Val::text(account_id), Val::text(word)];
-            let total = self.driver.count(&MEETING_WORDS, &partition, &ScanRange::all()).await?;
-            let postings = self.driver.scan(&MEETING_WORDS, &partition, &ScanRange::all(), offset.saturating_add(limit)).await?;
+            let (postings, total) = self.driver.scan_counted(&MEETING_WORDS, &partition, &ScanRange::all(), offset.saturating_add(limit)).await?;
             let mut rows = Vec::new();
             for posting in postings.into_iter().skip(offset) {
                 if let Some(row) = self.driver.get(&MEETINGS_BY_ACCOUNT, &[Val::text(account_id)], &posting.clustering).await? {

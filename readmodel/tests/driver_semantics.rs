@@ -126,7 +126,8 @@ impl Driver for Plain {
 
 async fn body_pages_are_the_scans_bodies_joined(driver: Arc<dyn Driver>) {
     // scan_bodies must equal reading the rows with scan: same rows, same order, same
-    // bounds, tombstones and expired rows skipped, skip and limit applied to live rows.
+    // bounds, tombstones and expired rows skipped, skip and limit applied to live rows;
+    // scan_counted must equal scan and count.
     let now = recap_readmodel::driver::now_micros();
     let mut writes: Vec<Mutation> = (1..=9).map(|created| put("acc", created, &format!("m{created}"), &format!("{{\"n\":{created}}}"), 1)).collect();
     writes.push(delete("acc", 7, "m7", 2));
@@ -151,6 +152,14 @@ async fn body_pages_are_the_scans_bodies_joined(driver: Arc<dyn Driver>) {
                     has_more: rows.len() > skip + limit,
                 };
                 for (name, driver) in [("the driver's", &driver), ("the trait's", &plain)] {
+                    let (counted_rows, total) = driver.scan_counted(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], range, skip + limit).await.unwrap();
+                    assert_eq!(
+                        counted_rows,
+                        rows.iter().take(skip + limit).cloned().collect::<Vec<_>>(),
+                        "{name} counted scan, limit {} range {range:?}",
+                        skip + limit
+                    );
+                    assert_eq!(total, rows.len(), "{name} count, range {range:?}");
                     let mut out = b"[".to_vec();
                     let page = driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], range, skip, limit, &mut out).await.unwrap();
                     assert_eq!(String::from_utf8(out).unwrap(), format!("[{joined}"), "{name} bodies, skip {skip} limit {limit} range {range:?}");
