@@ -30,6 +30,66 @@ pub struct BodiesPage {
     pub has_more: bool,
 }
 
+/// Builds the page [`Driver::scan_bodies`] returns from a partition's live rows, offered
+/// in clustering order: the first `skip` are passed over, then up to `limit` bodies are
+/// appended, and one more row offered says that a further one exists.
+pub(crate) struct PageBuilder<'o> {
+    out: &'o mut Vec<u8>,
+    to_skip: usize,
+    limit: usize,
+    page: BodiesPage,
+}
+
+/// What [`PageBuilder::offer`] did with a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offered {
+    Skipped,
+    /// Its body was appended: the caller keeps its key, should it be the page's last.
+    Appended,
+    /// The page was already full: the row is the further one; stop reading.
+    Full,
+}
+
+impl<'o> PageBuilder<'o> {
+    pub(crate) fn new(out: &'o mut Vec<u8>, skip: usize, limit: usize) -> PageBuilder<'o> {
+        PageBuilder { out, to_skip: skip, limit, page: BodiesPage { count: 0, last_key: None, has_more: false } }
+    }
+
+    pub(crate) fn offer(&mut self, body: &[u8]) -> Offered {
+        if self.to_skip > 0 {
+            self.to_skip -= 1;
+            return Offered::Skipped;
+        }
+        if self.page.count == self.limit {
+            self.page.has_more = true;
+            return Offered::Full;
+        }
+        if self.page.count > 0 {
+            self.out.push(b',');
+        }
+        self.out.extend_from_slice(body);
+        self.page.count += 1;
+        Offered::Appended
+    }
+
+    /// Rows still to offer before the page is settled: the rest of the skip and of the
+    /// page, and the one that tells whether a further row exists.
+    pub(crate) fn wanted(&self) -> usize {
+        self.to_skip.saturating_add(self.limit - self.page.count).saturating_add(1)
+    }
+
+    /// Whether a row past the page was offered.
+    pub(crate) fn has_more(&self) -> bool {
+        self.page.has_more
+    }
+
+    /// The page, with the key of the last body appended (None when none was).
+    pub(crate) fn finish(mut self, last_key: Option<Vec<Val>>) -> BodiesPage {
+        self.page.last_key = last_key;
+        self.page
+    }
+}
+
 /// One row as read back: its clustering key, its body and its write timestamp.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
@@ -114,17 +174,17 @@ pub trait Driver: Send + Sync + 'static {
         limit: usize,
         out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
-        let mut rows = self.scan(table, partition, range, skip.saturating_add(limit).saturating_add(1)).await?;
-        let has_more = rows.len() > skip.saturating_add(limit);
-        rows.truncate(skip.saturating_add(limit));
-        let page = rows.get(skip..).unwrap_or_default();
-        for (index, row) in page.iter().enumerate() {
-            if index > 0 {
-                out.push(b',');
+        let mut builder = PageBuilder::new(out, skip, limit);
+        let rows = self.scan(table, partition, range, builder.wanted()).await?;
+        let mut last = None;
+        for row in &rows {
+            match builder.offer(row.body.as_bytes()) {
+                Offered::Skipped => {}
+                Offered::Appended => last = Some(row),
+                Offered::Full => break,
             }
-            out.extend_from_slice(row.body.as_bytes());
         }
-        Ok(BodiesPage { count: page.len(), last_key: page.last().map(|row| row.clustering.clone()), has_more })
+        Ok(builder.finish(last.map(|row| row.clustering.clone())))
     }
 
     /// The first `limit` live rows of [`Driver::scan`] and how many live rows `range`

@@ -22,7 +22,7 @@ use std::sync::RwLock;
 
 use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
 use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
 
 const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
@@ -95,6 +95,11 @@ fn clustering_of(table: &Table, bytes: &[u8]) -> Result<Vec<Val>, StoreError> {
     decode_clustering(table, bytes).ok_or_else(|| StoreError::Corrupt(format!("bad key in {}", table.name)))
 }
 
+/// A live row as read back, from the clustering part of its key and its stored value.
+fn row_of(table: &Table, clustering: &[u8], stored: &Stored<'_>) -> Result<Row, StoreError> {
+    Ok(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts })
+}
+
 fn body_of<'a>(table: &Table, stored: &Stored<'a>) -> Result<&'a str, StoreError> {
     std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))
 }
@@ -133,19 +138,6 @@ impl EmbeddedDriver {
         Ok(rows)
     }
 
-    fn get_sync(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let rows = self.rows()?;
-        let key = row_key(table, partition, clustering);
-        let Some(value) = rows.get(key.as_slice()).map_err(storage)? else {
-            return Ok(None);
-        };
-        let stored = decode_value(value.value())?;
-        if stored.tombstone || stored.expires_at <= now_micros() {
-            return Ok(None);
-        }
-        Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
-    }
-
     /// Hands the live rows (neither deleted nor expired) of one partition within
     /// `range` to `visit` in clustering order, each with the clustering part of its key,
     /// until `visit` breaks.
@@ -176,79 +168,6 @@ impl EmbeddedDriver {
             }
         }
         Ok(())
-    }
-
-    /// Counts live rows without decoding keys or copying bodies (search totals).
-    fn count_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
-        let mut count = 0;
-        self.visit_live(table, partition, range, |_, _| {
-            count += 1;
-            Ok(ControlFlow::Continue(()))
-        })?;
-        Ok(count)
-    }
-
-    fn scan_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        let mut found = Vec::with_capacity(limit.min(256));
-        if limit == 0 {
-            return Ok(found);
-        }
-        self.visit_live(table, partition, range, |clustering, stored| {
-            found.push(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts });
-            Ok(if found.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
-        })?;
-        Ok(found)
-    }
-
-    /// [`Driver::scan_counted`] in one pass: rows for the first `limit`, a count for all.
-    fn scan_counted_sync(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
-        let (mut found, mut total) = (Vec::with_capacity(limit.min(256)), 0);
-        self.visit_live(table, partition, range, |clustering, stored| {
-            if found.len() < limit {
-                found.push(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts });
-            }
-            total += 1;
-            Ok(ControlFlow::Continue(()))
-        })?;
-        Ok((found, total))
-    }
-
-    /// [`Driver::scan_bodies`] without a row per body: bodies are copied from the page
-    /// cache into `out` as they are (written from strings, so UTF-8), and only the last
-    /// key is decoded.
-    fn scan_bodies_sync(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        range: &ScanRange,
-        skip: usize,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<BodiesPage, StoreError> {
-        let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
-        let (mut skipped, mut last_key) = (0, Vec::new());
-        self.visit_live(table, partition, range, |clustering, stored| {
-            if skipped < skip {
-                skipped += 1;
-                return Ok(ControlFlow::Continue(()));
-            }
-            if page.count == limit {
-                page.has_more = true;
-                return Ok(ControlFlow::Break(()));
-            }
-            if page.count > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(stored.body);
-            page.count += 1;
-            last_key.clear();
-            last_key.extend_from_slice(clustering);
-            Ok(ControlFlow::Continue(()))
-        })?;
-        if page.count > 0 {
-            page.last_key = Some(clustering_of(table, &last_key)?);
-        }
-        Ok(page)
     }
 
     fn write_sync(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
@@ -299,22 +218,46 @@ fn byte_range(table: &Table, partition: &[Val], range: &ScanRange) -> Option<(Ve
 
 #[async_trait]
 impl Driver for EmbeddedDriver {
-    async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
-        self.count_sync(table, partition, range)
-    }
-
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        self.get_sync(table, partition, clustering)
+        let rows = self.rows()?;
+        let key = row_key(table, partition, clustering);
+        let Some(value) = rows.get(key.as_slice()).map_err(storage)? else {
+            return Ok(None);
+        };
+        let stored = decode_value(value.value())?;
+        if stored.tombstone || stored.expires_at <= now_micros() {
+            return Ok(None);
+        }
+        Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
     }
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        self.scan_sync(table, partition, range, limit)
+        let mut found = Vec::with_capacity(limit.min(256));
+        if limit == 0 {
+            return Ok(found);
+        }
+        self.visit_live(table, partition, range, |clustering, stored| {
+            found.push(row_of(table, clustering, stored)?);
+            Ok(if found.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
+        Ok(found)
     }
 
+    /// One pass: rows for the first `limit`, a count for all.
     async fn scan_counted(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
-        self.scan_counted_sync(table, partition, range, limit)
+        let (mut found, mut total) = (Vec::with_capacity(limit.min(256)), 0);
+        self.visit_live(table, partition, range, |clustering, stored| {
+            if found.len() < limit {
+                found.push(row_of(table, clustering, stored)?);
+            }
+            total += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok((found, total))
     }
 
+    /// Without a row per body: bodies are copied from the page cache into `out` as they
+    /// are (written from strings, so UTF-8), and only the last key is decoded.
     async fn scan_bodies(
         &self,
         table: &'static Table,
@@ -324,7 +267,32 @@ impl Driver for EmbeddedDriver {
         limit: usize,
         out: &mut Vec<u8>,
     ) -> Result<BodiesPage, StoreError> {
-        self.scan_bodies_sync(table, partition, range, skip, limit, out)
+        let mut builder = PageBuilder::new(out, skip, limit);
+        let mut last_key: Option<Vec<u8>> = None;
+        self.visit_live(table, partition, range, |clustering, stored| {
+            Ok(match builder.offer(stored.body) {
+                Offered::Skipped => ControlFlow::Continue(()),
+                Offered::Appended => {
+                    let key = last_key.get_or_insert_with(Vec::new);
+                    key.clear();
+                    key.extend_from_slice(clustering);
+                    ControlFlow::Continue(())
+                }
+                Offered::Full => ControlFlow::Break(()),
+            })
+        })?;
+        let last_key = last_key.map(|key| clustering_of(table, &key)).transpose()?;
+        Ok(builder.finish(last_key))
+    }
+
+    /// Counts live rows without decoding keys or copying bodies (search totals).
+    async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
+        let mut count = 0;
+        self.visit_live(table, partition, range, |_, _| {
+            count += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(count)
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {

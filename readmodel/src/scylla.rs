@@ -25,7 +25,7 @@ use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row as CqlRow};
 
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
 use crate::table::{ColumnType, Order, Table, Val};
 
 /// How to reach the cluster.
@@ -301,14 +301,11 @@ impl Driver for ScyllaDriver {
     ) -> Result<BodiesPage, StoreError> {
         let now = now_micros();
         let mut range = range.clone();
-        let mut page = BodiesPage { count: 0, last_key: None, has_more: false };
-        let mut skipped = 0;
+        let mut builder = PageBuilder::new(out, skip, limit);
         // The key of the row being read, and of the last body appended.
-        let (mut key, mut page_key) = (Vec::with_capacity(table.clustering.len()), Vec::new());
+        let (mut key, mut last_key) = (Vec::with_capacity(table.clustering.len()), None);
         loop {
-            // The rest of the skip and of the page, and one more row to tell whether
-            // a further one exists.
-            let wanted = (skip - skipped).saturating_add(limit - page.count).saturating_add(1);
+            let wanted = builder.wanted();
             let read = self
                 .select_rows(table, partition, &range, wanted, |mut columns| {
                     read_key(table, &mut columns, &mut key)?;
@@ -318,34 +315,24 @@ impl Driver for ScyllaDriver {
                     let Some(body) = body.filter(|_| expires_at.is_none_or(|expires_at| expires_at > now)) else {
                         return Ok(ControlFlow::Continue(()));
                     };
-                    if skipped < skip {
-                        skipped += 1;
-                        return Ok(ControlFlow::Continue(()));
-                    }
-                    if page.count == limit {
-                        page.has_more = true;
-                        return Ok(ControlFlow::Break(()));
-                    }
-                    if page.count > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(body.as_bytes());
-                    page.count += 1;
-                    copy_key(&key, &mut page_key);
-                    Ok(ControlFlow::Continue(()))
+                    Ok(match builder.offer(body.as_bytes()) {
+                        Offered::Skipped => ControlFlow::Continue(()),
+                        Offered::Appended => {
+                            copy_key(&key, last_key.get_or_insert_with(Vec::new));
+                            ControlFlow::Continue(())
+                        }
+                        Offered::Full => ControlFlow::Break(()),
+                    })
                 })
                 .await?;
             // As in `scan`: CQL's LIMIT counted rows dropped here, so a full answer may
             // leave live rows past the last one read.
-            if page.has_more || read < wanted {
+            if builder.has_more() || read < wanted {
                 break;
             }
             range.start = Bound::Excluded(key.clone());
         }
-        if page.count > 0 {
-            page.last_key = Some(page_key);
-        }
-        Ok(page)
+        Ok(builder.finish(last_key))
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
