@@ -36,6 +36,12 @@ else
 fi
 run env RECAP_REAL_CLIENTS=1 cargo test --workspace --no-fail-fast
 
+# The engines this run starts, it stops at the end; engines already running (a
+# developer's `make up`) are used and left running.
+started_here=()
+for engine in kafka cassandra redis; do
+  scripts/engines/$engine.sh status 2>/dev/null | grep -q ': down$' && started_here+=("$engine")
+done
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
@@ -47,6 +53,10 @@ else
   echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"
   status=1
 fi
+
+for engine in "${started_here[@]}"; do
+  scripts/engines/$engine.sh stop >/dev/null 2>&1 || echo "could not stop $engine (scripts/engines/$engine.sh stop)" | tee -a "$log"
+done
 
 scripts/test-summary.sh "$log"
 exit $status

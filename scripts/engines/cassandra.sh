@@ -177,40 +177,32 @@ JVM17_OPTIONS=(
   -Dio.netty.allocator.maxOrder=11
 )
 
+launch() {
+  local jamm
+  refuse_foreign_ports
+  configure
+  jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -n 1)
+  log "starting Cassandra $VERSION on $BIND:$CQL_PORT"
+  # The bin/cassandra launcher (which wants -R as root) is not used: the daemon class is
+  # started directly, in the foreground of its own process.
+  nohup java -Xms256m -Xmx1g -Xss512k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
+    -XX:MaxGCPauseMillis=300 -XX:MaxDirectMemorySize=512m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem \
+    "${JVM17_OPTIONS[@]}" -javaagent:"$jamm" -Djava.net.preferIPv4Stack=true \
+    -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \
+    -Dcassandra.storagedir="$DIR" -Dcassandra.logdir="$DIR/logs" -Dcassandra-foreground=yes \
+    -Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.jmx.local.port="$CASSANDRA_JMX_PORT" \
+    -cp "$HOME_DIR/libs/*" org.apache.cassandra.service.CassandraDaemon \
+    </dev/null >"$DIR/logs/stdout.log" 2>&1 9>&- &
+  echo $! >"$PIDFILE"
+}
+
 _start() {
-  local started pid jamm
+  local started
   started=$(now_ms)
-  if pid=$(engine_pid); then
-    if engine_paused; then
-      log "resuming the paused node (pid $pid)"
-      kill -CONT "$pid"
-    fi
-    if ready; then
-      log "already running (pid $pid) and ready on $BIND:$CQL_PORT"
-      return 0
-    fi
-    log "running (pid $pid), waiting for readiness"
-  else
-    refuse_foreign_ports
-    configure
-    jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -n 1)
-    log "starting Cassandra $VERSION on $BIND:$CQL_PORT"
-    # The bin/cassandra launcher (which wants -R as root) is not used: the daemon class is
-    # started directly, in the foreground of its own process.
-    nohup java -Xms256m -Xmx1g -Xss512k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
-      -XX:MaxGCPauseMillis=300 -XX:MaxDirectMemorySize=512m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem \
-      "${JVM17_OPTIONS[@]}" -javaagent:"$jamm" -Djava.net.preferIPv4Stack=true \
-      -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \
-      -Dcassandra.storagedir="$DIR" -Dcassandra.logdir="$DIR/logs" -Dcassandra-foreground=yes \
-      -Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.jmx.local.port="$CASSANDRA_JMX_PORT" \
-      -cp "$HOME_DIR/libs/*" org.apache.cassandra.service.CassandraDaemon \
-      </dev/null >"$DIR/logs/stdout.log" 2>&1 9>&- &
-    echo $! >"$PIDFILE"
-  fi
-  wait_ready 180 ready || die "Cassandra did not become ready (logs: $DIR/logs)"
+  adopt_or_launch 180 || die "Cassandra did not become ready (logs: $DIR/logs)"
   log "ready on $BIND:$CQL_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
   local keyspaces
-  keyspaces=$(find "$DIR/data" -mindepth 1 -maxdepth 1 -type d ! -name 'system*' | wc -l)
+  keyspaces=$(cql "SELECT keyspace_name FROM system_schema.keyspaces" 2>/dev/null | grep -vc '^system' || true)
   if [ "$keyspaces" -gt 40 ]; then
     log "note: $keyspaces keyspaces left by earlier runs (each costs heap and start-up time); \`make down-purge\` resets the data"
   fi

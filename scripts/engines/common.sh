@@ -157,6 +157,30 @@ wait_ready() {
   log "probe succeeded after $(elapsed "$started")"
 }
 
+# adopt_or_launch <seconds>: waits for a running engine (resuming it if paused) or starts
+# one with the engine's `launch` function, until its `ready` probe answers. An engine that
+# was already running but exits while this waits (stopped by whoever owned it) is
+# replaced by a new one, once, instead of failing the start.
+adopt_or_launch() {
+  local timeout=$1 pid
+  if pid=$(engine_pid); then
+    if engine_paused; then
+      log "resuming the paused process (pid $pid)"
+      kill -CONT "$pid"
+    fi
+    if ready >/dev/null 2>&1; then
+      log "already running (pid $pid) and ready"
+      return 0
+    fi
+    log "running (pid $pid), waiting for readiness"
+    wait_ready "$timeout" ready && return 0
+    engine_pid >/dev/null && return 1
+    log "the process that was running (pid $pid) is gone: starting a new one"
+  fi
+  launch
+  wait_ready "$timeout" ready
+}
+
 # stop_engine [signal] [seconds]: signals the engine (TERM by default), waits until the
 # process is gone, and sends KILL if it outlives the deadline.
 stop_engine() {

@@ -167,32 +167,22 @@ ensure_topics() {
   if [ ${#created[@]} -gt 0 ]; then log "created topics: ${created[*]}"; else log "topics present: ${TOPICS[*]%%:*}"; fi
 }
 
+launch() {
+  refuse_foreign_ports
+  configure
+  log "starting Kafka $VERSION (KRaft, broker+controller) on $BIND:$KAFKA_PORT"
+  nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dlog4j.configuration="file:$DIR/log4j.properties" \
+    -Dkafka.logs.dir="$DIR" -cp "$HOME_DIR/libs/*" kafka.Kafka "$DIR/server.properties" \
+    </dev/null >"$DIR/stdout.log" 2>&1 9>&- &
+  echo $! >"$PIDFILE"
+}
+
 _start() {
-  local started pid
+  local started
   started=$(now_ms)
-  if pid=$(engine_pid); then
-    if engine_paused; then
-      log "resuming the paused broker (pid $pid)"
-      kill -CONT "$pid"
-    fi
-    if ready; then
-      log "already running (pid $pid) and ready on $BIND:$KAFKA_PORT"
-      ensure_topics
-      return 0
-    fi
-    log "running (pid $pid), waiting for readiness"
-  else
-    refuse_foreign_ports
-    configure
-    log "starting Kafka $VERSION (KRaft, broker+controller) on $BIND:$KAFKA_PORT"
-    nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-      -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dlog4j.configuration="file:$DIR/log4j.properties" \
-      -Dkafka.logs.dir="$DIR" -cp "$HOME_DIR/libs/*" kafka.Kafka "$DIR/server.properties" \
-      </dev/null >"$DIR/stdout.log" 2>&1 9>&- &
-    echo $! >"$PIDFILE"
-  fi
-  wait_ready 120 ready || die "Kafka did not become ready (logs: $DIR)"
+  adopt_or_launch 120 || die "Kafka did not become ready (logs: $DIR)"
   ensure_topics
   log "ready on $BIND:$KAFKA_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
 }

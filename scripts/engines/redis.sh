@@ -23,32 +23,23 @@ install() {
 
 ready() { [ "$(timeout 2 redis-cli -h "$BIND" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
 
+launch() {
+  refuse_foreign_ports
+  rm -f "$PIDFILE"
+  log "starting $(redis-server --version | cut -d' ' -f1-3) on $BIND:$REDIS_PORT"
+  redis-server --bind "$BIND" --port "$REDIS_PORT" --daemonize yes --pidfile "$PIDFILE" \
+    --logfile "$DIR/redis.log" --dir "$DIR" --save '' --appendonly no --protected-mode yes \
+    </dev/null >/dev/null 2>>"$DIR/redis.log" 9>&- || { show_logs; die "redis-server did not start"; }
+  # The daemon writes its pidfile just after forking.
+  local deadline=$(( $(now_ms) + 10000 ))
+  until [ -s "$PIDFILE" ] || (( $(now_ms) > deadline )); do sleep 0.1; done
+}
+
 _start() {
-  local started pid
+  local started
   started=$(now_ms)
   mkdir -p "$DIR"
-  if pid=$(engine_pid); then
-    if engine_paused; then
-      log "resuming the paused server (pid $pid)"
-      kill -CONT "$pid"
-    fi
-    if ready; then
-      log "already running (pid $pid) and ready on $BIND:$REDIS_PORT"
-      return 0
-    fi
-    log "running (pid $pid), waiting for readiness"
-  else
-    refuse_foreign_ports
-    rm -f "$PIDFILE"
-    log "starting $(redis-server --version | cut -d' ' -f1-3) on $BIND:$REDIS_PORT"
-    redis-server --bind "$BIND" --port "$REDIS_PORT" --daemonize yes --pidfile "$PIDFILE" \
-      --logfile "$DIR/redis.log" --dir "$DIR" --save '' --appendonly no --protected-mode yes \
-      </dev/null >/dev/null 2>>"$DIR/redis.log" 9>&- || { show_logs; die "redis-server did not start"; }
-    # The daemon writes its pidfile just after forking.
-    local deadline=$(( $(now_ms) + 10000 ))
-    until [ -s "$PIDFILE" ] || (( $(now_ms) > deadline )); do sleep 0.1; done
-  fi
-  wait_ready 30 ready || die "Redis did not become ready (log: $DIR/redis.log)"
+  adopt_or_launch 30 || die "Redis did not become ready (log: $DIR/redis.log)"
   log "ready on $BIND:$REDIS_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
 }
 
