@@ -40,7 +40,7 @@ run env RECAP_REAL_CLIENTS=1 cargo test --workspace --no-fail-fast
 # developer's `make up`) are used and left running.
 started_here=()
 for engine in kafka cassandra redis; do
-  scripts/engines/$engine.sh status 2>/dev/null | grep -q ': down$' && started_here+=("$engine")
+  [ "$(scripts/engines/$engine.sh status 2>/dev/null)" = "$engine: down" ] && started_here+=("$engine")
 done
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
