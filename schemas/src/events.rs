@@ -161,6 +161,9 @@ impl Envelope {
         if raw.version == 0 || raw.version > MAX_VERSION {
             return Err(DecodeError::Invalid(format!("envelope: version {} is outside 1..2^53", raw.version)));
         }
+        if raw.id.len() > MAX_ID_BYTES {
+            return Err(DecodeError::Invalid(format!("envelope: id is {} bytes, longer than {MAX_ID_BYTES}", raw.id.len())));
+        }
         let event = decode_data(&raw.event_type, raw.data.get())?;
         Ok(Envelope { id: raw.id, version: raw.version, occurred_at: raw.occurred_at, event })
     }
@@ -197,7 +200,67 @@ pub fn decode_data(event_type: &str, data: &str) -> Result<Event, DecodeError> {
         "team_action_item.deleted" => Event::TeamActionItemDeleted(parse(event_type, data)?),
         other => return Err(DecodeError::UnknownType(other.to_string())),
     };
+    check_ids(event_type, &event)?;
     Ok(event)
+}
+
+/// The longest identifier an event may carry, in bytes. Identifiers become parts of the
+/// read model's keys (a key holds up to four of them, and both stores bound key sizes),
+/// so a longer one is refused with the event, named, instead of failing its write.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Every identifier of the event, with its field name, is at most [`MAX_ID_BYTES`].
+fn check_ids(event_type: &str, event: &Event) -> Result<(), DecodeError> {
+    let mut ids: Vec<(&str, &str)> = Vec::with_capacity(8);
+    match event {
+        Event::AccountUpserted(e) => ids.push(("account_id", &e.account_id)),
+        Event::TokenCreated(e) => ids.extend([("account_id", e.account_id.as_str()), ("token_id", &e.token_id)]),
+        Event::TokenRevoked(e) => ids.extend([("account_id", e.account_id.as_str()), ("token_id", &e.token_id)]),
+        Event::MeetingUpserted(e) => {
+            let meeting = &e.meeting;
+            ids.extend([("account_id", e.account_id.as_str()), ("meeting.id", &meeting.id), ("meeting.note.id", &meeting.note.id)]);
+            ids.extend(meeting.series_id.as_deref().map(|id| ("meeting.series_id", id)));
+            ids.extend(meeting.note.template_id.as_deref().map(|id| ("meeting.note.template_id", id)));
+            for summary in &meeting.summaries {
+                ids.push(("meeting.summaries[].id", &summary.id));
+                ids.extend(summary.template_id.as_deref().map(|id| ("meeting.summaries[].template_id", id)));
+            }
+            ids.extend(meeting.participants.iter().map(|participant| ("meeting.participants[].human_id", participant.human_id.as_str())));
+            for item in &meeting.action_items {
+                ids.push(("meeting.action_items[].id", &item.id));
+                ids.extend(item.assignee_human_id.as_deref().map(|id| ("meeting.action_items[].assignee_human_id", id)));
+            }
+        }
+        Event::MeetingTranscriptSet(e) => {
+            ids.extend([("account_id", e.account_id.as_str()), ("meeting_id", &e.meeting_id)]);
+            ids.extend(e.transcript.segments.iter().map(|segment| ("transcript.segments[].id", segment.id.as_str())));
+        }
+        Event::MeetingDeleted(e) => ids.extend([("account_id", e.account_id.as_str()), ("meeting_id", &e.meeting_id)]),
+        Event::ActionItemUpserted(e) => {
+            ids.extend([("account_id", e.account_id.as_str()), ("item.id", &e.item.id)]);
+            ids.extend(e.item.assignee_human_id.as_deref().map(|id| ("item.assignee_human_id", id)));
+        }
+        Event::ActionItemDeleted(e) => ids.extend([("account_id", e.account_id.as_str()), ("item_id", &e.item_id)]),
+        Event::TeamUpserted(e) => ids.push(("team.id", &e.team.id)),
+        Event::TeamDeleted(e) => ids.push(("team_id", &e.team_id)),
+        Event::TeamMemberUpserted(e) => ids.extend([("team_id", e.team_id.as_str()), ("account_id", &e.account_id)]),
+        Event::TeamMemberRemoved(e) => ids.extend([("team_id", e.team_id.as_str()), ("account_id", &e.account_id)]),
+        Event::NoteShared(e) => {
+            let share = &e.share;
+            ids.extend([("share.id", share.id.as_str()), ("share.owner_account_id", &share.owner_account_id)]);
+            ids.extend(share.team.as_ref().map(|team| ("share.team.id", team.id.as_str())));
+            ids.extend(share.recipient_account_ids.iter().map(|id| ("share.recipient_account_ids[]", id.as_str())));
+        }
+        Event::NoteUnshared(e) => ids.push(("share_id", &e.share_id)),
+        Event::TeamActionItemUpserted(e) => {
+            ids.extend([("team_id", e.team_id.as_str()), ("item.id", &e.item.id), ("item.shared_note.id", &e.item.shared_note.id)]);
+        }
+        Event::TeamActionItemDeleted(e) => ids.extend([("team_id", e.team_id.as_str()), ("item_id", &e.item_id)]),
+    }
+    match ids.into_iter().find(|(_, id)| id.len() > MAX_ID_BYTES) {
+        Some((field, id)) => Err(DecodeError::Invalid(format!("{event_type}: data: {field} is {} bytes, longer than {MAX_ID_BYTES}", id.len()))),
+        None => Ok(()),
+    }
 }
 
 // ---- accounts -------------------------------------------------------------------

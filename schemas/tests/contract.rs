@@ -168,3 +168,65 @@ fn json_schema_files_are_generated_from_the_types() {
         assert_eq!(committed, text, "{} is stale: run `make schemas`", path.display());
     }
 }
+
+/// The paths of every identifier in an event: string fields named `id` or `…_id`, and
+/// the items of `…_ids` arrays, at any depth.
+fn id_paths(value: &Value, path: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+    match value {
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                path.push(json!(name));
+                let is_id = name == "id" || name.ends_with("_id");
+                match field {
+                    Value::String(_) if is_id => out.push(path.clone()),
+                    Value::Array(items) if name.ends_with("_ids") => {
+                        for index in 0..items.len() {
+                            path.push(json!(index));
+                            out.push(path.clone());
+                            path.pop();
+                        }
+                    }
+                    _ => id_paths(field, path, out),
+                }
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                path.push(json!(index));
+                id_paths(item, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn identifiers_longer_than_256_bytes_make_the_event_invalid_naming_the_field() {
+    let mut checked = 0;
+    for example in examples() {
+        let event_type = example["type"].as_str().unwrap().to_string();
+        let mut paths = Vec::new();
+        id_paths(&example, &mut Vec::new(), &mut paths);
+        for path in paths {
+            // 256 bytes (multi-byte characters count by their bytes) is accepted...
+            let mut longest = example.clone();
+            *at_path(&mut longest, &path) = json!(format!("{}{}", "é".repeat(127), "xy"));
+            assert!(decode(&longest).is_ok(), "{event_type}: a 256-byte id at {path:?} must be accepted");
+            // ...257 is refused, and the reason names the field.
+            let mut too_long = example.clone();
+            *at_path(&mut too_long, &path) = json!("x".repeat(recap_schemas::MAX_ID_BYTES + 1));
+            match decode(&too_long) {
+                Err(DecodeError::Invalid(reason)) => {
+                    assert!(reason.contains("257 bytes, longer than 256"), "{event_type} {path:?}: {reason}");
+                    let field = path.iter().rev().find_map(Value::as_str).unwrap();
+                    assert!(reason.contains(field), "{event_type} {path:?}: the reason {reason:?} must name {field}");
+                }
+                other => panic!("{event_type}: a 257-byte id at {path:?} must be invalid, got {other:?}"),
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} identifiers checked");
+}
