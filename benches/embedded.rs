@@ -86,7 +86,7 @@ async fn projector_throughput() {
 
     // The rows the projection writes, captured once (untimed).
     let recording = Arc::new(Recording {
-        inner: EmbeddedDriver::open(&dir.path().join("record.redb")).expect("opening the recording store"),
+        inner: EmbeddedDriver::open(&dir.path().join("record.lmdb")).expect("opening the recording store"),
         batches: Mutex::new(Vec::new()),
     });
     let progress = EmbeddedProjector::new(recording.clone(), EventLog::new(&log_path), dir.path().join("dl0"), LoopConfig::default())
@@ -101,13 +101,13 @@ async fn projector_throughput() {
     let mut projector_best = Duration::MAX;
     let mut raw_best = Duration::MAX;
     for round in 0..3 {
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("projector{round}.redb"))).expect("opening the projector store"));
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("projector{round}.lmdb"))).expect("opening the projector store"));
         let projector = EmbeddedProjector::new(driver, EventLog::new(&log_path), dir.path().join(format!("dl{round}")), LoopConfig::default());
         let started = Instant::now();
         projector.drain().await.expect("projecting the mix");
         projector_best = projector_best.min(started.elapsed());
 
-        let raw: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("raw{round}.redb"))).expect("opening the raw store"));
+        let raw: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join(format!("raw{round}.lmdb"))).expect("opening the raw store"));
         let copies = batches.clone();
         let started = Instant::now();
         for batch in copies {
@@ -159,7 +159,7 @@ fn serve_demo_rss() {
 }
 
 async fn account_with_meetings(dir: &std::path::Path, name: &str, meetings: usize) -> ReadModel {
-    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.redb"))).expect("opening the store"));
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.lmdb"))).expect("opening the store"));
     let base = 1_700_000_000_000_000i64;
     let mut position = 0;
     for chunk_start in (0..meetings).step_by(5_000) {

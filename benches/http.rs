@@ -37,7 +37,7 @@ fn envelope(event_type: &str, data: serde_json::Value) -> Envelope {
 /// One flow-plan account with `meetings` meetings (titles searchable), a token, and a
 /// quota and minute limit large enough that the benchmark measures work, not refusals.
 async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
-    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("bench{meetings}.redb"))).expect("store"));
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("bench{meetings}.lmdb"))).expect("store"));
     let mut batch = Batch::new(driver.clone());
     let plan = serde_json::json!({"tier": "flow", "api_quota": 1_000_000_000_000u64, "billing_cycle_anchor": "2026-01-01T00:00:00Z"});
     batch.apply(&envelope("account.upserted", serde_json::json!({"account_id": "acc", "plan": plan})), 1).await.expect("apply");
@@ -69,7 +69,7 @@ async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
         driver.write(batch.into_mutations()).await.expect("write");
     }
     // Served as the binary serves it: store calls report their spans and durations.
-    ReadModel::new(Arc::new(recap_readmodel::Instrumented::new(driver, "redb")))
+    ReadModel::new(Arc::new(recap_readmodel::Instrumented::new(driver, "lmdb")))
 }
 
 /// Every figure is taken with the token cache of the chart's production values (1 s)

@@ -4,7 +4,7 @@
 //! requests and lets the projector commit the batch in hand before exiting.
 //!
 //! Data dir layout: `events.log` (the event stream), `deadletter.jsonl` (invalid
-//! events with reason and offset), `store.redb` (the read model), `cursor-secret` (the
+//! events with reason and offset), `store.lmdb` (the read model), `cursor-secret` (the
 //! key that signs REST cursors, created once), `demo-token` (with `--demo`).
 
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 pub const LOG_FILE: &str = "events.log";
 pub const DEAD_LETTER_FILE: &str = "deadletter.jsonl";
-pub const STORE_FILE: &str = "store.redb";
+pub const STORE_FILE: &str = "store.lmdb";
 const CURSOR_SECRET_FILE: &str = "cursor-secret";
 const DEMO_TOKEN_FILE: &str = "demo-token";
 
@@ -94,7 +94,7 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let store_path = config.data_dir.join(STORE_FILE);
     let embedded: Arc<dyn Driver> =
         Arc::new(EmbeddedDriver::open(&store_path).with_context(|| format!("opening {} (is another recap serve using this data dir?)", store_path.display()))?);
-    let driver: Arc<dyn Driver> = Arc::new(Instrumented::new(embedded, "redb"));
+    let driver: Arc<dyn Driver> = Arc::new(Instrumented::new(embedded, "lmdb"));
     let readmodel = ReadModel::new(driver.clone());
     let demo_token = if config.demo { Some(seed_demo(&config.data_dir, &log)?) } else { None };
     let secret = match config.rest.cursor_secret_bytes() {

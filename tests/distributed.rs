@@ -93,7 +93,7 @@ fn difference(cluster: &Cluster, lines: &[String]) -> Option<String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (expected, actual) = runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let reference: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("reference.redb")).unwrap());
+        let reference: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("reference.lmdb")).unwrap());
         let mut batch = Batch::new(reference.clone());
         for (position, envelope) in envelopes.iter().enumerate() {
             batch.apply(envelope, position as i64 + 1).await.unwrap();

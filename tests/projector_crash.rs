@@ -147,7 +147,7 @@ fn kill_9_mid_projection_loses_nothing_and_applies_nothing_twice() {
     std::fs::copy(server.data_dir.join("events.log"), &reference_log).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let reference_progress = runtime.block_on(async {
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&reference_dir.path().join("store.redb")).unwrap());
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&reference_dir.path().join("store.lmdb")).unwrap());
         let projector = EmbeddedProjector::new(driver, EventLog::new(&reference_log), reference_dir.path().join("deadletter.jsonl"), LoopConfig::default());
         projector.drain().await.unwrap()
     });
@@ -156,8 +156,8 @@ fn kill_9_mid_projection_loses_nothing_and_applies_nothing_twice() {
     }
     let envelopes: Vec<Envelope> = lines.iter().map(|line| Envelope::decode(line.as_bytes()).unwrap()).collect();
     let universe = Universe::of(&envelopes);
-    let killed = store_snapshot(&server.data_dir.join("store.redb"), &universe);
-    let reference = store_snapshot(&reference_dir.path().join("store.redb"), &universe);
+    let killed = store_snapshot(&server.data_dir.join("store.lmdb"), &universe);
+    let reference = store_snapshot(&reference_dir.path().join("store.lmdb"), &universe);
     assert!(killed.len() > 100_000, "the snapshot covers a real world ({} bytes)", killed.len());
     if killed != reference {
         let first = killed.lines().zip(reference.lines()).find(|(a, b)| a != b);

@@ -357,7 +357,7 @@ fn request_traces_contain_store_select_client_spans() {
     let collection = select.str("db.collection.name").unwrap_or_else(|| panic!("db.collection.name: {select:?}"));
     assert!(!collection.is_empty(), "{select:?}");
     assert_eq!(select.name, format!("SELECT {collection}"));
-    assert_eq!(select.str("db.system.name"), Some("redb"), "{select:?}");
+    assert_eq!(select.str("db.system.name"), Some("lmdb"), "{select:?}");
     assert!(!select.attributes.has("error.type"), "{select:?}");
     assert_ne!(select.span_id, server.span_id);
 }
@@ -524,7 +524,7 @@ fn db_client_operation_duration_is_recorded_for_reads_and_writes() {
     assert_eq!(rest(&scene.server, "/v1/meetings", Some(&scene.alice), &[]).status, 200);
     for operation in ["SELECT", "BATCH"] {
         let point = scene.collector.wait_point("db.client.operation.duration", operation, |point| {
-            point.str("db.system.name") == Some("redb") && point.str("db.operation.name") == Some(operation)
+            point.str("db.system.name") == Some("lmdb") && point.str("db.operation.name") == Some(operation)
         });
         assert_eq!((point.kind, point.unit.as_str()), (MetricKind::Histogram, "s"), "{point:?}");
         // A read names its table; a write batch names one only when it writes to one.
@@ -537,7 +537,7 @@ fn db_client_operation_duration_is_recorded_for_reads_and_writes() {
     // to one table and `BATCH` when to several (a projected batch writes rows, counters
     // and the position together).
     let write = scene.collector.wait_span("a BATCH CLIENT span", |span| span.kind == SPAN_KIND_CLIENT && span.str("db.operation.name") == Some("BATCH"));
-    assert_eq!(write.str("db.system.name"), Some("redb"), "{write:?}");
+    assert_eq!(write.str("db.system.name"), Some("lmdb"), "{write:?}");
     match write.str("db.collection.name") {
         Some(collection) => assert_eq!(write.name, format!("BATCH {collection}")),
         None => assert_eq!(write.name, "BATCH"),

@@ -64,7 +64,7 @@ fn produce(brokers: &str, prefix: &str, events: &[Event]) -> f64 {
 /// The rows the projection writes for `events`, in batches of the projector's size
 /// (RECAP_PROJECTOR_MAX_BATCH default), computed once, untimed, over an embedded store.
 async fn record_rows(events: &[Event], dir: &std::path::Path) -> Vec<Vec<Mutation>> {
-    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("record{}.redb", events.len()))).expect("embedded store"));
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("record{}.lmdb", events.len()))).expect("embedded store"));
     let mut batches = Vec::new();
     let mut position = 0;
     for chunk in events.chunks(2_000) {

@@ -77,7 +77,7 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
         assert!(results.iter().all(Result::is_ok), "{results:?}");
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    let gated = Arc::new(Gated { inner: EmbeddedDriver::open(&dir.path().join("store.redb")).expect("store"), gate: Semaphore::new(0) });
+    let gated = Arc::new(Gated { inner: EmbeddedDriver::open(&dir.path().join("store.lmdb")).expect("store"), gate: Semaphore::new(0) });
     let stats = Arc::new(Stats::default());
     let (stop, shutdown) = watch::channel(false);
     let config = KafkaConfig {

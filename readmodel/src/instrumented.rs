@@ -30,7 +30,7 @@ fn duration() -> &'static Histogram<f64> {
     })
 }
 
-/// Wraps a driver; `system` is the `db.system.name` it reports (`redb`, `cassandra`).
+/// Wraps a driver; `system` is the `db.system.name` it reports (`lmdb`, `cassandra`).
 pub struct Instrumented {
     inner: Arc<dyn Driver>,
     system: &'static str,

@@ -10,7 +10,7 @@ use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Op, ScanRange, Val};
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
     let dir = tempfile::tempdir().unwrap();
-    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).unwrap());
+    let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
     (dir, driver)
 }
 

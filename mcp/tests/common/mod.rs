@@ -180,7 +180,7 @@ impl World {
 
     pub async fn with_config(config: McpConfig) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let embedded: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).unwrap());
+        let embedded: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
         let driver = Arc::new(FaultyDriver { inner: embedded, faults: Mutex::new(Faults::default()) });
         let readmodel = ReadModel::new(driver.clone());
         let clock_offset = Arc::new(AtomicI64::new(0));

@@ -292,7 +292,7 @@ impl World {
 
     pub async fn with_config(events: &[String], config: RestConfig) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).unwrap());
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
         let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone() }));
         let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());

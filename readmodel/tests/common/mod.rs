@@ -67,7 +67,7 @@ pub struct Store {
 impl Store {
     pub fn new() -> Store {
         let dir = tempfile::tempdir().expect("temp dir");
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.redb")).expect("open store"));
+        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).expect("open store"));
         Store { _dir: dir, readmodel: ReadModel::new(driver.clone()), driver, position: 0 }
     }
 
