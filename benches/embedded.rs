@@ -135,14 +135,16 @@ fn serve_demo_rss() {
         .expect("starting recap serve --demo");
     use std::io::BufRead;
     let stdout = child.stdout.take().expect("piped standard output");
-    let mut admin = String::new();
-    for line in std::io::BufReader::new(stdout).lines() {
-        let line = line.expect("reading recap's output");
-        if let Some(url) = line.split("admin_url ").nth(1) {
-            admin = url.trim().to_string();
-            break;
+    // The rest of the output is drained, so the server never writes into a closed pipe.
+    let (found, admin_url) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("admin_url ").nth(1) {
+                let _ = found.send(url.trim().to_string());
+            }
         }
-    }
+    });
+    let admin = admin_url.recv_timeout(Duration::from_secs(60)).expect("recap serve printed its admin_url");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let body = ureq::get(&format!("{admin}progress")).call().expect("GET /progress").into_body().read_to_string().expect("the /progress body");

@@ -120,21 +120,24 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), telemetry });
 
-    println!("recap serving data dir {}", config.data_dir.display());
-    println!("REST API  base_url http://{rest_address}/v1");
-    println!("MCP       mcp_url  http://{mcp_address}/mcp");
-    println!("admin     admin_url http://{admin_address}/");
+    // Written at once and without `println!`, which panics when standard output is gone
+    // (a closed pipe): the server keeps serving whatever happens to its banner.
+    let mut banner = format!(
+        "recap serving data dir {}\nREST API  base_url http://{rest_address}/v1\nMCP       mcp_url  http://{mcp_address}/mcp\nadmin     admin_url http://{admin_address}/\n",
+        config.data_dir.display()
+    );
     if let Some(token) = &demo_token {
-        println!();
-        println!("demo token (account acc_ada, plan flow): {token}");
-        println!("try:");
-        println!("  curl -s -H 'Authorization: Bearer {token}' 'http://{rest_address}/v1/meetings?limit=3'");
-        println!(
-            "  curl -s -X POST http://{mcp_address}/mcp -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n       -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_meetings\",\"arguments\":{{\"limit\":3}}}}}}'"
-        );
+        banner.push_str(&format!(
+            "\ndemo token (account acc_ada, plan flow): {token}\ntry:\n  curl -s -H 'Authorization: Bearer {token}' 'http://{rest_address}/v1/meetings?limit=3'\n"
+        ));
+        banner.push_str(&format!(
+            "  curl -s -X POST http://{mcp_address}/mcp -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n       -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_meetings\",\"arguments\":{{\"limit\":3}}}}}}'\n"
+        ));
     }
     use std::io::Write;
-    let _ = std::io::stdout().flush();
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(banner.as_bytes()).and_then(|()| stdout.flush());
+    drop(stdout);
 
     let (stop_servers, _) = tokio::sync::broadcast::channel::<()>(1);
     let serve = |listener: TcpListener, router: axum::Router| {
