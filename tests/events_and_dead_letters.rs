@@ -3,7 +3,8 @@
 //!   naming the line, and appends nothing; concurrent appends never interleave lines;
 //! - contract rule 5: an invalid event of a known type is dead-lettered with its reason
 //!   and offset, kept whole, and never blocks the events behind it;
-//! - contract rule 4: unknown types are skipped and counted.
+//! - contract rule 4: unknown types are skipped and counted;
+//! - one data dir has one `recap serve`: a second is refused, naming the store in use.
 
 mod common;
 
@@ -121,4 +122,34 @@ fn dead_letters_are_not_written_twice_after_a_restart() {
     let letters = std::fs::read_to_string(server.data_dir.join("deadletter.jsonl")).unwrap();
     assert_eq!(letters.lines().count(), 1);
     assert_eq!(server.progress()["dead_lettered"], 1);
+}
+
+#[test]
+fn a_second_serve_on_a_data_dir_in_use_is_refused_and_the_first_keeps_serving() {
+    let server = Server::builder().embedded().start();
+    let mut second = Command::new(recap_bin())
+        .args(["serve", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&server.data_dir)
+        .env("RECAP_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("a second serve on the same data dir kept running");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success(), "a second serve on the same data dir must exit with an error");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("store.lmdb") && stderr.contains("in use by another process"), "{stderr}");
+    server.feed(&[account("acc_1", None, None, 1)]);
+    assert_eq!(server.progress()["applied"], 1);
 }

@@ -17,12 +17,14 @@
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
+use crate::projection::Frozen;
 use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
 
 const HEADER: usize = 8 + 1 + 8;
@@ -41,6 +43,9 @@ const DEFAULT_MAP_BYTES: usize = 256 << 30;
 pub struct EmbeddedDriver {
     env: Env,
     rows: Database<Bytes, Bytes>,
+    /// The store file, locked (flock) for as long as the driver lives: LMDB lets several
+    /// processes share a store, and one data dir has one owner.
+    _owner: Arc<std::fs::File>,
 }
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
@@ -99,6 +104,12 @@ fn body_of<'a>(table: &Table, stored: &Stored<'a>) -> Result<&'a str, StoreError
 impl EmbeddedDriver {
     /// Opens (or creates) the store file (and its lock file, `<path>-lock`).
     pub fn open(path: &Path) -> Result<EmbeddedDriver, StoreError> {
+        // LMDB takes an empty file for a new store.
+        let owner = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(storage)?;
+        owner.try_lock().map_err(|error| match error {
+            std::fs::TryLockError::WouldBlock => StoreError::Unavailable(format!("{} is in use by another process", path.display())),
+            std::fs::TryLockError::Error(error) => storage(error),
+        })?;
         let mut options = EnvOpenOptions::new();
         options.map_size(DEFAULT_MAP_BYTES).max_dbs(1);
         // SAFETY: LMDB maps the file into memory, so it must not be changed other than
@@ -115,7 +126,7 @@ impl EmbeddedDriver {
         let mut write = env.write_txn().map_err(storage)?;
         let rows = env.create_database(&mut write, None).map_err(storage)?;
         write.commit().map_err(storage)?;
-        Ok(EmbeddedDriver { env, rows })
+        Ok(EmbeddedDriver { env, rows, _owner: Arc::new(owner) })
     }
 
     /// Hands the live rows (neither deleted nor expired) of one partition within
@@ -146,10 +157,10 @@ impl EmbeddedDriver {
         Ok(())
     }
 
-    fn write_sync(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+    fn write_sync<'a>(&self, mutations: impl Iterator<Item = MutationRef<'a>>) -> Result<(), StoreError> {
         let mut write = self.env.write_txn().map_err(storage)?;
-        for mutation in &mutations {
-            let key = row_key(mutation.table, &mutation.partition, &mutation.clustering);
+        for mutation in mutations {
+            let key = row_key(mutation.table, mutation.partition, mutation.clustering);
             if key.len() > MAX_KEY_BYTES {
                 return Err(StoreError::Unavailable(format!("a key of {} is {} bytes, over {MAX_KEY_BYTES}", mutation.table.name, key.len())));
             }
@@ -161,7 +172,7 @@ impl EmbeddedDriver {
                 None => true,
             };
             if wins {
-                self.rows.put(&mut write, &key, &encode_value(mutation.ts, &mutation.op)).map_err(storage)?;
+                self.rows.put(&mut write, &key, &encode_value(mutation.ts, mutation.op)).map_err(storage)?;
             }
         }
         write.commit().map_err(storage)
@@ -271,7 +282,15 @@ impl Driver for EmbeddedDriver {
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let driver = self.clone();
-        tokio::task::spawn_blocking(move || driver.write_sync(mutations))
+        tokio::task::spawn_blocking(move || driver.write_sync(mutations.iter().map(Mutation::as_ref)))
+            .await
+            .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
+    }
+
+    /// Writes the frozen rows where they are, without copying them into mutations.
+    async fn write_frozen(&self, frozen: Arc<Frozen>) -> Result<(), StoreError> {
+        let driver = self.clone();
+        tokio::task::spawn_blocking(move || driver.write_sync(frozen.mutations()))
             .await
             .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
     }
