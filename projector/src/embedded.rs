@@ -314,9 +314,9 @@ impl EmbeddedProjector {
         }
         let body = serde_json::to_string(&next).map_err(|error| StoreError::Corrupt(error.to_string()))?;
         batch.set_position_body(LOG_SOURCE, next.position as i64, body);
-        let (mutations, frozen) = batch.freeze();
-        let driver = self.driver.clone();
-        let write = tokio::spawn(async move { driver.write(mutations).await }.in_current_span());
+        let frozen = batch.freeze();
+        let (driver, rows) = (self.driver.clone(), frozen.clone());
+        let write = tokio::spawn(async move { driver.write_frozen(rows).await }.in_current_span());
         pipeline.in_flight = Some(InFlight { write, frozen, progress: next, newest_occurred_at });
         pipeline.projected = next;
         Ok(true)

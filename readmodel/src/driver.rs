@@ -5,10 +5,12 @@
 //! writes given to [`Driver::write`] is applied atomically by the embedded driver.
 
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::projection::Frozen;
 use crate::table::{Table, Val};
 
 /// Why a store call failed. `Unavailable` is transient (retry, or answer 503);
@@ -116,14 +118,40 @@ pub struct Mutation {
 }
 
 impl Mutation {
+    pub fn as_ref(&self) -> MutationRef<'_> {
+        MutationRef { table: self.table, partition: &self.partition, clustering: &self.clustering, op: &self.op, ts: self.ts }
+    }
+
+    /// See [`MutationRef::supersedes`].
+    pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
+        self.as_ref().supersedes(ts, tombstone, body)
+    }
+}
+
+/// A [`Mutation`] borrowed from where it is kept (a frozen batch), for drivers that
+/// write without owning it.
+#[derive(Clone, Copy, Debug)]
+pub struct MutationRef<'a> {
+    pub table: &'static Table,
+    pub partition: &'a [Val],
+    pub clustering: &'a [Val],
+    pub op: &'a Op,
+    pub ts: i64,
+}
+
+impl MutationRef<'_> {
     /// The LWW rule of both drivers: higher timestamp wins; on a tie a tombstone wins,
     /// then the greater body (CQL's rule for equal timestamps).
     pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
-        let (mine_tombstone, mine_body): (bool, &[u8]) = match &self.op {
+        let (mine_tombstone, mine_body): (bool, &[u8]) = match self.op {
             Op::Delete => (true, b""),
             Op::Put { body, .. } => (false, body.as_bytes()),
         };
         (self.ts, mine_tombstone, mine_body) > (ts, tombstone, body)
+    }
+
+    pub fn to_owned(&self) -> Mutation {
+        Mutation { table: self.table, partition: self.partition.to_vec(), clustering: self.clustering.to_vec(), op: self.op.clone(), ts: self.ts }
     }
 }
 
@@ -157,6 +185,14 @@ pub trait Driver: Send + Sync + 'static {
     /// Applies mutations under the LWW rule. The embedded driver applies the whole
     /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// Writes the rows of a frozen batch (see [`crate::Batch::freeze`]) as one atomic
+    /// write, like [`Driver::write`]. The batch stays readable (the next one reads it
+    /// until this write lands), so drivers that can write borrowed rows override this to
+    /// skip copying them.
+    async fn write_frozen(&self, frozen: Arc<Frozen>) -> Result<(), StoreError> {
+        self.write(frozen.mutations().map(|mutation| mutation.to_owned()).collect()).await
+    }
 
     /// A page of bodies written straight into a response: the live rows of [`Driver::scan`]
     /// past the first `skip`, up to `limit`, their bodies appended to `out` separated by

@@ -12,7 +12,8 @@ use opentelemetry::metrics::Histogram;
 use opentelemetry::KeyValue;
 use tracing::Instrument;
 
-use crate::driver::{BodiesPage, Driver, Mutation, Row, ScanRange, StoreError};
+use crate::driver::{BodiesPage, Driver, Mutation, MutationRef, Row, ScanRange, StoreError};
+use crate::projection::Frozen;
 use crate::table::{Table, Val};
 
 /// Bucket bounds in seconds, from an embedded read (microseconds) to a store timeout.
@@ -90,9 +91,9 @@ fn record(elapsed: Duration, system: &'static str, operation: &'static str, coll
 }
 
 /// The one table a batch writes to, if it writes to exactly one.
-fn single_table(mutations: &[Mutation]) -> Option<&'static str> {
-    let first = mutations.first()?.table;
-    mutations.iter().all(|mutation| mutation.table == first).then_some(first.name)
+fn single_table<'a>(mut mutations: impl Iterator<Item = MutationRef<'a>>) -> Option<&'static str> {
+    let first = mutations.next()?.table;
+    mutations.all(|mutation| mutation.table == first).then_some(first.name)
 }
 
 #[async_trait]
@@ -106,8 +107,13 @@ impl Driver for Instrumented {
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
-        let table = single_table(&mutations);
+        let table = single_table(mutations.iter().map(Mutation::as_ref));
         self.observe("BATCH", table, self.inner.write(mutations)).await
+    }
+
+    async fn write_frozen(&self, frozen: Arc<Frozen>) -> Result<(), StoreError> {
+        let table = single_table(frozen.mutations());
+        self.observe("BATCH", table, self.inner.write_frozen(frozen)).await
     }
 
     async fn scan_bodies(

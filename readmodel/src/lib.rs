@@ -16,7 +16,7 @@ pub mod tables;
 pub mod views;
 pub mod words;
 
-pub use driver::{BodiesPage, Driver, Mutation, Op, Row, ScanRange, StoreError};
+pub use driver::{BodiesPage, Driver, Mutation, MutationRef, Op, Row, ScanRange, StoreError};
 pub use embedded::EmbeddedDriver;
 pub use instrumented::Instrumented;
 pub use projection::{Applied, Batch, Frozen};

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use recap_schemas::{ActionItem, Envelope, Event, Meeting, Share, Team};
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{Driver, Mutation, Op, ScanRange, StoreError};
+use crate::driver::{Driver, Mutation, MutationRef, Op, ScanRange, StoreError};
 use crate::table::{Clock, Table, Val};
 use crate::tables::*;
 use crate::views::{self, render};
@@ -161,6 +161,15 @@ pub struct Frozen {
     entities: BTreeMap<(&'static str, String), Option<EntityState>>,
 }
 
+impl Frozen {
+    /// The rows to write, in key order, borrowed.
+    pub fn mutations(&self) -> impl Iterator<Item = MutationRef<'_>> {
+        self.pending.iter().flat_map(|((_, partition), rows)| {
+            rows.iter().map(move |(clustering, pending)| MutationRef { table: pending.table, partition, clustering, op: &pending.op, ts: pending.ts })
+        })
+    }
+}
+
 impl Batch {
     pub fn new(driver: Arc<dyn Driver>) -> Batch {
         Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0, base: None }
@@ -173,21 +182,9 @@ impl Batch {
         Batch { base: Some(base), ..Batch::new(driver) }
     }
 
-    /// The rows to write, and what the next batch reads until they are written.
-    pub fn freeze(self) -> (Vec<Mutation>, Arc<Frozen>) {
-        let mut mutations = Vec::with_capacity(self.writes);
-        for ((_, partition), rows) in &self.pending {
-            for (clustering, pending) in rows {
-                mutations.push(Mutation {
-                    table: pending.table,
-                    partition: partition.clone(),
-                    clustering: clustering.clone(),
-                    op: pending.op.clone(),
-                    ts: pending.ts,
-                });
-            }
-        }
-        (mutations, Arc::new(Frozen { pending: self.pending, entities: self.entities }))
+    /// The batch as written: its rows, which the next batch reads until they land.
+    pub fn freeze(self) -> Arc<Frozen> {
+        Arc::new(Frozen { pending: self.pending, entities: self.entities })
     }
 
     /// How many row writes the batch holds.
@@ -254,18 +251,15 @@ impl Batch {
     // ---- writes into the overlay -----------------------------------------------
 
     fn record(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, op: Op, ts: i64) {
-        let rows = self.pending.entry((table.id, partition.clone())).or_default();
-        let candidate = Mutation { table, partition, clustering, op, ts };
+        let rows = self.pending.entry((table.id, partition)).or_default();
         // Within a batch the projection's decisions are sequential: a later write of the
         // same row wins unless it is older than the one before (LWW across entities).
-        if let Some(existing) = rows.get(&candidate.clustering) {
-            if existing.ts > candidate.ts {
-                return;
-            }
-        } else {
-            self.writes += 1;
+        match rows.get(&clustering) {
+            Some(existing) if existing.ts > ts => return,
+            Some(_) => {}
+            None => self.writes += 1,
         }
-        rows.insert(candidate.clustering, Pending { table, op: candidate.op, ts: candidate.ts });
+        rows.insert(clustering, Pending { table, op, ts });
     }
 
     fn put_raw(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, body: String, ts: i64) {
@@ -802,7 +796,15 @@ pub fn action_item_rows(account_id: &str, item: &ActionItem, meeting: Option<&Me
 pub fn transcript_rows(account_id: &str, meeting_id: &str, transcript: &recap_schemas::Transcript) -> Vec<RowWrite> {
     let partition = vec![Val::text(account_id), Val::text(meeting_id)];
     let words: &[recap_schemas::Word] = transcript.words.as_deref().unwrap_or_default();
-    let body = serde_json::json!({ "text": transcript.text, "segments": transcript.segments, "word_count": words.len() }).to_string();
+    // Serialised straight from the event's types (no intermediate `Value` tree), in the
+    // key order the stored rows have always had.
+    #[derive(Serialize)]
+    struct TranscriptBody<'a> {
+        segments: &'a [recap_schemas::Segment],
+        text: &'a str,
+        word_count: usize,
+    }
+    let body = render(&TranscriptBody { segments: &transcript.segments, text: &transcript.text, word_count: words.len() });
     let mut rows = vec![RowWrite { table: &MEETING_TRANSCRIPTS, partition: partition.clone(), clustering: vec![], body }];
     for (index, chunk) in words.chunks(WORDS_PER_CHUNK).enumerate() {
         rows.push(RowWrite {
