@@ -5,15 +5,16 @@
 //! LMDB is a copy-on-write B-tree in a memory map with MVCC: readers never wait for the
 //! writer and read rows in place, without copying or reference counting per row; a
 //! commit is atomic and durable (so the log position is committed in the same write as
-//! its rows). A page of 50 rows costs about a microsecond, a quarter of what redb (a
+//! its rows). Scanning 50 rows costs about a microsecond, a quarter of what redb (a
 //! pure-Rust B-tree of the same design, used before) needs to hand out each row through
 //! reference-counted page guards. fjall (an LSM tree) writes faster but needs its own
 //! compaction tuning; rocksdb costs a long C++ build and much memory for a small
 //! embedded process. LMDB is a small C library, built by `lmdb-master-sys` with cc.
 //!
 //! Keys: table id, partition columns, clustering columns (order-preserving encoding,
-//! see `table.rs`), at most [`MAX_KEY_BYTES`]. Values: write timestamp, tombstone flag,
-//! expiry, body.
+//! see `table.rs`), within LMDB's key size (about 2 KB, built with `longer-keys`; event
+//! identifiers are at most 256 bytes, see `recap-schemas`, so every table's keys fit).
+//! Values: write timestamp, tombstone flag, expiry, body.
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -30,14 +31,9 @@ use crate::table::{append_clustering, decode_clustering, partition_prefix, prefi
 const HEADER: usize = 8 + 1 + 8;
 const NO_EXPIRY: i64 = i64::MAX;
 
-/// The largest key LMDB stores (built with `longer-keys`: half a 4 KiB page, less the
-/// node header). Identifiers in events are at most 256 bytes (see `recap-schemas`), so
-/// the longest key any table builds stays well below it.
-pub const MAX_KEY_BYTES: usize = 1_982;
-
 /// The address space the store's memory map reserves, and so the most it can hold.
-/// Only the pages written take disk space or memory; `RECAP_STORE_MAX_BYTES` changes it.
-const DEFAULT_MAP_BYTES: usize = 256 << 30;
+/// Only the pages written take disk space or memory.
+const MAP_BYTES: usize = 256 << 30;
 
 #[derive(Clone)]
 pub struct EmbeddedDriver {
@@ -111,7 +107,7 @@ impl EmbeddedDriver {
             std::fs::TryLockError::Error(error) => storage(error),
         })?;
         let mut options = EnvOpenOptions::new();
-        options.map_size(DEFAULT_MAP_BYTES).max_dbs(1);
+        options.map_size(MAP_BYTES).max_dbs(1);
         // SAFETY: LMDB maps the file into memory, so it must not be changed other than
         // through LMDB while mapped. The file belongs to this data dir and is written only
         // through this environment (heed refuses to open one path twice in a process);
@@ -161,9 +157,6 @@ impl EmbeddedDriver {
         let mut write = self.env.write_txn().map_err(storage)?;
         for mutation in mutations {
             let key = row_key(mutation.table, mutation.partition, mutation.clustering);
-            if key.len() > MAX_KEY_BYTES {
-                return Err(StoreError::Unavailable(format!("a key of {} is {} bytes, over {MAX_KEY_BYTES}", mutation.table.name, key.len())));
-            }
             let wins = match self.rows.get(&write, &key).map_err(storage)? {
                 Some(previous) => {
                     let stored = decode_value(previous)?;
@@ -241,7 +234,7 @@ impl Driver for EmbeddedDriver {
         Ok((found, total))
     }
 
-    /// Without a row per body: bodies are copied from the page cache into `out` as they
+    /// Without a row per body: bodies are copied from the memory map into `out` as they
     /// are (written from strings, so UTF-8), and only the last key is decoded.
     async fn scan_bodies(
         &self,
