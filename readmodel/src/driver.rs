@@ -121,11 +121,6 @@ impl Mutation {
     pub fn as_ref(&self) -> MutationRef<'_> {
         MutationRef { table: self.table, partition: &self.partition, clustering: &self.clustering, op: &self.op, ts: self.ts }
     }
-
-    /// See [`MutationRef::supersedes`].
-    pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
-        self.as_ref().supersedes(ts, tombstone, body)
-    }
 }
 
 /// A [`Mutation`] borrowed from where it is kept (a frozen batch), for drivers that
