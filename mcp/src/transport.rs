@@ -28,8 +28,8 @@ pub async fn method_not_allowed() -> Response {
     HttpError::MethodNotAllowed.into_response()
 }
 
-fn json_response(status: StatusCode, body: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+fn json_response(status: StatusCode, body: impl Into<Vec<u8>>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], axum::body::Body::from(body.into())).into_response()
 }
 
 /// Whether a browser origin may call: the configured list, the server's own origin,
@@ -57,11 +57,13 @@ pub fn is_loopback_origin(origin: &str) -> bool {
 }
 
 pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes) -> Response {
-    let urls = PublicUrls::of(&state.inner.config, &headers);
-    if !origin_allowed(&state, &headers, &urls.origin) {
+    // The public URLs matter only to a request with an Origin and to a refusal: they
+    // are derived then, not on every call.
+    let urls = || PublicUrls::of(&state.inner.config, &headers);
+    if headers.contains_key(header::ORIGIN) && !origin_allowed(&state, &headers, &urls().origin) {
         return HttpError::ForbiddenOrigin.into_response();
     }
-    let caller = match auth::authorize(&state, &headers, || urls.resource_metadata()).await {
+    let caller = match auth::authorize(&state, &headers, || urls().resource_metadata()).await {
         Ok(caller) => caller,
         Err(error) => return error.into_response(),
     };
@@ -79,16 +81,16 @@ pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes
         Err((id, error)) => return json_response(StatusCode::OK, rpc::error(id, &error)),
     };
     let body = match method.as_str() {
-        "initialize" => info_span!("initialize", mcp.method.name = "initialize").in_scope(|| initialize(id, params.as_ref())),
-        "ping" => info_span!("ping", mcp.method.name = "ping").in_scope(|| rpc::respond(id, EmptyObject {})),
+        "initialize" => info_span!("initialize", mcp.method.name = "initialize").in_scope(|| initialize(id, params.as_ref())).into_bytes(),
+        "ping" => info_span!("ping", mcp.method.name = "ping").in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
         "tools/list" => info_span!("tools/list", mcp.method.name = "tools/list").in_scope(|| {
             let catalog = &state.inner.catalog;
             let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
-            rpc::respond_raw(&id, list)
+            rpc::respond_raw(&id, list).into_bytes()
         }),
         "tools/call" => call_tool(&state, &caller.account_id, version, id, params).await,
         other => info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other)
-            .in_scope(|| rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string()))),
+            .in_scope(|| rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string())).into_bytes()),
     };
     json_response(StatusCode::OK, body)
 }
@@ -111,11 +113,11 @@ fn initialize(id: RequestId, params: Option<&Value>) -> String {
 /// tools/call, in a span named after the tool (OpenTelemetry's MCP and GenAI
 /// conventions): `error.type` is `tool_error` for an isError result, the JSON-RPC code
 /// for a refused call. Arguments are not recorded: they are the caller's data.
-async fn call_tool(state: &McpState, account_id: &str, version: &str, id: RequestId, params: Option<Value>) -> String {
+async fn call_tool(state: &McpState, account_id: &str, version: &str, id: RequestId, params: Option<Value>) -> Vec<u8> {
     let refused = |message: String| {
         let span = info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty);
         span.record("error.type", "-32602");
-        span.in_scope(|| rpc::error(Some(id.clone()), &RpcError::InvalidParams(message)))
+        span.in_scope(|| rpc::error(Some(id.clone()), &RpcError::InvalidParams(message)).into_bytes())
     };
     let params: CallToolRequestParams = match params.map(serde_json::from_value) {
         Some(Ok(params)) => params,
