@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use recap_access::{InProcessLimiter, PeriodCount};
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
 use recap_readmodel::{Driver, EmbeddedDriver, Instrumented, ReadModel};
 use tokio::net::TcpListener;
@@ -23,6 +24,11 @@ pub const DEAD_LETTER_FILE: &str = "deadletter.jsonl";
 pub const STORE_FILE: &str = "store.lmdb";
 const CURSOR_SECRET_FILE: &str = "cursor-secret";
 const DEMO_TOKEN_FILE: &str = "demo-token";
+/// The REST API's quota counts of the current billing periods, kept across restarts.
+pub const QUOTA_FILE: &str = "quota-usage.json";
+/// How often changed quota counts are saved: a crash forgets at most this much counting
+/// (a clean stop saves them last).
+const QUOTA_SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeConfig {
@@ -72,6 +78,67 @@ fn write_private(path: &Path, content: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The saved quota counts: none when the file does not exist yet. A file that cannot be
+/// read stops the start and is left as it is (starting from zero would hand every
+/// account its whole quota again).
+fn load_quota_counts(path: &Path) -> anyhow::Result<Vec<PeriodCount>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+            format!("{} does not hold quota counts; it is left as it is (move it away to count the current periods from zero)", path.display())
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Replaces the quota file whole (written aside, synced, renamed over), so a crash
+/// leaves the previous counts or the new ones, never a torn file.
+fn save_quota_counts(path: &Path, counts: &[PeriodCount]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let aside = path.with_extension("json.new");
+    let mut file = std::fs::File::create(&aside).with_context(|| format!("writing {}", aside.display()))?;
+    file.write_all(&serde_json::to_vec_pretty(counts)?).and_then(|()| file.sync_all()).with_context(|| format!("writing {}", aside.display()))?;
+    std::fs::rename(&aside, path).with_context(|| format!("replacing {}", path.display()))
+}
+
+/// Saves the limiter's quota counts every [`QUOTA_SAVE_INTERVAL`] when they changed, and
+/// once more when `stop` turns true (after the servers have drained).
+async fn save_quota_counts_periodically(limiter: Arc<InProcessLimiter>, path: PathBuf, mut stop: watch::Receiver<bool>) {
+    let mut saved = limiter.counted();
+    let mut failing = false;
+    let mut ticks = tokio::time::interval(QUOTA_SAVE_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let stopping = tokio::select! {
+            _ = ticks.tick() => false,
+            _ = stop.wait_for(|stop| *stop) => true,
+        };
+        let counted = limiter.counted();
+        if counted != saved {
+            let counts = limiter.period_counts();
+            let path = path.clone();
+            let outcome = tokio::task::spawn_blocking(move || save_quota_counts(&path, &counts)).await.map_err(anyhow::Error::from).and_then(|result| result);
+            match outcome {
+                Ok(()) => {
+                    saved = counted;
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("quota counts saved again");
+                    }
+                }
+                // Warned once per failing spell; the counts stay in memory and are retried.
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = format!("{error:#}"), "quota counts could not be saved; retrying every second");
+                }
+                Err(_) => {}
+            }
+        }
+        if stopping {
+            break;
+        }
+    }
+}
+
 /// Seeds the demo world on first start; returns the demo token either way.
 fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
     let token_path = data_dir.join(DEMO_TOKEN_FILE);
@@ -114,9 +181,18 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let admin = TcpListener::bind(config.admin_listen).await.with_context(|| format!("binding the admin listener {}", config.admin_listen))?;
     let (rest_address, mcp_address, admin_address) = (rest.local_addr()?, mcp.local_addr()?, admin.local_addr()?);
 
-    let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
-    let rest_router =
-        crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel.clone(), plans.clone(), limiter, secret, &config.rest)));
+    let quota_path = config.data_dir.join(QUOTA_FILE);
+    let limiter = Arc::new(InProcessLimiter::with_system_clock());
+    limiter.restore(load_quota_counts(&quota_path)?);
+    let (stop_quota_saver, quota_saver_stopped) = watch::channel(false);
+    let quota_saver = tokio::spawn(save_quota_counts_periodically(limiter.clone(), quota_path, quota_saver_stopped));
+    let rest_router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(
+        readmodel.clone(),
+        plans.clone(),
+        limiter as Arc<dyn recap_access::Limiter>,
+        secret,
+        &config.rest,
+    )));
     let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), telemetry });
 
@@ -163,6 +239,8 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     for server in servers {
         let _ = server.await;
     }
+    let _ = stop_quota_saver.send(true);
+    let _ = quota_saver.await;
     let _ = stop_projector.send(true);
     let result = match projector_result {
         Some(result) => result,

@@ -153,3 +153,22 @@ fn a_second_serve_on_a_data_dir_in_use_is_refused_and_the_first_keeps_serving() 
     server.feed(&[account("acc_1", None, None, 1)]);
     assert_eq!(server.progress()["applied"], 1);
 }
+
+#[test]
+fn an_unreadable_quota_file_stops_serve_naming_it_and_is_left_as_it_is() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let quota_file = data_dir.join("quota-usage.json");
+    std::fs::write(&quota_file, b"{not quota counts").unwrap();
+    let output = Command::new(recap_bin())
+        .args(["serve", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data_dir)
+        .env("RECAP_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "serve must not start over unreadable quota counts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("quota-usage.json") && stderr.contains("left as it is"), "{stderr}");
+    assert_eq!(std::fs::read(&quota_file).unwrap(), b"{not quota counts");
+}

@@ -265,3 +265,25 @@ fn used_up_period_requests_are_402_quota_exhausted() {
     assert_eq!(exhausted.json["error"]["limit"], 2);
     assert!(exhausted.json["error"]["resets_at"].as_str().is_some_and(|reset| recap_schemas::Timestamp::parse(reset).is_ok()));
 }
+
+#[test]
+fn the_period_quota_holds_across_restarts_and_kills() {
+    // Limits 2, 4 and 6: a billing period's quota counts every counted request of the
+    // period, whatever happens to the processes in between. A clean stop keeps every
+    // count; a kill keeps what was counted more than a second before it.
+    let mut server = Server::start();
+    let token = new_token();
+    server.feed(&[account("acc_restarts", Some("flow"), Some(4), 1), token_created("acc_restarts", "tok_restarts", &token, 1)]);
+    let teams = |server: &Server| call(&format!("{}/teams", server.base_url), Some(&token));
+    assert_eq!(teams(&server).remaining(), 3);
+    server.restart();
+    assert_eq!(teams(&server).remaining(), 2, "counted again after a clean restart");
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    server.kill9();
+    server.restart();
+    assert_eq!(teams(&server).remaining(), 1, "counted again after a kill");
+    assert_eq!(teams(&server).remaining(), 0);
+    let exhausted = teams(&server);
+    assert_eq!((exhausted.status, exhausted.code()), (402, "quota_exhausted"));
+    assert_eq!(exhausted.json["error"]["used"], 4);
+}

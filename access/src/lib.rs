@@ -10,6 +10,8 @@ pub mod redis_limiter;
 pub mod telemetry;
 
 pub use auth::{authenticate_pat, token_sha256, AuthError, Caller, TokenCache, PAT_PREFIX};
-pub use limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, ManualClock, Period, SystemClock, Usage, Verdict};
+pub use limits::{
+    billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, ManualClock, Period, PeriodCount, SystemClock, Usage, Verdict,
+};
 pub use plans::{check_plan, Feature, PlanConfig, PlanError, Plans};
 pub use redis_limiter::RedisLimiter;

@@ -6,12 +6,13 @@
 //! `billing_cycle_anchor` ([`billing_period`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use recap_schemas::Timestamp;
+use serde::{Deserialize, Serialize};
 
 /// Length of the sliding window of the per-minute limit.
 pub const MINUTE_MICROS: i64 = 60_000_000;
@@ -175,16 +176,61 @@ struct AccountCounters {
     period_used: u64,
 }
 
-/// The limiter of the embedded edition: exact, in process memory. Counters are lost on
-/// restart (a restarted process starts a fresh period count for the current period).
+/// How many requests an account has counted in a billing period: what the embedded
+/// edition keeps across restarts ([`InProcessLimiter::period_counts`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodCount {
+    pub account_id: String,
+    pub period_start: Timestamp,
+    pub used: u64,
+}
+
+/// The limiter of the embedded edition: exact, in process memory. The period counts
+/// can be saved and restored ([`InProcessLimiter::period_counts`],
+/// [`InProcessLimiter::restore`]), so a quota holds across restarts; the minute window
+/// starts afresh.
 pub struct InProcessLimiter {
     clock: Arc<dyn Clock>,
     accounts: Mutex<HashMap<String, AccountCounters>>,
+    /// Requests counted since the limiter was created: a saver writes when it moved.
+    counted: AtomicU64,
 }
 
 impl InProcessLimiter {
     pub fn new(clock: Arc<dyn Clock>) -> InProcessLimiter {
-        InProcessLimiter { clock, accounts: Mutex::new(HashMap::new()) }
+        InProcessLimiter { clock, accounts: Mutex::new(HashMap::new()), counted: AtomicU64::new(0) }
+    }
+
+    /// Each account's count in the period it last counted in.
+    pub fn period_counts(&self) -> Vec<PeriodCount> {
+        let accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counts: Vec<PeriodCount> = accounts
+            .iter()
+            .filter(|(_, counters)| counters.period_used > 0)
+            .map(|(account_id, counters)| PeriodCount {
+                account_id: account_id.clone(),
+                period_start: Timestamp(counters.period_start),
+                used: counters.period_used,
+            })
+            .collect();
+        counts.sort_by(|a, b| a.account_id.cmp(&b.account_id));
+        counts
+    }
+
+    /// Resumes counting from saved counts. A count of a period that has ended is dropped
+    /// by the account's first request in the current one, as a live count would be.
+    pub fn restore(&self, counts: impl IntoIterator<Item = PeriodCount>) {
+        let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for count in counts {
+            let counters = accounts.entry(count.account_id).or_default();
+            counters.period_start = count.period_start.micros();
+            counters.period_used = count.used;
+        }
+    }
+
+    /// Requests counted since this limiter was created.
+    pub fn counted(&self) -> u64 {
+        self.counted.load(Ordering::Relaxed)
     }
 
     pub fn with_system_clock() -> InProcessLimiter {
@@ -254,6 +300,9 @@ fn decide(counters: &mut AccountCounters, limits: &Limits, period: Period, now: 
 impl Limiter for InProcessLimiter {
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError> {
         let decision = self.decide(account_id, limits);
+        if decision.verdict == Verdict::Admitted {
+            self.counted.fetch_add(1, Ordering::Relaxed);
+        }
         crate::telemetry::record_decision(&decision.verdict);
         Ok(decision)
     }
@@ -328,5 +377,38 @@ mod tests {
         clock.set(at("2026-04-01T00:00:00Z"));
         let renewed = limiter.admit("a", &limits(100, 2)).await.unwrap();
         assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
+    }
+
+    #[tokio::test]
+    async fn period_counts_saved_and_restored_carry_the_quota_over() {
+        let clock = ManualClock::at(at("2026-03-20T10:00:00Z"));
+        let first = InProcessLimiter::new(Arc::new(clock.clone()));
+        for _ in 0..2 {
+            first.admit("a", &limits(100, 3)).await.unwrap();
+        }
+        first.admit("b", &limits(100, 3)).await.unwrap();
+        assert_eq!(first.counted(), 3);
+        let saved = first.period_counts();
+        assert_eq!(
+            saved,
+            vec![
+                PeriodCount { account_id: "a".into(), period_start: at("2026-03-01T00:00:00Z"), used: 2 },
+                PeriodCount { account_id: "b".into(), period_start: at("2026-03-01T00:00:00Z"), used: 1 },
+            ]
+        );
+        let saved: Vec<PeriodCount> = serde_json::from_str(&serde_json::to_string(&saved).unwrap()).unwrap();
+
+        let second = InProcessLimiter::new(Arc::new(clock.clone()));
+        second.restore(saved);
+        let last = second.admit("a", &limits(100, 3)).await.unwrap();
+        assert_eq!((last.verdict, last.usage.quota_used), (Verdict::Admitted, 3));
+        assert_eq!(second.admit("a", &limits(100, 3)).await.unwrap().verdict, Verdict::QuotaExhausted);
+        assert_eq!(second.counted(), 1, "refusals are not counted");
+
+        // A saved count of a period that has ended does not carry over.
+        clock.set(at("2026-04-02T00:00:00Z"));
+        let third = InProcessLimiter::new(Arc::new(clock.clone()));
+        third.restore(second.period_counts());
+        assert_eq!(third.admit("a", &limits(100, 3)).await.unwrap().usage.quota_used, 1);
     }
 }
