@@ -199,7 +199,7 @@ launch() {
 _start() {
   local started
   started=$(now_ms)
-  adopt_or_launch 180 || die "Cassandra did not become ready (logs: $DIR/logs)"
+  adopt_or_launch 180 || die "Cassandra did not become ready (logs: $DIR/logs; should they show a corrupt schema or data, after a full disk for instance, \`make down-purge\` resets the engines' data)"
   log "ready on $BIND:$CQL_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
   local keyspaces
   keyspaces=$(cql "SELECT keyspace_name FROM system_schema.keyspaces" 2>/dev/null | grep -vc '^system' || true)
