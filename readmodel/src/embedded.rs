@@ -157,15 +157,13 @@ impl EmbeddedDriver {
         let mut write = self.env.write_txn().map_err(storage)?;
         for mutation in mutations {
             let key = row_key(mutation.table, mutation.partition, mutation.clustering);
-            let wins = match self.rows.get(&write, &key).map_err(storage)? {
-                Some(previous) => {
-                    let stored = decode_value(previous)?;
-                    mutation.supersedes(stored.ts, stored.tombstone, stored.body)
-                }
-                None => true,
-            };
-            if wins {
-                self.rows.put(&mut write, &key, &encode_value(mutation.ts, mutation.op)).map_err(storage)?;
+            let value = encode_value(mutation.ts, mutation.op);
+            // A new row is inserted in the same B-tree walk that finds it absent; an
+            // existing one comes back from that walk and is replaced only if it loses.
+            let Some(previous) = self.rows.get_or_put(&mut write, &key, &value).map_err(storage)? else { continue };
+            let stored = decode_value(previous)?;
+            if mutation.supersedes(stored.ts, stored.tombstone, stored.body) {
+                self.rows.put(&mut write, &key, &value).map_err(storage)?;
             }
         }
         write.commit().map_err(storage)
