@@ -4,8 +4,9 @@
 //! requests and lets the projector commit the batch in hand before exiting.
 //!
 //! Data dir layout: `events.log` (the event stream), `deadletter.jsonl` (invalid
-//! events with reason and offset), `store.lmdb` (the read model), `cursor-secret` (the
-//! key that signs REST cursors, created once), `demo-token` (with `--demo`).
+//! events with reason and offset), `store.lmdb` and `store.lmdb-lock` (the read model),
+//! `cursor-secret` (the key that signs REST cursors, created once), `quota-usage.json`
+//! (the quota counts of the current billing periods), `demo-token` (with `--demo`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
