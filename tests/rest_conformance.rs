@@ -180,6 +180,14 @@ fn tokens_and_plans_are_checked_on_every_request() {
     assert_eq!((reply.status, reply.code()), (402, "no_plan"), "plan before parameters");
     let reply = call(&url, Some(&basic));
     assert_eq!((reply.status, reply.code(), reply.json["error"]["feature"].as_str()), (402, "feature_not_included", Some("public_api")));
+
+    // Authentication 8: a plan change, like a revocation, is seen on the next request; a token
+    // lookup kept by the server does not outlive it.
+    world.server.feed(&[account("acc_basic", Some("flow"), None, 2)]);
+    assert_eq!(call(&url, Some(&basic)).status, 200);
+    assert_eq!(call(&url, Some(&basic)).status, 200);
+    world.server.feed(&[account("acc_basic", Some("basic"), None, 3)]);
+    assert_eq!(call(&url, Some(&basic)).code(), "feature_not_included");
 }
 
 #[test]

@@ -73,14 +73,29 @@ pub async fn authenticate_pat(readmodel: &ReadModel, token: &str) -> Result<Call
     Ok(Caller { account_id: record.account_id, token_id: record.token_id, account })
 }
 
-/// Successful token lookups kept for at most `max_age`, so a hot token costs no store
-/// read: a revocation or a plan change then takes effect within `max_age` of being
-/// projected instead of on the next request. Refusals (unknown, revoked) are never
-/// kept, so a new token works at once. A zero `max_age` turns the cache off. Keys are
+/// Successful token lookups kept so that a hot token costs no store read, and never
+/// kept past a change that could alter them:
+///
+/// - where the store is this process's own (the embedded edition), a lookup is kept
+///   until a token or account row is written ([`ReadModel::token_lookup_version`]), so
+///   a revocation or a plan change still takes effect on the next request;
+/// - where other processes write the store (the distributed edition), a lookup is kept
+///   for at most `max_age`, so such a change takes effect within `max_age` of being
+///   projected; a zero `max_age` keeps nothing there.
+///
+/// Refusals (unknown, revoked) are never kept, so a new token works at once. Keys are
 /// token hashes, never tokens; the map is bounded (emptied when full).
 pub struct TokenCache {
     max_age: std::time::Duration,
-    entries: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Caller)>>,
+    entries: std::sync::Mutex<std::collections::HashMap<String, Kept>>,
+}
+
+/// A kept lookup: when it was read, the version of the token and account rows read
+/// before it (None for a shared store), and its result.
+struct Kept {
+    fetched_at: std::time::Instant,
+    version: Option<u64>,
+    caller: Caller,
 }
 
 /// Tokens remembered at most (one per active integration is the expected shape).
@@ -91,17 +106,23 @@ impl TokenCache {
         TokenCache { max_age, entries: std::sync::Mutex::new(std::collections::HashMap::new()) }
     }
 
-    /// [`authenticate_pat`], answered from the cache when a lookup of this token
-    /// succeeded less than `max_age` ago.
+    /// [`authenticate_pat`], answered from a kept lookup of this token while it is
+    /// current (see [`TokenCache`]).
     pub async fn authenticate(&self, readmodel: &ReadModel, token: &str) -> Result<Caller, AuthError> {
-        if self.max_age.is_zero() {
+        // Taken before the rows are read: a write after this point changes it.
+        let version = readmodel.token_lookup_version();
+        if version.is_none() && self.max_age.is_zero() {
             return authenticate_pat(readmodel, token).await;
         }
         let hash = token_sha256(token);
         if let Ok(entries) = self.entries.lock() {
-            if let Some((fetched_at, caller)) = entries.get(&hash) {
-                if fetched_at.elapsed() < self.max_age {
-                    return Ok(caller.clone());
+            if let Some(kept) = entries.get(&hash) {
+                let current = match version {
+                    Some(version) => kept.version == Some(version),
+                    None => kept.fetched_at.elapsed() < self.max_age,
+                };
+                if current {
+                    return Ok(kept.caller.clone());
                 }
             }
         }
@@ -111,7 +132,7 @@ impl TokenCache {
             if entries.len() >= TOKEN_CACHE_CAPACITY {
                 entries.clear();
             }
-            entries.insert(hash, (fetched_at, caller.clone()));
+            entries.insert(hash, Kept { fetched_at, version, caller: caller.clone() });
         }
         Ok(caller)
     }

@@ -53,10 +53,12 @@ pub struct McpConfig {
     pub store_timeout_ms: Option<u64>,
 
     /// How long a successful lookup of a personal access token (`svc_pat_`) is reused,
-    /// in milliseconds: a hot token then costs no store read, and a revocation or a plan
-    /// change takes effect within this bound instead of on the next request. Refusals
-    /// are never reused. 0 (the default) turns the cache off. OAuth access tokens
-    /// (`svc_oat_`) are always looked up, so that their expiry is exact.
+    /// in milliseconds, where other processes write the store (the distributed
+    /// edition): a hot token then costs no store read, and a revocation or a plan change
+    /// takes effect within this bound instead of on the next request. Refusals are never
+    /// reused. 0 (the default) turns the cache off there. The embedded edition keeps a
+    /// lookup until a token or account row changes, whatever this says. OAuth access
+    /// tokens (`svc_oat_`) are always looked up, so that their expiry is exact.
     #[arg(id = "mcp_token_cache_ms", value_name = "MCP_TOKEN_CACHE_MS", long = "mcp-token-cache-ms", env = "RECAP_MCP_TOKEN_CACHE_MS", default_value_t = 0)]
     pub token_cache_ms: u64,
 }

@@ -20,9 +20,12 @@ pub struct RestConfig {
     #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", env = "RECAP_REST_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
     /// How long a successful token lookup (token, account, plan) is reused, in
-    /// milliseconds. 0 (the default): every request reads them, and a revocation takes
-    /// effect on the first request after it is projected. N: a revocation or plan change
-    /// takes effect within N ms, and a hot token costs no store read.
+    /// milliseconds, where other processes write the store (the distributed edition).
+    /// 0 (the default): every request reads them, and a revocation takes effect on the
+    /// first request after it is projected. N: a revocation or plan change takes effect
+    /// within N ms, and a hot token costs no store read. The embedded edition, which
+    /// sees every write, keeps a lookup until a token or account row changes, whatever
+    /// this says: no store read for a hot token, and revocations still seen at once.
     #[arg(long = "token-cache-ms", env = "RECAP_TOKEN_CACHE_MS", default_value_t = 0)]
     pub token_cache_ms: u64,
 }

@@ -239,6 +239,15 @@ pub trait Driver: Send + Sync + 'static {
     fn timeout(&self) -> Duration {
         Duration::from_secs(2)
     }
+
+    /// How many committed writes have touched `table` so far, for a driver that sees
+    /// every write to its store (the embedded one: one process owns the data dir): a
+    /// value read from the table before this count was taken is still current while the
+    /// count is unchanged. None for a store that other processes write too (ScyllaDB),
+    /// where only an age can bound how stale a kept value is.
+    fn change_count(&self, _table: &'static Table) -> Option<u64> {
+        None
+    }
 }
 
 /// Wall-clock microseconds, for TTL checks.

@@ -18,6 +18,7 @@
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -42,6 +43,9 @@ pub struct EmbeddedDriver {
     /// The store file, locked (flock) for as long as the driver lives: LMDB lets several
     /// processes share a store, and one data dir has one owner.
     _owner: Arc<std::fs::File>,
+    /// Committed writes per table id ([`Driver::change_count`]): every write goes
+    /// through this driver, since it owns the store.
+    changes: Arc<[AtomicU64; 256]>,
 }
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
@@ -122,7 +126,7 @@ impl EmbeddedDriver {
         let mut write = env.write_txn().map_err(storage)?;
         let rows = env.create_database(&mut write, None).map_err(storage)?;
         write.commit().map_err(storage)?;
-        Ok(EmbeddedDriver { env, rows, _owner: Arc::new(owner) })
+        Ok(EmbeddedDriver { env, rows, _owner: Arc::new(owner), changes: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))) })
     }
 
     /// Hands the live rows (neither deleted nor expired) of one partition within
@@ -155,7 +159,9 @@ impl EmbeddedDriver {
 
     fn write_sync<'a>(&self, mutations: impl Iterator<Item = MutationRef<'a>>) -> Result<(), StoreError> {
         let mut write = self.env.write_txn().map_err(storage)?;
+        let mut touched = [false; 256];
         for mutation in mutations {
+            touched[usize::from(mutation.table.id)] = true;
             let key = row_key(mutation.table, mutation.partition, mutation.clustering);
             let value = encode_value(mutation.ts, mutation.op);
             // A new row is inserted in the same B-tree walk that finds it absent; an
@@ -166,7 +172,12 @@ impl EmbeddedDriver {
                 self.rows.put(&mut write, &key, &value).map_err(storage)?;
             }
         }
-        write.commit().map_err(storage)
+        write.commit().map_err(storage)?;
+        // Counted once committed: a reader that sees the new count reads the new rows.
+        for (id, _) in touched.iter().enumerate().filter(|(_, touched)| **touched) {
+            self.changes[id].fetch_add(1, Ordering::Release);
+        }
+        Ok(())
     }
 }
 
@@ -288,5 +299,9 @@ impl Driver for EmbeddedDriver {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.env.read_txn().map(|_| ()).map_err(storage)
+    }
+
+    fn change_count(&self, table: &'static Table) -> Option<u64> {
+        Some(self.changes[usize::from(table.id)].load(Ordering::Acquire))
     }
 }

@@ -143,4 +143,8 @@ impl Driver for Instrumented {
     fn timeout(&self) -> Duration {
         self.inner.timeout()
     }
+
+    fn change_count(&self, table: &'static Table) -> Option<u64> {
+        self.inner.change_count(table)
+    }
 }

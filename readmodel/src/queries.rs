@@ -104,6 +104,14 @@ impl ReadModel {
     // ---- auth ------------------------------------------------------------------
 
     /// The token whose lowercase hex SHA-256 is `token_sha256`.
+    /// The version of everything [`ReadModel::token_by_hash`] and [`ReadModel::account`]
+    /// read, when the driver sees every write ([`Driver::change_count`]): it changes
+    /// whenever a token or account row is written, so a lookup made after reading it
+    /// stays current while it is unchanged. None when the store is shared.
+    pub fn token_lookup_version(&self) -> Option<u64> {
+        Some(self.driver.change_count(&TOKENS_BY_HASH)? + self.driver.change_count(&ACCOUNTS)?)
+    }
+
     pub async fn token_by_hash(&self, token_sha256: &str) -> Result<Option<TokenRecord>, StoreError> {
         match self.get_body(&TOKENS_BY_HASH, &[Val::text(token_sha256)]).await? {
             Some(body) => serde_json::from_str(&body).map(Some).map_err(|error| corrupt(&TOKENS_BY_HASH, error)),

@@ -226,3 +226,16 @@ for_each_driver!(
     text_keys_with_any_characters_round_trip,
     body_pages_are_the_scans_bodies_joined
 );
+
+#[tokio::test]
+async fn the_embedded_driver_counts_committed_writes_per_table() {
+    // It owns its store, so a count that has not moved means the table has not changed
+    // (Driver::change_count); the ScyllaDB driver, whose store others write, has none.
+    let (_dir, driver) = embedded();
+    assert_eq!(driver.change_count(&MEETINGS_BY_ACCOUNT), Some(0));
+    driver.write(vec![put("acc", 1, "m", "v5", 5)]).await.unwrap();
+    assert_eq!(driver.change_count(&MEETINGS_BY_ACCOUNT), Some(1));
+    driver.write(vec![put("acc", 1, "m", "v6", 6), put("acc", 2, "n", "v1", 1)]).await.unwrap();
+    assert_eq!(driver.change_count(&MEETINGS_BY_ACCOUNT), Some(2), "one count per committed write, not per row");
+    assert_eq!(driver.change_count(&TEAMS_BY_ACCOUNT), Some(0), "other tables keep theirs");
+}

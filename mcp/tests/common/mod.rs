@@ -40,7 +40,9 @@ pub struct Faults {
 }
 
 /// A driver that answers like its inner one, except for the tables it is told to fail
-/// (Unavailable) or stall (never answers in time).
+/// (Unavailable) or stall (never answers in time). It reports no change counts
+/// (`Driver::change_count`), like a store other processes write, so the token cache
+/// keeps lookups by age here, as in the distributed edition.
 pub struct FaultyDriver {
     pub inner: Arc<dyn Driver>,
     pub faults: Mutex<Faults>,

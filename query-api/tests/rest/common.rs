@@ -229,7 +229,9 @@ pub const FAULT_UNAVAILABLE: u8 = 1;
 pub const FAULT_HANG: u8 = 2;
 pub const FAULT_CORRUPT: u8 = 3;
 
-/// The embedded driver, with faults switched on and off by tests.
+/// The embedded driver, with faults switched on and off by tests. It reports no change
+/// counts (`Driver::change_count`), like a store other processes write, so the token
+/// cache keeps lookups by age here, as in the distributed edition.
 pub struct FaultyDriver {
     inner: Arc<dyn Driver>,
     fault: Arc<std::sync::atomic::AtomicU8>,

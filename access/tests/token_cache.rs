@@ -1,0 +1,131 @@
+//! The token cache over the embedded store, which sees every write: a hot token costs
+//! no store read, and a revocation or plan change is still seen on the next request.
+//! (The age bound that applies where the store is shared is tested by the REST and MCP
+//! suites, whose test drivers do not report changes.)
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use recap_access::{AuthError, TokenCache};
+use recap_readmodel::table::Table;
+use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_schemas::Envelope;
+
+const TOKEN: &str = "svc_pat_token_cache_test_0000000000";
+
+/// The embedded driver, counting the point reads that reach it.
+struct Counting {
+    inner: Arc<dyn Driver>,
+    gets: AtomicUsize,
+}
+
+#[async_trait]
+impl Driver for Counting {
+    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(table, partition, clustering).await
+    }
+
+    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.inner.scan(table, partition, range, limit).await
+    }
+
+    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        self.inner.write(mutations).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+
+    fn change_count(&self, table: &'static Table) -> Option<u64> {
+        self.inner.change_count(table)
+    }
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    driver: Arc<Counting>,
+    readmodel: ReadModel,
+    position: i64,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let embedded: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
+        let driver = Arc::new(Counting { inner: embedded, gets: AtomicUsize::new(0) });
+        let readmodel = ReadModel::new(driver.clone());
+        let mut world = World { _dir: dir, driver, readmodel, position: 0 };
+        world
+            .apply("account.upserted", serde_json::json!({"account_id": "acc", "plan": {"tier": "flow", "billing_cycle_anchor": "2026-01-01T00:00:00Z"}}), 1)
+            .await;
+        let token = serde_json::json!({"account_id": "acc", "token_id": "tok", "name": "script", "token_sha256": recap_access::token_sha256(TOKEN), "created_at": "2026-01-01T00:00:00Z"});
+        world.apply("token.created", token, 1).await;
+        world
+    }
+
+    async fn apply(&mut self, event_type: &str, data: serde_json::Value, version: i64) {
+        self.position += 1;
+        let line = serde_json::json!({"id": format!("e{}", self.position), "type": event_type, "version": version, "occurred_at": "2026-01-01T00:00:00Z", "data": data});
+        let envelope = Envelope::decode(line.to_string().as_bytes()).unwrap();
+        let driver: Arc<dyn Driver> = self.driver.clone();
+        let mut batch = Batch::new(driver.clone());
+        batch.apply(&envelope, self.position).await.unwrap();
+        driver.write(batch.into_mutations()).await.unwrap();
+        // The projection's own reads are not the lookups'.
+        self.driver.gets.store(0, Ordering::SeqCst);
+    }
+
+    fn reads(&self) -> usize {
+        self.driver.gets.swap(0, Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn a_hot_token_costs_no_store_read_until_a_token_or_account_row_changes() {
+    let mut world = World::new().await;
+    // No age bound at all: the store's own change count decides.
+    let cache = TokenCache::new(Duration::ZERO);
+    assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await.unwrap().account_id, "acc");
+    assert_eq!(world.reads(), 2, "the first lookup reads the token and the account");
+    for _ in 0..3 {
+        assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await.unwrap().token_id, "tok");
+    }
+    assert_eq!(world.reads(), 0, "later lookups are kept");
+
+    // A write to another table keeps them.
+    let meeting = serde_json::json!({"account_id": "acc", "meeting": {"id": "mtg_1", "title": "Sync", "kind": "call", "status": "done",
+        "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:30:00Z", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "series_id": null,
+        "timezone": "UTC", "language": "en", "note": {"id": "n1", "kind": "note", "title": "Notes", "template_id": null, "text": "Agenda", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}, "summaries": [], "participants": [], "action_items": []}});
+    world.apply("meeting.upserted", meeting, 1).await;
+    cache.authenticate(&world.readmodel, TOKEN).await.unwrap();
+    assert_eq!(world.reads(), 0, "a meeting write leaves token lookups current");
+
+    // A plan change is seen on the next lookup.
+    world
+        .apply("account.upserted", serde_json::json!({"account_id": "acc", "plan": {"tier": "enterprise", "billing_cycle_anchor": "2026-01-01T00:00:00Z"}}), 2)
+        .await;
+    let caller = cache.authenticate(&world.readmodel, TOKEN).await.unwrap();
+    assert_eq!(caller.account.plan.map(|plan| plan.tier), Some("enterprise".to_string()));
+    assert_eq!(world.reads(), 2);
+
+    // So is a revocation, and the refusal is not kept.
+    world.apply("token.revoked", serde_json::json!({"account_id": "acc", "token_id": "tok", "revoked_at": "2026-01-02T00:00:00Z"}), 2).await;
+    assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await, Err(AuthError::TokenRevoked));
+    assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await, Err(AuthError::TokenRevoked));
+    assert_eq!(world.reads(), 2, "each refused lookup reads the token again");
+}
+
+#[tokio::test]
+async fn a_token_created_after_a_refusal_works_at_once() {
+    let mut world = World::new().await;
+    let cache = TokenCache::new(Duration::ZERO);
+    let fresh = "svc_pat_created_after_a_refusal_00000000";
+    assert_eq!(cache.authenticate(&world.readmodel, fresh).await, Err(AuthError::Unauthorized));
+    let token = serde_json::json!({"account_id": "acc", "token_id": "tok2", "name": "script", "token_sha256": recap_access::token_sha256(fresh), "created_at": "2026-01-01T00:00:00Z"});
+    world.apply("token.created", token, 1).await;
+    assert_eq!(cache.authenticate(&world.readmodel, fresh).await.unwrap().token_id, "tok2");
+}
