@@ -312,6 +312,13 @@ fn main() {
 
     // `RECAP_BENCH_ONLY=mcp` measures the bare route and the MCP figures only (the
     // REST routes and their open-loop latency are skipped).
+    // `RECAP_BENCH_SWEEP=<rate>,<rate>,...` offers the list route and the 15 kB constant
+    // open-loop at each rate and prints their latency and how busy the server core was.
+    if let Ok(rates) = std::env::var("RECAP_BENCH_SWEEP") {
+        let rates: Vec<f64> = rates.split(',').map(|rate| rate.trim().parse().expect("RECAP_BENCH_SWEEP: rates per second, comma-separated")).collect();
+        sweep(&servers, &rates);
+        return;
+    }
     let only_mcp = std::env::var("RECAP_BENCH_ONLY").is_ok_and(|value| value == "mcp");
     let bare_url = format!("{}/constant", servers.bare);
     let bare = (bare_url.as_str(), None);
@@ -383,4 +390,50 @@ fn rest_figures(servers: &Servers, meetings: f64, detail: f64) {
     for line in generator.join().expect("generator") {
         println!("{line}");
     }
+}
+
+/// Open-loop latency of the list route and of the 15 kB constant at each of `rates`,
+/// with the share of the server core's time its worker thread used meanwhile.
+fn sweep(servers: &Servers, rates: &[f64]) {
+    let urls = [format!("{}/v1/meetings?limit=50", servers.rest), format!("{}/constant-15k", servers.bare)];
+    let rates = rates.to_vec();
+    let generator = std::thread::spawn(move || {
+        pin_current_thread(1);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        for rate in rates {
+            for (label, url) in ["GET /v1/meetings?limit=50", "bare 15 kB constant"].into_iter().zip(&urls) {
+                let (host, request) = get_request(url);
+                let (started, cpu_before) = (std::time::Instant::now(), server_cpu_seconds());
+                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, rate, Duration::from_secs(5)));
+                let busy = cpu_between(&cpu_before, &server_cpu_seconds()) / started.elapsed().as_secs_f64();
+                println!("  {label:<28} at {rate:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms, max {worst:.2} ms, server core {:.0}% busy", busy * 100.0);
+            }
+        }
+    });
+    generator.join().expect("generator");
+}
+
+/// CPU seconds (user and system) of each of the servers' runtime threads so far, by
+/// thread id (a blocking-pool thread may exit between two readings).
+fn server_cpu_seconds() -> std::collections::HashMap<String, f64> {
+    let ticks_per_second = 100.0; // USER_HZ on Linux
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Default::default() };
+    tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            let (name, rest) = stat.rsplit_once(')')?;
+            if !name.ends_with("(tokio-rt-worker") {
+                return None;
+            }
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let seconds = (fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?) / ticks_per_second;
+            Some((path.file_name()?.to_string_lossy().into_owned(), seconds))
+        })
+        .collect()
+}
+
+/// CPU seconds the servers' runtime threads used between two readings.
+fn cpu_between(before: &std::collections::HashMap<String, f64>, after: &std::collections::HashMap<String, f64>) -> f64 {
+    after.iter().map(|(thread, seconds)| seconds - before.get(thread).copied().unwrap_or(0.0)).sum()
 }
