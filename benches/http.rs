@@ -3,7 +3,8 @@
 //! - requests per second of `GET /v1/meetings?limit=50`, `GET /v1/meetings/{id}` (auth
 //!   and limits on) and MCP `tools/call` get_meeting and list_meetings (limit 20),
 //!   against a bare axum route returning a constant, served by the same process;
-//! - p50/p99 latency of the two REST routes at half of their maximum, offered open-loop
+//! - p50/p99 latency of the two REST routes at half of their maximum (measured again with
+//!   wrk just before, and just after to show the machine held its speed), offered open-loop
 //!   (each request is scheduled at a fixed rate and its latency counts from its
 //!   scheduled instant, so a stall is not hidden by the generator waiting);
 //! - MCP search_meetings vs list_meetings on an account with 100,000 meetings.
@@ -360,30 +361,45 @@ fn main() {
 }
 
 /// The transport ceiling of a page, and the REST routes' open-loop latency at half of
-/// their maximum (as `recap serve` runs).
+/// their maximum (as `recap serve` runs), `meetings` and `detail` being the maxima of the
+/// side-by-side rounds, printed beside the ones measured just before each phase.
 fn rest_figures(servers: &Servers, meetings: f64, detail: f64) {
     let page_sized_url = format!("{}/constant-15k", servers.bare);
     let (page_sized, page_sized_ratio) = side_by_side((&format!("{}/constant", servers.bare), None), (&page_sized_url, None));
     println!("  bare axum route (15 kB constant)   {page_sized:>9.0}/s  {page_sized_ratio:.2} of bare: the transport ceiling of a page-sized response");
 
-    println!("open-loop latency at 50% of each route's maximum (8 s, scheduled-time latency):");
+    // Each route's maximum is taken again just before its open-loop phase (4 s of wrk),
+    // so that the rate offered is half of what the route does in the same state of the
+    // machine (its speed drifts over the minutes since the side-by-side rounds), and
+    // once more just after, to show whether that state held through the phase.
+    println!("open-loop latency at 50% of each route's maximum as measured just before (8 s, scheduled-time latency):");
     let generator = std::thread::spawn({
         let (rest, bare) = (servers.rest.clone(), servers.bare.clone());
         move || {
             pin_current_thread(1);
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             let mut results = Vec::new();
-            // The last line is the instrument's own floor: the 15 kB constant at the list
-            // route's rate, through the same generator and transport.
-            for (label, url, max) in [
-                ("GET /v1/meetings?limit=50", format!("{rest}/v1/meetings?limit=50"), meetings),
-                ("GET /v1/meetings/mtg_000500", format!("{rest}/v1/meetings/mtg_000500"), detail),
-                ("bare 15 kB constant (floor)", format!("{bare}/constant-15k"), meetings),
-            ] {
-                let (host, request) = get_request(&url);
-                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, max * 0.5, Duration::from_secs(8)));
-                results.push(format!("  {label:<32} at {:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10 ms), max {worst:.2} ms", max * 0.5));
+            let offer = |label: &str, url: &str, rate: f64| {
+                let (host, request) = get_request(url);
+                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, rate, Duration::from_secs(8)));
+                format!("  {label:<32} at {rate:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10 ms), max {worst:.2} ms")
+            };
+            let list = format!("{rest}/v1/meetings?limit=50");
+            let mut list_rate = 0.0;
+            for (label, url, earlier) in
+                [("GET /v1/meetings?limit=50", &list, meetings), ("GET /v1/meetings/mtg_000500", &format!("{rest}/v1/meetings/mtg_000500"), detail)]
+            {
+                let before = wrk(url, None);
+                results.push(offer(label, url, before * 0.5));
+                let after = wrk(url, None);
+                results.push(format!("  {:<32} maximum {before:.0} req/s just before, {after:.0} just after (side by side above: {earlier:.0})", ""));
+                if url == &list {
+                    list_rate = before * 0.5;
+                }
             }
+            // The instrument's own floor: the 15 kB constant at the list route's rate,
+            // through the same generator and transport.
+            results.push(offer("bare 15 kB constant (floor)", &format!("{bare}/constant-15k"), list_rate));
             results
         }
     });
