@@ -57,13 +57,23 @@ pub fn bearer(header_value: &str) -> Option<&str> {
     (!token.is_empty() && !token.contains(' ')).then_some(token)
 }
 
+/// Whether `token` has the form of a personal access token (prefix and a body).
+fn is_pat(token: &str) -> bool {
+    token.starts_with(PAT_PREFIX) && token.len() > PAT_PREFIX.len()
+}
+
 /// Resolves a personal access token: prefix, hash, token row, account row. Revocation
 /// is seen on the first request after it is projected (no cache).
 pub async fn authenticate_pat(readmodel: &ReadModel, token: &str) -> Result<Caller, AuthError> {
-    if !token.starts_with(PAT_PREFIX) || token.len() <= PAT_PREFIX.len() {
+    if !is_pat(token) {
         return Err(AuthError::Unauthorized);
     }
-    let Some(record) = readmodel.token_by_hash(&token_sha256(token)).await? else {
+    authenticate_hash(readmodel, &token_sha256(token)).await
+}
+
+/// [`authenticate_pat`] past the prefix check, from the token's hash.
+async fn authenticate_hash(readmodel: &ReadModel, hash: &str) -> Result<Caller, AuthError> {
+    let Some(record) = readmodel.token_by_hash(hash).await? else {
         return Err(AuthError::Unauthorized);
     };
     if record.revoked {
@@ -114,6 +124,9 @@ impl TokenCache {
         if version.is_none() && self.max_age.is_zero() {
             return authenticate_pat(readmodel, token).await;
         }
+        if !is_pat(token) {
+            return Err(AuthError::Unauthorized);
+        }
         let hash = token_sha256(token);
         if let Ok(entries) = self.entries.lock() {
             if let Some(kept) = entries.get(&hash) {
@@ -127,7 +140,7 @@ impl TokenCache {
             }
         }
         let fetched_at = std::time::Instant::now();
-        let caller = authenticate_pat(readmodel, token).await?;
+        let caller = authenticate_hash(readmodel, &hash).await?;
         if let Ok(mut entries) = self.entries.lock() {
             if entries.len() >= TOKEN_CACHE_CAPACITY {
                 entries.clear();

@@ -86,6 +86,8 @@ impl World {
 
 #[tokio::test]
 async fn a_hot_token_costs_no_store_read_until_a_token_or_account_row_changes() {
+    // Authentication 5 (a revoked token "stops working on the next request") and 8
+    // ("the plan is checked on every request") hold with lookups kept.
     let mut world = World::new().await;
     // No age bound at all: the store's own change count decides.
     let cache = TokenCache::new(Duration::ZERO);

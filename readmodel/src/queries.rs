@@ -103,7 +103,6 @@ impl ReadModel {
 
     // ---- auth ------------------------------------------------------------------
 
-    /// The token whose lowercase hex SHA-256 is `token_sha256`.
     /// The version of everything [`ReadModel::token_by_hash`] and [`ReadModel::account`]
     /// read, when the driver sees every write ([`Driver::change_count`]): it changes
     /// whenever a token or account row is written, so a lookup made after reading it
@@ -112,6 +111,7 @@ impl ReadModel {
         Some(self.driver.change_count(&TOKENS_BY_HASH)? + self.driver.change_count(&ACCOUNTS)?)
     }
 
+    /// The token whose lowercase hex SHA-256 is `token_sha256`.
     pub async fn token_by_hash(&self, token_sha256: &str) -> Result<Option<TokenRecord>, StoreError> {
         match self.get_body(&TOKENS_BY_HASH, &[Val::text(token_sha256)]).await? {
             Some(body) => serde_json::from_str(&body).map(Some).map_err(|error| corrupt(&TOKENS_BY_HASH, error)),
