@@ -20,6 +20,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
 use scylla::deserialize::value::DeserializeValue;
+use scylla::response::query_result::QueryResult;
 use scylla::response::PagingState;
 use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::Consistency;
@@ -169,7 +170,7 @@ impl ScyllaDriver {
         statement.set_consistency(self.config.consistency);
         statement.set_is_idempotent(true);
         statement.set_request_timeout(Some(self.config.timeout));
-        statement.set_page_size(1_000);
+        statement.set_page_size(PAGE_ROWS);
         let statement = Arc::new(statement);
         self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.insert(cql, statement.clone());
         Ok(statement)
@@ -351,6 +352,25 @@ impl Driver for ScyllaDriver {
     }
 }
 
+/// Rows per page of a paged read.
+const PAGE_ROWS: i32 = 1_000;
+
+/// Gives the rows of one response to `visit`, counting them in `read`, until `visit`
+/// breaks (then Break).
+fn visit_rows<F>(result: QueryResult, read: &mut usize, visit: &mut F) -> Result<ControlFlow<()>, StoreError>
+where
+    F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
+{
+    let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    for row in rows.rows::<ColumnIterator>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
+        *read += 1;
+        if visit(row.map_err(|error| StoreError::Corrupt(error.to_string()))?)?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
 impl ScyllaDriver {
     /// One SELECT of up to `limit` rows, paged through: each row goes to `visit` as it
     /// comes off the frame (nothing is copied unless `visit` copies it), until `visit`
@@ -369,15 +389,19 @@ impl ScyllaDriver {
         }
         let statement = self.prepared(cql).await?;
         let mut read = 0;
+        // A LIMIT that fits in one page is read in one unpaged request: the same rows,
+        // without the coordinator's paging state.
+        if limit <= PAGE_ROWS as usize {
+            let result = self.session.execute_unpaged(&statement, &values).await.map_err(unavailable)?;
+            // The one response holds every row asked for: nothing follows a break.
+            let _ = visit_rows(result, &mut read, &mut visit)?;
+            return Ok(read);
+        }
         let mut paging = PagingState::start();
         loop {
             let (result, next) = self.session.execute_single_page(&statement, &values, paging).await.map_err(unavailable)?;
-            let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
-            for row in rows.rows::<ColumnIterator>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
-                read += 1;
-                if visit(row.map_err(|error| StoreError::Corrupt(error.to_string()))?)?.is_break() {
-                    return Ok(read);
-                }
+            if visit_rows(result, &mut read, &mut visit)?.is_break() {
+                return Ok(read);
             }
             match next.into_paging_control_flow() {
                 ControlFlow::Continue(state) => paging = state,
