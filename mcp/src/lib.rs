@@ -43,7 +43,10 @@
 //!   page. get_meeting_transcript returns the text on the first page (offset 0) only,
 //!   `null` on later pages, and `""` when the meeting has no transcript.
 //!   search_shared_notes is not paginated (it has no offset) and returns `results`.
-//!   Offsets are clamped to 0..=100,000.
+//!   Offsets of the list and search tools are clamped to 0..=100,000 (their paging
+//!   reads the skipped rows), and a page whose next offset would pass that bound is the
+//!   last (`next_offset` null), so a walk always ends. Transcript offsets are not capped
+//!   (words are read from their index), so any transcript is walked to its end.
 //! - **Tool errors** are `{"error": {"code", "message"}}` with isError true; codes:
 //!   invalid_argument, meeting_not_found (`meeting <id> not found`),
 //!   shared_note_not_found, unavailable, read_failed.

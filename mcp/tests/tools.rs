@@ -200,6 +200,10 @@ async fn transcripts_page_by_word() {
     assert_eq!(last["text"], Value::Null, "the text comes with the first page");
     let whole = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})).await;
     assert_eq!(whole["pagination"], json!({"offset": 0, "limit": 200, "returned": 3, "total": 3, "next_offset": null}));
+    // Words are read from their index at any offset: a long transcript is walked to its
+    // end, so a transcript offset is never capped (only negatives are out of range).
+    let far = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "offset": 250_000, "limit": 2})).await;
+    assert_eq!(far["pagination"], json!({"offset": 250_000, "limit": 2, "returned": 0, "total": 3, "next_offset": null}));
 }
 
 // "When a meeting has transcript text but no word timings, the first page returns the text with an empty words list."

@@ -23,8 +23,11 @@ use serde_json::{Map, Value};
 use crate::state::McpState;
 use json::{page, Pagination};
 
-/// Offsets above this are clamped: offset paging reads the skipped rows, so an
-/// unbounded offset would be an unbounded read.
+/// Offsets of the list and search tools above this are clamped: their offset paging
+/// reads the skipped rows, so an unbounded offset would be an unbounded read. A page
+/// whose next offset would be clamped back is the last one (`next_offset` null), so a
+/// client walking the pages always stops. Transcript words are read from their index
+/// at any offset, so transcript offsets are not capped.
 pub const MAX_OFFSET: usize = 100_000;
 
 /// Why a tool could not answer; rendered as `{"error": {"code", "message"}}` with
@@ -121,8 +124,11 @@ fn offset(args: &Args) -> Result<usize, ToolError> {
     clamped(args, "offset", 0, 0, MAX_OFFSET)
 }
 
+/// The offset of the next page of a list or search tool: None on the last page, and on
+/// the page past which offsets are clamped.
 fn next_offset(offset: usize, returned: usize, more: bool) -> Option<usize> {
-    more.then_some(offset + returned)
+    let next = offset + returned;
+    (more && next <= MAX_OFFSET).then_some(next)
 }
 
 /// Runs a tool; `Ok` is the JSON text of a successful result.
@@ -207,7 +213,8 @@ async fn get_meeting(state: &McpState, account_id: &str, args: &Args) -> Result<
 async fn get_meeting_transcript(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
     let meeting_id = required_str(args, "meeting_id")?;
     let limit = clamped(args, "limit", 200, 1, 500)?;
-    let offset = offset(args)?;
+    // Read from the word index at any offset: not capped.
+    let offset = clamped(args, "offset", 0, 0, usize::MAX)?;
     // The meeting first: a transcript may outlive its meeting's delete in the store.
     meeting_detail(state, account_id, meeting_id).await?;
     let inner = &state.inner;
@@ -223,7 +230,7 @@ async fn get_meeting_transcript(state: &McpState, account_id: &str, args: &Args)
     };
     let words = if offset < total { inner.bounded(inner.readmodel.transcript_words(account_id, meeting_id, offset, limit)).await? } else { Vec::new() };
     let returned = words.len();
-    let pagination = Pagination { offset, limit, returned, total: Some(total), next_offset: next_offset(offset, returned, offset + returned < total) };
+    let pagination = Pagination { offset, limit, returned, total: Some(total), next_offset: (offset + returned < total).then_some(offset + returned) };
     let mut out = String::with_capacity(256 + text.map_or(0, str::len) + returned * 64);
     out.push('{');
     json::push_key(&mut out, "meeting_id");
@@ -312,6 +319,19 @@ mod tests {
         assert_eq!(clamped(&args(json!({"limit": u64::MAX})), "limit", 20, 1, 200), Ok(200));
         assert!(clamped(&args(json!({"limit": "many"})), "limit", 20, 1, 200).is_err());
         assert!(clamped(&args(json!({"limit": true})), "limit", 20, 1, 200).is_err());
+    }
+
+    // "pagination.next_offset is null on the last page": list offsets above MAX_OFFSET are
+    // clamped, so the page whose next offset would be clamped back is the last one, and
+    // a client walking the pages stops instead of reading that page again forever.
+    #[test]
+    fn the_next_offset_never_points_past_the_offset_cap() {
+        assert_eq!(next_offset(0, 20, true), Some(20));
+        assert_eq!(next_offset(40, 20, false), None);
+        assert_eq!(next_offset(MAX_OFFSET - 20, 20, true), Some(MAX_OFFSET));
+        assert_eq!(next_offset(MAX_OFFSET - 10, 20, true), None);
+        assert_eq!(next_offset(MAX_OFFSET, 20, true), None);
+        assert_eq!(offset(&args(json!({"offset": 1e12}))), Ok(MAX_OFFSET));
     }
 
     #[test]
