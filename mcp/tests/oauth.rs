@@ -529,6 +529,46 @@ async fn concurrent_redemptions_of_one_code_issue_tokens_once_and_revoke_them() 
     assert_eq!(refresh(&world, &client_id, issued[0]["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
 }
 
+// "refresh_token (rotates on every use ... presenting a rotated one revokes the whole
+// grant)" (issue #4), under true concurrency: of many simultaneous uses of one refresh
+// token at most one rotates it, and the others, being reuses, revoke the grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_uses_of_one_refresh_token_rotate_it_once_and_revoke_the_grant() {
+    let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let tokens = exchange(&world, &client_id, &code).await.json();
+    let refresh_token = tokens["refresh_token"].as_str().unwrap().to_string();
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let mut racers = Vec::new();
+    for _ in 0..20 {
+        let (world, client_id, refresh_token, start) = (world.clone(), client_id.clone(), refresh_token.clone(), start.clone());
+        racers.push(tokio::spawn(async move {
+            start.wait().await;
+            refresh(&world, &client_id, &refresh_token).await
+        }));
+    }
+    let mut issued = Vec::new();
+    for racer in racers {
+        let reply = racer.await.unwrap();
+        match reply.status {
+            StatusCode::OK => issued.push(reply.json()),
+            status => {
+                assert_eq!(status, StatusCode::BAD_REQUEST, "{}", reply.body);
+                assert_eq!(reply.json()["error"], "invalid_grant");
+            }
+        }
+    }
+    assert!(issued.len() <= 1, "at most one use rotates the token: {issued:?}");
+    for tokens in &issued {
+        let (status, _) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the grant");
+        assert_eq!(refresh(&world, &client_id, tokens["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
+    }
+    let (status, _) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the grant is revoked: its first access token too");
+}
+
 // A lone redemption always wins its claim, and an exchange refused for a wrong verifier
 // does not spend the code for the client that holds the right one.
 #[tokio::test]

@@ -199,8 +199,15 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
         inner.revoke_grant(&grant.grant_id).await?;
         return Err(OAuthError::InvalidGrant("the personal access token that approved this grant was revoked".into()));
     }
-    let (mut mutations, body) = issue(state, &mut grant);
+    // As a code: only a request that passed every check spends the refresh token, and
+    // of concurrent uses of it at most one rotates it; the others are reuses.
     let remaining = (record.expires_at - now).max(1_000_000);
+    if inner.claim_once(&TOKENS, &refresh_sha256, remaining).await? == Claim::Lost {
+        inner.revoke_grant(&grant.grant_id).await?;
+        tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "refresh token used concurrently; grant revoked");
+        return Err(OAuthError::InvalidGrant("refresh token already used; the grant is revoked".into()));
+    }
+    let (mut mutations, body) = issue(state, &mut grant);
     mutations.push(put(&TOKENS, &refresh_sha256, &TokenRecord { rotated: true, ..record }, remaining));
     inner.write(mutations).await?;
     Ok(body)
