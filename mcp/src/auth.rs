@@ -57,7 +57,13 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
 
 async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, Denied> {
     let Some(header) = headers.get(axum::http::header::AUTHORIZATION) else { return Err(Denied::Missing) };
-    let token = header.to_str().ok().and_then(recap_access::auth::bearer).ok_or(Denied::Unknown)?;
+    let Some(token) = header.to_str().ok().and_then(recap_access::auth::bearer) else {
+        // RFC 6750 §3.1: another scheme (Basic, ...) carries no usable credential, so
+        // the challenge names no error; a Bearer header without a usable token is an
+        // invalid token.
+        let scheme = header.as_bytes().split(|&byte| byte == b' ').next().unwrap_or_default();
+        return Err(if scheme.eq_ignore_ascii_case(b"bearer") { Denied::Unknown } else { Denied::Missing });
+    };
     let inner = &state.inner;
     if token.starts_with(PAT_PREFIX) {
         return match inner.bounded(async { Ok(inner.tokens.authenticate(&inner.readmodel, token).await) }).await {

@@ -264,10 +264,17 @@ async fn missing_unknown_and_malformed_tokens_are_401_with_the_metadata_pointer(
         assert_challenge(&reply);
         assert!(!reply.body.contains(token) || token.len() < 9, "the token is echoed");
     }
-    let reply = world
-        .send(Request::post("/mcp").header("host", "mcp.test:8080").header("authorization", "Basic dXNlcjpwYXNz").body(Body::from(INITIALIZE)).unwrap())
-        .await;
-    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    // RFC 6750 §3.1: a token that is present but not usable is `invalid_token`; another
+    // scheme is no credential at all, so its challenge names no error.
+    assert!(world.post_raw(Some("svc_pat_unknown"), INITIALIZE, &[]).await.header("www-authenticate").unwrap().contains(r#"error="invalid_token""#));
+    for header in ["Basic dXNlcjpwYXNz", "Digest username=\"u\"", "Bearer", "bearer  "] {
+        let reply =
+            world.send(Request::post("/mcp").header("host", "mcp.test:8080").header("authorization", header).body(Body::from(INITIALIZE)).unwrap()).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{header}");
+        assert_challenge(&reply);
+        let names_an_error = reply.header("www-authenticate").unwrap().contains("error=");
+        assert_eq!(names_an_error, header.to_ascii_lowercase().starts_with("bearer"), "{header}: {:?}", reply.header("www-authenticate"));
+    }
 }
 
 #[tokio::test]
