@@ -10,7 +10,8 @@ use std::time::Duration;
 pub struct McpConfig {
     /// Browser origins allowed to call the MCP endpoint, comma-separated and exact
     /// (`https://app.example.com`). A request whose `Origin` header is neither listed, nor
-    /// the server's own origin, nor a loopback origin (when allowed below) gets 403:
+    /// the origin of `--mcp-public-url` (when set; never one taken from the Host
+    /// header), nor a loopback origin (when allowed below) gets 403:
     /// this is the DNS-rebinding protection the MCP transport asks for. Requests without
     /// an `Origin` header (native clients) are not affected.
     #[arg(long = "mcp-allowed-origins", env = "RECAP_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]

@@ -6,8 +6,9 @@
 //!   the origin (discovery requests carry `MCP-Protocol-Version`, which is not a
 //!   CORS-safelisted header, so browsers preflight them).
 //! - **`/register`, `/token`, `/revoke`** follow the Origin rule of `/mcp`: an absent
-//!   Origin (native clients) passes; a present one must be the server's own origin, a
-//!   configured one (`--mcp-allowed-origins`) or loopback (when allowed). An allowed
+//!   Origin (native clients) passes; a present one must be a configured one
+//!   (`--mcp-allowed-origins`), loopback (when allowed), or the server's own when
+//!   `--mcp-public-url` pins it. An allowed
 //!   origin is echoed in `Access-Control-Allow-Origin` (with `Vary: Origin`) on the
 //!   preflight (204) and on the response itself; any other origin gets 403 on both, so
 //!   a page the configuration does not trust can neither read these endpoints nor act

@@ -33,8 +33,10 @@
 //! - **Order of checks** on `/mcp`: method 405 → Origin 403 → token 401 → plan 402 →
 //!   protocol header 400 → JSON-RPC. JSON-RPC errors are HTTP 200 with an error object
 //!   (`id: null` when the id could not be read); HTTP errors use the REST envelope.
-//! - **Origin**: absent is fine (native clients); otherwise it must be the server's own
-//!   origin, a configured one (`--mcp-allowed-origins`), or loopback (on by default).
+//! - **Origin**: absent is fine (native clients); otherwise it must be a configured one
+//!   (`--mcp-allowed-origins`), loopback (on by default), or the server's own when
+//!   `--mcp-public-url` pins it. An origin derived from the Host header is not trusted:
+//!   under DNS rebinding the attacker's page sends its own name as both.
 //! - **Arguments**: see `tools/mod.rs` (numbers and numeric strings are clamped, other
 //!   types are an isError invalid_argument; blank required strings are missing).
 //! - **Pagination**: list_meetings and list_pending_action_items have `total: null`

@@ -32,13 +32,16 @@ fn json_response(status: StatusCode, body: impl Into<Vec<u8>>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], axum::body::Body::from(body.into())).into_response()
 }
 
-/// Whether a browser origin may call: the configured list, the server's own origin,
-/// or a loopback origin when allowed.
+/// Whether a browser origin may call: the configured list, the server's own origin
+/// when `--mcp-public-url` pins it, or a loopback origin when allowed. An origin derived
+/// from the request's Host header is never trusted: under DNS rebinding the attacker's
+/// page and its Host name are the same, so it would always match.
 pub(crate) fn origin_allowed(state: &McpState, headers: &HeaderMap, own_origin: &str) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else { return true };
     let Ok(origin) = origin.to_str() else { return false };
     let config = &state.inner.config;
-    if origin.eq_ignore_ascii_case(own_origin) || config.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin)) {
+    let own = config.public_url.is_some() && origin.eq_ignore_ascii_case(own_origin);
+    if own || config.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin)) {
         return true;
     }
     config.allow_loopback_origins && is_loopback_origin(origin)

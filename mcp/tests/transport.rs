@@ -233,11 +233,17 @@ async fn origins_not_allowed_are_403() {
         ("https://app.example.com", StatusCode::OK),
         ("http://localhost:6274", StatusCode::OK),
         ("http://127.0.0.1:3000", StatusCode::OK),
-        ("http://mcp.test:8080", StatusCode::OK),
+        // The origin of the Host header is not trusted: under DNS rebinding an
+        // attacker's page sends its own name as both Host and Origin.
+        ("http://mcp.test:8080", StatusCode::FORBIDDEN),
     ] {
         let reply = world.post_raw(Some(FLOW_PAT), ping, &[("origin", origin)]).await;
         assert_eq!(reply.status, status, "{origin}");
     }
+    // The server's own origin passes once `--mcp-public-url` pins it.
+    let pinned = World::with_config(McpConfig { public_url: Some("https://mcp.example.com/mcp".into()), ..McpConfig::default() }).await;
+    assert_eq!(pinned.post_raw(Some(FLOW_PAT), ping, &[("origin", "https://mcp.example.com")]).await.status, StatusCode::OK);
+    assert_eq!(pinned.post_raw(Some(FLOW_PAT), ping, &[("origin", "http://mcp.test:8080")]).await.status, StatusCode::FORBIDDEN);
     // Forbidden before the token is even looked at.
     assert_eq!(world.post_raw(None, ping, &[("origin", "https://evil.example")]).await.status, StatusCode::FORBIDDEN);
     let strict = World::with_config(McpConfig { allow_loopback_origins: false, ..McpConfig::default() }).await;
