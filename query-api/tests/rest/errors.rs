@@ -32,6 +32,19 @@ async fn auth_7_missing_malformed_or_unknown_tokens_are_401_unauthorized() {
 }
 
 #[tokio::test]
+async fn auth_7_a_token_without_the_prefix_is_401_even_when_its_hash_is_known() {
+    // "a token without the svc_pat_ prefix ... 401 unauthorized": the prefix is checked
+    // itself, not only through an unknown hash.
+    let mut world = World::standard().await;
+    let (prefixless, known) = ("sk_live_alice_0123456789", "svc_pat_alice_known_0123456789");
+    world.apply(&[token("acc_a", "tok_prefixless", prefixless), token("acc_a", "tok_known", known)]).await;
+    let response = world.get("/v1/meetings", prefixless).await;
+    response.assert_error(401, "unauthorized", &[]);
+    assert_eq!(response.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(world.get("/v1/meetings", known).await.status, 200, "the same event with the prefix authenticates");
+}
+
+#[tokio::test]
 async fn auth_7_a_revoked_token_is_401_token_revoked() {
     // "A revoked token: 401 token_revoked."
     let world = World::standard().await;

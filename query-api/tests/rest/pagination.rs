@@ -93,6 +93,27 @@ async fn pagination_2_limit_defaults_to_50_and_is_an_integer_from_1_to_200() {
 }
 
 #[tokio::test]
+async fn pagination_2_every_list_endpoint_defaults_to_50_and_accepts_200() {
+    // "limit parameter: 1 to 200 on list endpoints, default 50", on each list endpoint.
+    let mut events = standard_events();
+    events.push(team("team_big", "Big", true));
+    events.push(member("team_big", "acc_c"));
+    for index in 0..201 {
+        events.push(standalone_item("acc_c", item(&format!("ai_c{index:03}"), "todo", None, 1000 + index)));
+        events.push(share(&format!("shr_c{index:03}"), "acc_b", None, &["acc_c"], "Direct", 1000 + index));
+        events.push(team_item("team_big", &format!("tai_c{index:03}"), "todo", 1000 + index));
+    }
+    let world = World::new(&events).await;
+    for path in ["/v1/action-items", "/v1/shared-notes", "/v1/teams/team_big/action-items"] {
+        let first = world.get(path, CAROL).await;
+        assert_eq!(first.status, 200, "{path}: {}", first.text);
+        assert_eq!(first.ids().len(), 50, "{path}: the default");
+        assert_eq!(world.get(&format!("{path}?limit=200"), CAROL).await.ids().len(), 200, "{path}?limit=200");
+        assert_eq!(world.get(&format!("{path}?limit=1"), CAROL).await.ids().len(), 1, "{path}?limit=1");
+    }
+}
+
+#[tokio::test]
 async fn pagination_6_edited_forged_or_garbage_cursors_are_400_cursor() {
     // "Cursors are opaque. Clients must not build or edit them."
     let world = world_with_meetings(5).await;
