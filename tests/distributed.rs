@@ -222,10 +222,15 @@ fn kafka_broker_killed_and_restarted_loses_nothing() {
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
     let cluster = Cluster::start(&[("RECAP_REDIS_TIMEOUT_MS".into(), "100".into())]);
-    let token = new_token();
+    let (token, spent_token) = (new_token(), new_token());
     cluster.produce(&world("acc_r", &token));
+    // An account whose quota of 2 is used up while Redis answers.
+    cluster.produce(&[account("acc_spent", Some("flow"), Some(2), 1), token_created("acc_spent", "tok_spent", &spent_token, 1)]);
     cluster.wait_projected();
     let url = format!("{}/meetings", cluster.query_apis[0].url);
+    for expected in [200, 200, 402] {
+        assert_eq!(get(&url, Some(&spent_token)).0, expected);
+    }
     for (stop, resume) in [("stop", "start"), ("pause", "resume")] {
         engine("redis.sh", stop);
         for _ in 0..5 {
@@ -235,6 +240,10 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
             assert!(started.elapsed() < Duration::from_millis(1_000), "latency bounded by the limiter timeout: {:?}", started.elapsed());
             assert!(headers.iter().any(|(name, _)| name == "x-quota-remaining"));
         }
+        // Failing open goes on from the count Redis last reported: a used-up quota stays used up.
+        let (status, _, body) = get(&url, Some(&spent_token));
+        assert_eq!(status, 402, "quota_exhausted while redis is {stop}ped: {body}");
+        assert!(body.contains("quota_exhausted"), "{body}");
         assert!(fail_open_total(&cluster.query_apis[0].admin_url) > 0, "counted as fail-open");
         engine("redis.sh", resume);
         // Counting in Redis resumes by itself: requests stop being decided locally.

@@ -228,6 +228,26 @@ impl InProcessLimiter {
         }
     }
 
+    /// Takes note of an account's count in a period as the shared limiter (Redis)
+    /// reported it, so that this limiter, should it have to decide alone, goes on from
+    /// there rather than from zero: an account that used up its quota stays refused.
+    /// A count lower than the one kept for the same period changes nothing.
+    pub fn note_period_count(&self, account_id: &str, period_start: Timestamp, used: u64) {
+        let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let note = |counters: &mut AccountCounters| {
+            if counters.period_start != period_start.micros() {
+                counters.period_start = period_start.micros();
+                counters.period_used = used;
+            } else {
+                counters.period_used = counters.period_used.max(used);
+            }
+        };
+        match accounts.get_mut(account_id) {
+            Some(counters) => note(counters),
+            None => note(accounts.entry(account_id.to_string()).or_default()),
+        }
+    }
+
     /// Requests counted since this limiter was created.
     pub fn counted(&self) -> u64 {
         self.counted.load(Ordering::Relaxed)
@@ -376,6 +396,25 @@ mod tests {
         assert_eq!(exhausted.usage.minute_remaining, 98, "an exhausted request is not counted in the minute either");
         clock.set(at("2026-04-01T00:00:00Z"));
         let renewed = limiter.admit("a", &limits(100, 2)).await.unwrap();
+        assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
+    }
+
+    #[tokio::test]
+    async fn a_noted_period_count_is_where_local_counting_goes_on() {
+        let clock = ManualClock::at(at("2026-03-20T10:00:00Z"));
+        let limiter = InProcessLimiter::new(Arc::new(clock.clone()));
+        let march = at("2026-03-01T00:00:00Z");
+        limiter.note_period_count("a", march, 3);
+        limiter.note_period_count("a", march, 1);
+        let refused = limiter.admit("a", &limits(100, 3)).await.unwrap();
+        assert_eq!((refused.verdict, refused.usage.quota_used), (Verdict::QuotaExhausted, 3), "a lower note changes nothing");
+        limiter.note_period_count("b", march, 1);
+        let admitted = limiter.admit("b", &limits(100, 3)).await.unwrap();
+        assert_eq!((admitted.verdict, admitted.usage.quota_used), (Verdict::Admitted, 2));
+        assert_eq!(limiter.counted(), 1, "a note is not a counted request");
+        // A note from an older period is replaced by the new period's first count.
+        clock.set(at("2026-04-01T00:00:00Z"));
+        let renewed = limiter.admit("a", &limits(100, 3)).await.unwrap();
         assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
     }
 

@@ -8,7 +8,10 @@
 //! process alone still enforces the limits locally), counts `fail_open_total`, warns at
 //! most once every 10 seconds, and skips Redis for one second before trying it again, so
 //! a hung Redis costs at most one timeout per second rather than one per request.
-//! Counting in Redis resumes by itself once it answers. Never a 5xx.
+//! The local limiter goes on from each account's period count as Redis last reported
+//! it to this process, so an account that used up its quota stays refused (402) during
+//! an outage; its minute window starts empty. Counting in Redis resumes by itself once
+//! it answers; requests decided locally are not added to Redis. Never a 5xx.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -158,6 +161,7 @@ impl Limiter for RedisLimiter {
             match self.admit_in_redis(account_id, limits, now).instrument(span.clone()).await {
                 Ok(decision) => {
                     crate::telemetry::record_decision(&decision.verdict);
+                    self.local.note_period_count(account_id, decision.usage.period.start, decision.usage.quota_used);
                     return Ok(decision);
                 }
                 Err(reason) => {
