@@ -487,6 +487,12 @@ impl Batch {
         Ok(state.data.and_then(|data| serde_json::from_value(data).ok()))
     }
 
+    /// The team, when its members read its shares: it exists, is not deleted, and can
+    /// collaborate ("when false, the team has nothing shared to read").
+    async fn sharing_team(&mut self, team_id: &str) -> Result<Option<Team>, StoreError> {
+        Ok(self.active_team(team_id).await?.filter(|team| team.can_collaborate))
+    }
+
     /// The share, when it is published.
     async fn active_share(&mut self, share_id: &str) -> Result<Option<Share>, StoreError> {
         let Some(state) = self.entity("share", share_id).await? else { return Ok(None) };
@@ -514,12 +520,12 @@ impl Batch {
         Ok(rows.into_iter().filter_map(|(clustering, _)| Some(clustering.first()?.as_text()?.to_string())).collect())
     }
 
-    /// Who sees the share: the team's members while the team exists, and the direct
-    /// recipients, never the owner.
+    /// Who sees the share: the team's members while the team exists and can
+    /// collaborate, and the direct recipients, never the owner.
     async fn audience(&mut self, share: &Share) -> Result<BTreeSet<String>, StoreError> {
         let mut audience: BTreeSet<String> = share.recipient_account_ids.iter().cloned().collect();
         if let Some(team) = &share.team {
-            if self.active_team(&team.id).await?.is_some() {
+            if self.sharing_team(&team.id).await?.is_some() {
                 audience.extend(self.members(&team.id).await?.into_iter().map(|(account, _)| account));
             }
         }
@@ -554,24 +560,46 @@ impl Batch {
     async fn team_upserted(&mut self, team: &Team, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let Some(mut state) = self.newer("team", &team.id, version).await? else { return Ok(Applied::Stale) };
         let was_active = state.v > 0 && !state.deleted;
+        let was_sharing =
+            was_active && state.data.as_ref().and_then(|data| serde_json::from_value::<Team>(data.clone()).ok()).is_some_and(|team| team.can_collaborate);
         state.v = version;
         state.deleted = false;
         state.data = serde_json::to_value(team).ok();
         self.save_entity("team", &team.id, state, stamp);
-        if !was_active {
-            // The team is back (or new): its members see its shares.
-            let members = self.members(&team.id).await?;
-            for share_id in self.team_share_ids(&team.id).await? {
-                let Some(share) = self.active_share(&share_id).await? else { continue };
-                for (account, _) in &members {
-                    if *account != share.owner_account_id {
-                        self.grant(account, &share, stamp);
+        match (was_sharing, team.can_collaborate) {
+            // The team is back, new, or can collaborate again: its members see its shares.
+            (false, true) => {
+                let members = self.members(&team.id).await?;
+                for share_id in self.team_share_ids(&team.id).await? {
+                    let Some(share) = self.active_share(&share_id).await? else { continue };
+                    for (account, _) in &members {
+                        if *account != share.owner_account_id {
+                            self.grant(account, &share, stamp);
+                        }
                     }
                 }
             }
+            // It can no longer collaborate: nothing of it is shared to read any more.
+            (true, false) => self.withdraw_team_shares(&team.id, stamp).await?,
+            _ => {}
         }
         self.write_team_rows(team, stamp).await?;
         Ok(Applied::Applied)
+    }
+
+    /// Withdraws the team's shares from its members, except where a member is also a
+    /// direct recipient.
+    async fn withdraw_team_shares(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
+        let members = self.members(team_id).await?;
+        for share_id in self.team_share_ids(team_id).await? {
+            let Some(share) = self.active_share(&share_id).await? else { continue };
+            for (account, _) in &members {
+                if !share.recipient_account_ids.contains(account) {
+                    self.withdraw(account, &share, stamp);
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn team_deleted(&mut self, team_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
@@ -581,17 +609,10 @@ impl Batch {
         state.deleted = true;
         state.data = None;
         self.save_entity("team", team_id, state, stamp);
-        let members = self.members(team_id).await?;
         if was_active {
-            for share_id in self.team_share_ids(team_id).await? {
-                let Some(share) = self.active_share(&share_id).await? else { continue };
-                for (account, _) in &members {
-                    if !share.recipient_account_ids.contains(account) {
-                        self.withdraw(account, &share, stamp);
-                    }
-                }
-            }
+            self.withdraw_team_shares(team_id, stamp).await?;
         }
+        let members = self.members(team_id).await?;
         // Memberships and team action items are gone; their versions are kept, so
         // only newer member and item events bring them back.
         for (account, _) in &members {
@@ -630,7 +651,7 @@ impl Batch {
         let body = serde_json::json!({ "role": role }).to_string();
         self.put(RowWrite { table: &TEAM_MEMBERS, partition: vec![Val::text(team_id)], clustering: vec![Val::text(account_id)], body }, stamp);
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
-        if !was_member {
+        if !was_member && team.can_collaborate {
             // A member who joins sees everything the team has, older shares included.
             for share_id in self.team_share_ids(team_id).await? {
                 let Some(share) = self.active_share(&share_id).await? else { continue };

@@ -30,7 +30,7 @@ enum Op {
     MeetingDelete(usize),
     ItemUpsert(usize, usize, Option<usize>),
     ItemDelete(usize),
-    TeamUpsert(usize, bool),
+    TeamUpsert(usize, bool, bool),
     TeamDelete(usize),
     MemberUpsert(usize, usize),
     MemberRemove(usize, usize),
@@ -51,7 +51,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0..6usize).prop_map(Op::MeetingDelete),
         (0..4usize, 0..3usize, proptest::option::of(0..2usize)).prop_map(|(i, s, a)| Op::ItemUpsert(i, s, a)),
         (0..4usize).prop_map(Op::ItemDelete),
-        (0..2usize, any::<bool>()).prop_map(|(t, i)| Op::TeamUpsert(t, i)),
+        // A team that cannot collaborate now and then (a quarter of its upserts).
+        (0..2usize, any::<bool>(), 0..4u8).prop_map(|(t, i, c)| Op::TeamUpsert(t, i, c != 0)),
         (0..2usize).prop_map(Op::TeamDelete),
         (0..2usize, 0..3usize).prop_map(|(t, a)| Op::MemberUpsert(t, a)),
         (0..2usize, 0..3usize).prop_map(|(t, a)| Op::MemberRemove(t, a)),
@@ -130,9 +131,10 @@ fn history(ops: &[Op]) -> Vec<((String, String), Envelope)> {
                     envelope("action_item.deleted", next(format!("ai{i}")), json!({"account_id": acc, "item_id": format!("ai_{i}")})),
                 )
             }
-            Op::TeamUpsert(t, includes) => {
-                (("sharing", TEAMS[*t].to_string()), envelope("team.upserted", next(format!("team{t}")), team(TEAMS[*t], *includes)))
-            }
+            Op::TeamUpsert(t, includes, collaborates) => (
+                ("sharing", TEAMS[*t].to_string()),
+                envelope("team.upserted", next(format!("team{t}")), team_collaborating(TEAMS[*t], *includes, *collaborates)),
+            ),
             Op::TeamDelete(t) => (("sharing", TEAMS[*t].to_string()), envelope("team.deleted", next(format!("team{t}")), json!({"team_id": TEAMS[*t]}))),
             Op::MemberUpsert(t, a) => {
                 let data = json!({"team_id": TEAMS[*t], "account_id": ACCOUNTS[*a], "role": "member"});

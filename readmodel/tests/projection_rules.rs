@@ -184,6 +184,47 @@ async fn visibility_follows_team_membership_direct_recipients_and_never_the_owne
     assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct"]);
 }
 
+// Team, can_collaborate: "when false, the team has nothing shared to read".
+#[tokio::test]
+async fn a_team_that_cannot_collaborate_has_nothing_shared_to_read() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("team.upserted", 1, team("t1", true)),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "carol", "role": "member"})),
+                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &[], "team note", 1)),
+                envelope("note.shared", 1, share("s_both", "owner", Some("t1"), &["carol"], "team and carol", 2)),
+            ],
+            1,
+        )
+        .await;
+    assert_eq!(shared_ids(&store, "bob").await, vec!["s_both", "s_team"]);
+    store.apply(&[envelope("team.upserted", 2, team_collaborating("t1", true, false))], 1).await;
+    assert!(shared_ids(&store, "bob").await.is_empty(), "nothing of the team is shared to read");
+    assert!(store.readmodel.shared_note("bob", "s_team").await.unwrap().is_none());
+    assert_eq!(shared_ids(&store, "carol").await, vec!["s_both"], "a direct share stays");
+    assert!(!store.readmodel.teams("bob").await.unwrap()[0].team.can_collaborate, "the team itself is still listed");
+    // Neither a member who joins nor a note shared meanwhile makes anything readable.
+    store
+        .apply(
+            &[
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "dave", "role": "member"})),
+                envelope("note.shared", 1, share("s_later", "owner", Some("t1"), &[], "later note", 3)),
+            ],
+            1,
+        )
+        .await;
+    assert!(shared_ids(&store, "dave").await.is_empty());
+    assert!(shared_ids(&store, "bob").await.is_empty());
+    // Collaborating again: every member sees everything the team has.
+    store.apply(&[envelope("team.upserted", 3, team("t1", true))], 1).await;
+    for account in ["bob", "dave"] {
+        assert_eq!(shared_ids(&store, account).await, vec!["s_later", "s_both", "s_team"], "{account}");
+    }
+}
+
 #[tokio::test]
 async fn a_deleted_team_shows_nothing_until_a_newer_upsert_and_its_memberships_are_gone() {
     let mut store = Store::new();

@@ -50,7 +50,11 @@ pub fn share(share_id: &str, owner: &str, team: Option<&str>, recipients: &[&str
 }
 
 pub fn team(team_id: &str, includes_items: bool) -> Value {
-    json!({"team": {"id": team_id, "name": format!("team {team_id}"), "plan": "business", "can_collaborate": true, "includes_team_action_items": includes_items}})
+    team_collaborating(team_id, includes_items, true)
+}
+
+pub fn team_collaborating(team_id: &str, includes_items: bool, can_collaborate: bool) -> Value {
+    json!({"team": {"id": team_id, "name": format!("team {team_id}"), "plan": "business", "can_collaborate": can_collaborate, "includes_team_action_items": includes_items}})
 }
 
 pub fn team_item(team_id: &str, item_id: &str, status: &str, created_minute: i64) -> Value {
