@@ -100,6 +100,64 @@ async fn out_of_range_limits_and_offsets_are_clamped() {
     assert_eq!(error["error"]["code"], "invalid_argument");
 }
 
+// Limits: "list_meetings, search_meetings, get_recurring_meeting_history,
+// list_pending_action_items limit: default 20, clamped to 1..200"; "get_meeting_transcript
+// limit: default 200, clamped to 1..500"; "offset: default 0"; out-of-range values are
+// clamped, not rejected — on every paginated tool.
+#[tokio::test]
+async fn every_paginated_tool_has_its_default_limit_and_clamps() {
+    let world = World::new().await;
+    let tools = [
+        ("list_meetings", json!({}), 20, 200),
+        ("search_meetings", json!({"query": "standup"}), 20, 200),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"}), 20, 200),
+        ("list_pending_action_items", json!({}), 20, 200),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"}), 200, 500),
+    ];
+    for (tool, arguments, default, max) in tools {
+        let with = |extra: Value| {
+            let mut arguments = arguments.clone();
+            arguments.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            arguments
+        };
+        let page = world.call_ok(tool, arguments.clone()).await;
+        assert_eq!((page["pagination"]["limit"].clone(), page["pagination"]["offset"].clone()), (json!(default), json!(0)), "{tool}: the defaults");
+        for (limit, clamped) in [(json!(0), 1), (json!(-7), 1), (json!(1_000_000), max), (json!(3), 3)] {
+            let page = world.call_ok(tool, with(json!({"limit": limit}))).await;
+            assert_eq!(page["pagination"]["limit"], clamped, "{tool} limit {limit}");
+        }
+        let page = world.call_ok(tool, with(json!({"offset": -5}))).await;
+        assert_eq!(page["pagination"]["offset"], 0, "{tool}: a negative offset");
+    }
+}
+
+// "search_shared_notes limit: default 10, clamped to 1..20".
+#[tokio::test]
+async fn search_shared_notes_returns_10_by_default_and_1_to_20() {
+    let world = World::new().await;
+    let shares: Vec<String> = (0..25)
+        .map(|index| {
+            let id = format!("shr_retro_{index:02}");
+            events::ShareSpec {
+                id: &id,
+                title: "Retro",
+                owner_account_id: "acc_other",
+                team: None,
+                recipients: vec!["acc_flow"],
+                text: "retro notes",
+                published_minute: 200 + index,
+            }
+            .event(1)
+        })
+        .collect();
+    world.feed(&shares).await;
+    let count = |result: Value| result["results"].as_array().unwrap().len();
+    assert_eq!(count(world.call_ok("search_shared_notes", json!({"query": "retro"})).await), 10);
+    for (limit, expected) in [(json!(0), 1), (json!(-3), 1), (json!(15), 15), (json!(20), 20), (json!(21), 20), (json!(500), 20)] {
+        assert_eq!(count(world.call_ok("search_shared_notes", json!({"query": "retro", "limit": limit})).await), expected, "limit {limit}");
+    }
+}
+
 // get_meeting: metadata, note, summaries, participants, action_items; "Each note or summary carries its text in the field markdown"; "Transcript words are not included."
 #[tokio::test]
 async fn get_meeting_returns_the_detail_with_markdown() {
