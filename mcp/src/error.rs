@@ -35,6 +35,13 @@ pub enum HttpError {
     /// 503: the token or plan could not be verified.
     #[error("the token or plan could not be verified; retry shortly")]
     Unavailable,
+    /// 413: a body above the limit (after the token and plan checks, so a caller
+    /// without a token still learns that first).
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// 400: the body could not be read (the client broke it off).
+    #[error("the request body could not be read")]
+    UnreadableBody,
 }
 
 impl HttpError {
@@ -46,6 +53,8 @@ impl HttpError {
             HttpError::Unauthorized { .. } | HttpError::TokenRevoked { .. } => StatusCode::UNAUTHORIZED,
             HttpError::NoPlan | HttpError::FeatureNotIncluded => StatusCode::PAYMENT_REQUIRED,
             HttpError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpError::UnreadableBody => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -59,6 +68,8 @@ impl HttpError {
             HttpError::NoPlan => "no_plan",
             HttpError::FeatureNotIncluded => "feature_not_included",
             HttpError::Unavailable => "unavailable",
+            HttpError::PayloadTooLarge { .. } => "payload_too_large",
+            HttpError::UnreadableBody => "invalid_request",
         }
     }
 }

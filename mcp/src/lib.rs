@@ -98,7 +98,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 /// Bodies above this are refused (413): tool arguments and OAuth forms are small.
-const MAX_BODY_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// The MCP router: endpoint, discovery documents and OAuth endpoints (see the crate docs).
 pub fn router(state: McpState) -> Router {

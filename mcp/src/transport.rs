@@ -4,10 +4,12 @@
 //!
 //! Checks run in this order, each answering instead of a JSON-RPC response: method
 //! (405) → Origin (403) → token (401) → plan (402) → `MCP-Protocol-Version` header
-//! (400) → the message. So nothing about the body is revealed to an unauthenticated
-//! caller, as REST does with parameters.
+//! (400) → body size (413 `payload_too_large` above 256 KiB) → the message. So nothing
+//! about the body is revealed to an unauthenticated caller, as REST does with
+//! parameters.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -59,7 +61,7 @@ pub fn is_loopback_origin(origin: &str) -> bool {
     }
 }
 
-pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
     // The public URLs matter only to a request with an Origin and to a refusal: they
     // are derived then, not on every call.
     let urls = || PublicUrls::of(&state.inner.config, &headers);
@@ -77,6 +79,13 @@ pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Bytes
             Some(version) => version,
             None => return HttpError::UnsupportedProtocolVersion(String::from_utf8_lossy(value.as_bytes()).into_owned()).into_response(),
         },
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return HttpError::PayloadTooLarge { limit: crate::MAX_BODY_BYTES }.into_response()
+        }
+        Err(_) => return HttpError::UnreadableBody.into_response(),
     };
     let (id, method, params) = match rpc::parse(&body) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),

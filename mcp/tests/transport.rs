@@ -354,6 +354,23 @@ async fn a_stalled_store_is_503_within_the_bound() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
 
+// Bodies above 256 KiB (tool arguments are small) are refused with the error envelope,
+// after the token check: a caller without a token learns only that it needs one.
+#[tokio::test]
+async fn an_oversized_body_is_413_payload_too_large_after_the_token_check() {
+    let world = World::new().await;
+    let big =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"list_meetings","arguments":{{"query":"{}"}}}}}}"#, "a".repeat(300 * 1024));
+    let reply = world.post_raw(Some(FLOW_PAT), &big, &[]).await;
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.json(), json!({"error": {"code": "payload_too_large", "message": "the request body is larger than 262144 bytes"}}));
+    assert_eq!(world.post_raw(None, &big, &[]).await.status, StatusCode::UNAUTHORIZED);
+    let fits =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"list_meetings","arguments":{{"query":"{}"}}}}}}"#, "a".repeat(200 * 1024));
+    assert_eq!(world.post_raw(Some(FLOW_PAT), &fits, &[]).await.status, StatusCode::OK);
+}
+
 // Never 500 for input, never a panic: garbage bodies and headers.
 #[tokio::test]
 async fn garbage_never_causes_a_500() {
