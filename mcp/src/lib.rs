@@ -49,6 +49,15 @@
 //!   reads the skipped rows), and a page whose next offset would pass that bound is the
 //!   last (`next_offset` null), so a walk always ends. Transcript offsets are not capped
 //!   (words are read from their index), so any transcript is walked to its end.
+//! - **search_meetings** ("text to find in meeting titles and summaries,
+//!   case-insensitive") finds words: the query's runs of letters and digits must each
+//!   be a whole word of the title or of a summary, case-insensitively, so it is answered
+//!   from the word index rather than by scanning an account's history. A fragment of a
+//!   word ("budg") does not find "budget"; list_meetings' `query` is the substring
+//!   filter the spec asks for there.
+//! - **Numbers** outside the range of a 64-bit float (`1e400`) cannot be read and the
+//!   body is answered -32700, as serde_json refuses them; every number in range is
+//!   read, and limits and offsets are then clamped.
 //! - **Tool errors** are `{"error": {"code", "message"}}` with isError true; codes:
 //!   invalid_argument, meeting_not_found (`meeting <id> not found`),
 //!   shared_note_not_found, unavailable, read_failed.
