@@ -157,6 +157,18 @@ impl Envelope {
     /// Decodes one envelope (one line of the log, one Kafka message value).
     pub fn decode(bytes: &[u8]) -> Result<Envelope, DecodeError> {
         let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid("not UTF-8".into()))?;
+        Envelope::decode_text(text).map_err(|error| match error {
+            // "Unknown types are skipped": whatever else a newer type's envelope holds,
+            // it is not ours to judge. Read only on the error path.
+            DecodeError::Invalid(reason) => match serde_json::from_str::<TypeOnly>(text) {
+                Ok(TypeOnly { event_type }) if !KNOWN_TYPES.contains(&event_type.as_str()) => DecodeError::UnknownType(event_type),
+                _ => DecodeError::Invalid(reason),
+            },
+            unknown => unknown,
+        })
+    }
+
+    fn decode_text(text: &str) -> Result<Envelope, DecodeError> {
         let raw: RawEnvelope = serde_json::from_str(text).map_err(|error| DecodeError::Invalid(format!("envelope: {error}")))?;
         if raw.version == 0 || raw.version > MAX_VERSION {
             return Err(DecodeError::Invalid(format!("envelope: version {} is outside 1..2^53", raw.version)));
@@ -164,9 +176,20 @@ impl Envelope {
         if raw.id.len() > MAX_ID_BYTES {
             return Err(DecodeError::Invalid(format!("envelope: id is {} bytes, longer than {MAX_ID_BYTES}", raw.id.len())));
         }
+        // serde reads a struct from an array too: `data` must be an object.
+        if !raw.data.get().starts_with('{') {
+            return Err(DecodeError::Invalid(format!("{}: data is not an object", raw.event_type)));
+        }
         let event = decode_data(&raw.event_type, raw.data.get())?;
         Ok(Envelope { id: raw.id, version: raw.version, occurred_at: raw.occurred_at, event })
     }
+}
+
+/// The type of an envelope and nothing else.
+#[derive(Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    event_type: String,
 }
 
 fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {

@@ -152,6 +152,31 @@ fn unknown_types_are_reported_as_unknown_not_invalid() {
     assert_eq!(decode(&event), Err(DecodeError::UnknownType("meeting.archived".into())));
 }
 
+// "Unknown types are skipped and counted ... never an error": whatever the rest of a
+// newer type's envelope holds.
+#[test]
+fn unknown_types_are_skipped_whatever_their_envelope_holds() {
+    for event in [
+        json!({"id": "x", "type": "meeting.archived", "version": 0, "occurred_at": "2026-11-20T09:00:00Z", "data": {}}),
+        json!({"id": "x", "type": "meeting.archived", "version": 1, "occurred_at": "yesterday", "data": []}),
+        json!({"type": "meeting.archived"}),
+    ] {
+        assert_eq!(decode(&event), Err(DecodeError::UnknownType("meeting.archived".into())), "{event}");
+    }
+    // A known type with the same faults is still invalid.
+    let event = json!({"id": "x", "type": "meeting.deleted", "version": 0, "occurred_at": "2026-11-20T09:00:00Z", "data": {}});
+    assert!(matches!(decode(&event), Err(DecodeError::Invalid(_))));
+}
+
+// Envelope: "data | object": an array is not one, though serde would read a struct from it.
+#[test]
+fn data_that_is_not_an_object_is_invalid() {
+    for data in [json!(["team_01"]), json!("team_01"), json!(null), json!(7)] {
+        let event = json!({"id": "x", "type": "team.deleted", "version": 1, "occurred_at": "2026-11-20T09:00:00Z", "data": data});
+        assert!(matches!(decode(&event), Err(DecodeError::Invalid(reason)) if reason.contains("team.deleted")), "{data}");
+    }
+}
+
 #[test]
 fn json_schema_files_are_generated_from_the_types() {
     let directory = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("events");
