@@ -394,7 +394,9 @@ impl Batch {
                 self.save_entity("meeting", &event.meeting.id, state, stamp);
             }
             Event::MeetingDeleted(event) => {
-                let Some(mut state) = self.newer("meeting", &event.meeting_id, version).await? else { return Ok(Applied::Stale) };
+                let Some(mut state) = self.newer("meeting", &event.meeting_id, version).await? else {
+                    return self.stale_meeting_delete(&event.meeting_id, version, stamp).await;
+                };
                 state.rows = self.replace_rows(&state.rows, Vec::new(), stamp);
                 state.v = version;
                 state.deleted = true;
@@ -478,6 +480,26 @@ impl Batch {
 
     // ---- teams and sharing -----------------------------------------------------
 
+    /// A meeting.deleted at or below the meeting's version changes nothing of the
+    /// meeting, but a delete still shadows what is at or below it ("also one that arrives
+    /// after the delete"): a transcript at or below it goes, and later ones at or below
+    /// it are stale, as in version order.
+    async fn stale_meeting_delete(&mut self, meeting_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut meeting) = self.entity("meeting", meeting_id).await? else { return Ok(Applied::Stale) };
+        if version <= meeting.last_delete {
+            return Ok(Applied::Stale);
+        }
+        meeting.last_delete = version;
+        self.save_entity("meeting", meeting_id, meeting, stamp);
+        if let Some(mut transcript) = self.entity("transcript", meeting_id).await? {
+            if transcript.v <= version && !transcript.rows.is_empty() {
+                transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
+                self.save_entity("transcript", meeting_id, transcript, stamp);
+            }
+        }
+        Ok(Applied::Applied)
+    }
+
     /// The team, when it exists and is not deleted.
     async fn active_team(&mut self, team_id: &str) -> Result<Option<Team>, StoreError> {
         let Some(state) = self.entity("team", team_id).await? else { return Ok(None) };
@@ -520,17 +542,31 @@ impl Batch {
         Ok(rows.into_iter().filter_map(|(clustering, _)| Some(clustering.first()?.as_text()?.to_string())).collect())
     }
 
-    /// Who sees the share: the team's members while the team exists and can
-    /// collaborate, and the direct recipients, never the owner.
+    /// Who sees the share, never the owner: "Shared with a team: `team` set, visible to
+    /// the team's current members" (while the team exists and can collaborate);
+    /// "Shared directly: `team` null, visible to `recipient_account_ids`".
     async fn audience(&mut self, share: &Share) -> Result<BTreeSet<String>, StoreError> {
-        let mut audience: BTreeSet<String> = share.recipient_account_ids.iter().cloned().collect();
-        if let Some(team) = &share.team {
-            if self.sharing_team(&team.id).await?.is_some() {
-                audience.extend(self.members(&team.id).await?.into_iter().map(|(account, _)| account));
-            }
-        }
+        let mut audience: BTreeSet<String> = match &share.team {
+            Some(team) if self.sharing_team(&team.id).await?.is_some() => self.members(&team.id).await?.into_iter().map(|(account, _)| account).collect(),
+            Some(_) => BTreeSet::new(),
+            None => share.recipient_account_ids.iter().cloned().collect(),
+        };
         audience.remove(&share.owner_account_id);
         Ok(audience)
+    }
+
+    /// The team's published shares (a `team_shares` row a newer version of its share
+    /// moved elsewhere is passed over).
+    async fn team_shares(&mut self, team_id: &str) -> Result<Vec<Share>, StoreError> {
+        let mut shares = Vec::new();
+        for share_id in self.team_share_ids(team_id).await? {
+            if let Some(share) = self.active_share(&share_id).await? {
+                if share.team.as_ref().is_some_and(|team| team.id == team_id) {
+                    shares.push(share);
+                }
+            }
+        }
+        Ok(shares)
     }
 
     fn grant(&mut self, account_id: &str, share: &Share, stamp: Stamp) {
@@ -570,8 +606,7 @@ impl Batch {
             // The team is back, new, or can collaborate again: its members see its shares.
             (false, true) => {
                 let members = self.members(&team.id).await?;
-                for share_id in self.team_share_ids(&team.id).await? {
-                    let Some(share) = self.active_share(&share_id).await? else { continue };
+                for share in self.team_shares(&team.id).await? {
                     for (account, _) in &members {
                         if *account != share.owner_account_id {
                             self.grant(account, &share, stamp);
@@ -587,16 +622,12 @@ impl Batch {
         Ok(Applied::Applied)
     }
 
-    /// Withdraws the team's shares from its members, except where a member is also a
-    /// direct recipient.
+    /// Withdraws the team's shares from its members.
     async fn withdraw_team_shares(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
         let members = self.members(team_id).await?;
-        for share_id in self.team_share_ids(team_id).await? {
-            let Some(share) = self.active_share(&share_id).await? else { continue };
+        for share in self.team_shares(team_id).await? {
             for (account, _) in &members {
-                if !share.recipient_account_ids.contains(account) {
-                    self.withdraw(account, &share, stamp);
-                }
+                self.withdraw(account, &share, stamp);
             }
         }
         Ok(())
@@ -653,8 +684,7 @@ impl Batch {
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
         if !was_member && team.can_collaborate {
             // A member who joins sees everything the team has, older shares included.
-            for share_id in self.team_share_ids(team_id).await? {
-                let Some(share) = self.active_share(&share_id).await? else { continue };
+            for share in self.team_shares(team_id).await? {
                 if share.owner_account_id != account_id {
                     self.grant(account_id, &share, stamp);
                 }
@@ -677,12 +707,9 @@ impl Batch {
         let ts = stamp.for_table(&TEAM_MEMBERS);
         self.delete(&TEAM_MEMBERS, vec![Val::text(team_id)], vec![Val::text(account_id)], ts);
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
-        // From then on the member sees none of the team's notes (unless shared directly).
-        for share_id in self.team_share_ids(team_id).await? {
-            let Some(share) = self.active_share(&share_id).await? else { continue };
-            if !share.recipient_account_ids.iter().any(|recipient| recipient == account_id) {
-                self.withdraw(account_id, &share, stamp);
-            }
+        // "From then on the member sees none of the team's notes."
+        for share in self.team_shares(team_id).await? {
+            self.withdraw(account_id, &share, stamp);
         }
         let ts = stamp.for_table(&TEAMS_BY_ACCOUNT);
         self.delete(&TEAMS_BY_ACCOUNT, vec![Val::text(account_id)], vec![Val::text(team_id)], ts);

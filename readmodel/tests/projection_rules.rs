@@ -102,6 +102,29 @@ async fn transcripts_compare_only_with_the_last_transcript_and_the_meetings_dele
     );
 }
 
+// Rule 2: "A delete at version v hides the entity and any event for it at a version ≤ v,
+// also one that arrives after the delete" — even when the delete itself arrives after a
+// newer upsert: in version order (transcript 2, delete 3, upsert 6) the transcript is gone.
+#[tokio::test]
+async fn a_late_delete_still_shadows_an_older_transcript() {
+    let transcript = |text: &str| json!({"account_id": "acc", "meeting_id": "m1", "transcript": {"text": text, "segments": [], "words": null}});
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("meeting.transcript_set", 2, transcript("two")),
+                envelope("meeting.upserted", 6, meeting("acc", "m1", "t", 0, None, vec![])),
+                envelope("meeting.deleted", 3, json!({"account_id": "acc", "meeting_id": "m1"})),
+            ],
+            1,
+        )
+        .await;
+    assert!(store.readmodel.meeting_detail("acc", "m1").await.unwrap().is_some(), "the meeting's newer upsert stands");
+    assert_eq!(store.readmodel.meeting_transcript("acc", "m1").await.unwrap(), None, "the transcript at version 2 is shadowed by the delete at 3");
+    store.apply(&[envelope("meeting.transcript_set", 3, transcript("three")), envelope("meeting.transcript_set", 4, transcript("four"))], 1).await;
+    assert_eq!(store.readmodel.meeting_transcript("acc", "m1").await.unwrap().unwrap().body, r#"{"text":"four","segments":[]}"#, "above the delete: applied");
+}
+
 #[tokio::test]
 async fn an_item_absent_from_a_newer_meeting_snapshot_is_gone() {
     let mut store = Store::new();
@@ -184,6 +207,43 @@ async fn visibility_follows_team_membership_direct_recipients_and_never_the_owne
     assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct"]);
 }
 
+// "Shared with a team: `team` set, visible to the team's current members. Shared
+// directly: `team` null, visible to `recipient_account_ids`." A team share's recipient
+// list does not widen it: it is gone for all when the team is deleted ("its shares are
+// visible to no one") or when they leave.
+#[tokio::test]
+async fn a_team_share_is_visible_to_the_team_only_whatever_its_recipients() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                envelope("team.upserted", 1, team("t1", true)),
+                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &["bob", "carol"], "team note", 1)),
+            ],
+            1,
+        )
+        .await;
+    assert_eq!(shared_ids(&store, "bob").await, vec!["s_team"]);
+    assert!(shared_ids(&store, "carol").await.is_empty(), "not a member");
+    store.apply(&[envelope("team_member.removed", 2, json!({"team_id": "t1", "account_id": "bob"}))], 1).await;
+    assert!(shared_ids(&store, "bob").await.is_empty(), "the member who leaves sees none of the team's notes");
+    store
+        .apply(
+            &[
+                envelope("team_member.upserted", 3, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+                envelope("team.deleted", 2, json!({"team_id": "t1"})),
+            ],
+            1,
+        )
+        .await;
+    assert!(shared_ids(&store, "bob").await.is_empty(), "a deleted team's shares are visible to no one");
+    // Republished as a direct share: now the recipients see it.
+    store.apply(&[envelope("note.shared", 2, share("s_team", "owner", None, &["bob", "carol"], "team note", 1))], 1).await;
+    assert_eq!(shared_ids(&store, "carol").await, vec!["s_team"]);
+    assert_eq!(shared_ids(&store, "bob").await, vec!["s_team"]);
+}
+
 // Team, can_collaborate: "when false, the team has nothing shared to read".
 #[tokio::test]
 async fn a_team_that_cannot_collaborate_has_nothing_shared_to_read() {
@@ -204,7 +264,7 @@ async fn a_team_that_cannot_collaborate_has_nothing_shared_to_read() {
     store.apply(&[envelope("team.upserted", 2, team_collaborating("t1", true, false))], 1).await;
     assert!(shared_ids(&store, "bob").await.is_empty(), "nothing of the team is shared to read");
     assert!(store.readmodel.shared_note("bob", "s_team").await.unwrap().is_none());
-    assert_eq!(shared_ids(&store, "carol").await, vec!["s_both"], "a direct share stays");
+    assert!(shared_ids(&store, "carol").await.is_empty(), "a team share is the team's only, whatever its recipient list");
     assert!(!store.readmodel.teams("bob").await.unwrap()[0].team.can_collaborate, "the team itself is still listed");
     // Neither a member who joins nor a note shared meanwhile makes anything readable.
     store
