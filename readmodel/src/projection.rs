@@ -365,7 +365,9 @@ impl Batch {
                 self.save_entity("account", &event.account_id, state, stamp);
             }
             Event::TokenCreated(event) => {
-                let Some(state) = self.newer("token", &event.token_id, version).await? else { return Ok(Applied::Stale) };
+                let Some(state) = self.newer("token", &event.token_id, version).await? else {
+                    return self.stale_token_created(&event.token_id, &event.token_sha256, stamp).await;
+                };
                 let token = TokenData {
                     account_id: event.account_id.clone(),
                     token_id: event.token_id.clone(),
@@ -478,7 +480,20 @@ impl Batch {
         self.save_entity("token", &token.token_id, state, stamp);
     }
 
-    // ---- teams and sharing -----------------------------------------------------
+    /// A token.created behind a newer token.revoked is stale, but it is the first to
+    /// name the token's hash: the token then reads as revoked ("After it is projected,
+    /// the token answers 401 token_revoked"), whichever of the two came first.
+    async fn stale_token_created(&mut self, token_id: &str, token_sha256: &str, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(state) = self.entity("token", token_id).await? else { return Ok(Applied::Stale) };
+        let Some(known) = state.data.clone().and_then(|data| serde_json::from_value::<TokenData>(data).ok()) else { return Ok(Applied::Stale) };
+        if !known.revoked || known.token_sha256.is_some() {
+            return Ok(Applied::Stale);
+        }
+        let token = TokenData { token_sha256: Some(token_sha256.to_string()), ..known };
+        let revoked_at = Stamp { version: state.v as i64, position: stamp.position };
+        self.write_token(state, token, revoked_at);
+        Ok(Applied::Applied)
+    }
 
     /// A meeting.deleted at or below the meeting's version changes nothing of the
     /// meeting, but a delete still shadows what is at or below it ("also one that arrives
@@ -499,6 +514,8 @@ impl Batch {
         }
         Ok(Applied::Applied)
     }
+
+    // ---- teams and sharing -----------------------------------------------------
 
     /// The team, when it exists and is not deleted.
     async fn active_team(&mut self, team_id: &str) -> Result<Option<Team>, StoreError> {

@@ -164,6 +164,23 @@ async fn a_revoked_token_reads_as_revoked() {
     assert_eq!(token.account_id, "acc");
 }
 
+// token.revoked: "After it is projected, the token answers 401 token_revoked", also when
+// it is projected before the token.created that names the token's hash.
+#[tokio::test]
+async fn a_token_revoked_before_its_creation_arrives_reads_as_revoked() {
+    let mut store = Store::new();
+    let sha = "b".repeat(64);
+    store.apply(&[envelope("token.revoked", 2, json!({"account_id": "acc", "token_id": "t1", "revoked_at": ts(1)}))], 1).await;
+    assert!(store.readmodel.token_by_hash(&sha).await.unwrap().is_none(), "the hash is not known yet");
+    let created = envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)}));
+    store.apply(std::slice::from_ref(&created), 1).await;
+    let token = store.readmodel.token_by_hash(&sha).await.unwrap().expect("the hash row, revoked");
+    assert!(token.revoked);
+    assert_eq!(token.account_id, "acc");
+    store.apply(&[created], 1).await;
+    assert!(store.readmodel.token_by_hash(&sha).await.unwrap().unwrap().revoked, "a redelivery changes nothing");
+}
+
 async fn shared_ids(store: &Store, account: &str) -> Vec<String> {
     let page = store.readmodel.shared_notes(account, &[], None, 50).await.unwrap();
     page.rows.iter().map(|row| serde_json::from_str::<Value>(&row.body).unwrap()["id"].as_str().unwrap().to_string()).collect()
