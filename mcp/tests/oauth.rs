@@ -525,24 +525,18 @@ async fn any_router_over_the_same_store_continues_a_flow() {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
-// "single-use codes ... reusing a code revokes what it issued" (issue #4), under true
-// concurrency: of many simultaneous exchanges of one code at most one is issued tokens
-// (under contention the claim may go to none: the code is then spent, as two uses of a
-// single-use code deserve), the others are invalid_grant, and being reuses they revoke
-// what the winner got.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke_them() {
-    // Twenty racers queue on the store's durable writes: a bound that load cannot reach.
-    let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
-    let client_id = register(&world, &[REDIRECT_URI]).await;
-    let code = authorize(&world, &client_id, FLOW_PAT).await;
+/// Twenty simultaneous POSTs of one token request: the token responses of those that got
+/// tokens (every other one must be invalid_grant).
+async fn race(world: &std::sync::Arc<World>, pairs: &[(&str, &str)]) -> Vec<Value> {
+    let pairs: Vec<(String, String)> = pairs.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
     let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
     let mut racers = Vec::new();
     for _ in 0..20 {
-        let (world, client_id, code, start) = (world.clone(), client_id.clone(), code.clone(), start.clone());
+        let (world, pairs, start) = (world.clone(), pairs.clone(), start.clone());
         racers.push(tokio::spawn(async move {
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect();
             start.wait().await;
-            exchange(&world, &client_id, &code).await
+            world.post_form("/mcp/token", &pairs).await
         }));
     }
     let mut issued = Vec::new();
@@ -556,6 +550,25 @@ async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke
             }
         }
     }
+    issued
+}
+
+// "single-use codes ... reusing a code revokes what it issued" (issue #4), under true
+// concurrency: of many simultaneous exchanges of one code at most one is issued tokens
+// (under contention the claim may go to none: the code is then spent, as two uses of a
+// single-use code deserve), the others are invalid_grant, and being reuses they revoke
+// what the winner got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke_them() {
+    // Twenty racers queue on the store's durable writes: a bound that load cannot reach.
+    let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    let issued = race(
+        &world,
+        &[("grant_type", "authorization_code"), ("code", &code), ("code_verifier", VERIFIER), ("client_id", &client_id), ("redirect_uri", REDIRECT_URI)],
+    )
+    .await;
     assert!(issued.len() <= 1, "at most one redemption wins: {issued:?}");
     for tokens in &issued {
         let (status, body) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
@@ -576,26 +589,7 @@ async fn concurrent_uses_of_one_refresh_token_rotate_it_once_and_revoke_the_gran
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let tokens = exchange(&world, &client_id, &code).await.json();
     let refresh_token = tokens["refresh_token"].as_str().unwrap().to_string();
-    let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
-    let mut racers = Vec::new();
-    for _ in 0..20 {
-        let (world, client_id, refresh_token, start) = (world.clone(), client_id.clone(), refresh_token.clone(), start.clone());
-        racers.push(tokio::spawn(async move {
-            start.wait().await;
-            refresh(&world, &client_id, &refresh_token).await
-        }));
-    }
-    let mut issued = Vec::new();
-    for racer in racers {
-        let reply = racer.await.unwrap();
-        match reply.status {
-            StatusCode::OK => issued.push(reply.json()),
-            status => {
-                assert_eq!(status, StatusCode::BAD_REQUEST, "{}", reply.body);
-                assert_eq!(reply.json()["error"], "invalid_grant");
-            }
-        }
-    }
+    let issued = race(&world, &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id)]).await;
     assert!(issued.len() <= 1, "at most one use rotates the token: {issued:?}");
     for tokens in &issued {
         let (status, _) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
