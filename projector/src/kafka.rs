@@ -168,8 +168,9 @@ async fn apply_batch(
     for (message, envelope) in messages.iter().zip(decoded) {
         let payload = message.payload().unwrap_or_default();
         match envelope {
-            // Offsets only grow within a partition, and every row derived from several
-            // entities is written from one partition (one message key): the LWW clock.
+            // Offsets only grow within a partition: the LWW clock of rows derived from
+            // several entities, which are written from one partition (one message key),
+            // except a share's, which keep a clock of their own across partitions.
             Ok(envelope) => {
                 match batch.apply(&envelope, message.offset()).await? {
                     Applied::Applied => applied += 1,

@@ -72,6 +72,14 @@ struct EntityState {
     /// What later events of other entities need from this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     data: Option<serde_json::Value>,
+    /// A share's clock: the latest position its rows were written at (see
+    /// [`Batch::share_stamp`]).
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    clock: i64,
+}
+
+fn is_zero_i64(value: &i64) -> bool {
+    *value == 0
 }
 
 fn is_false(value: &bool) -> bool {
@@ -572,6 +580,31 @@ impl Batch {
         Ok(audience)
     }
 
+    /// The position at which this event writes the share's rows (who sees it, its
+    /// team's index, its entity state): the event's own, or just past the latest one
+    /// the share's rows were written at, whichever is later.
+    ///
+    /// Positions are Kafka offsets, ordered only within a partition, and a share's
+    /// events travel under two keys when it moves between a direct share and a team (or
+    /// between teams). Its rows are written by its own events and by its team's events;
+    /// with a clock of its own that only grows, each write wins over the ones applied
+    /// before it, whichever partition they came from. In one log (the embedded edition)
+    /// this is the event's position, as before.
+    fn share_stamp(state: &mut EntityState, stamp: Stamp) -> Stamp {
+        let position = stamp.position.max(state.clock.saturating_add(1));
+        state.clock = position;
+        Stamp { position, ..stamp }
+    }
+
+    /// [`Self::share_stamp`] for a team's event that writes rows of the share: the
+    /// share's clock moves on in its saved state.
+    async fn advance_share_clock(&mut self, share_id: &str, stamp: Stamp) -> Result<Stamp, StoreError> {
+        let mut state = self.entity("share", share_id).await?.unwrap_or_default();
+        let stamp = Self::share_stamp(&mut state, stamp);
+        self.save_entity("share", share_id, state, stamp);
+        Ok(stamp)
+    }
+
     /// The team's published shares (a `team_shares` row a newer version of its share
     /// moved elsewhere is passed over).
     async fn team_shares(&mut self, team_id: &str) -> Result<Vec<Share>, StoreError> {
@@ -624,9 +657,10 @@ impl Batch {
             (false, true) => {
                 let members = self.members(&team.id).await?;
                 for share in self.team_shares(&team.id).await? {
+                    let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
                     for (account, _) in &members {
                         if *account != share.owner_account_id {
-                            self.grant(account, &share, stamp);
+                            self.grant(account, &share, share_stamp);
                         }
                     }
                 }
@@ -643,8 +677,9 @@ impl Batch {
     async fn withdraw_team_shares(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
         let members = self.members(team_id).await?;
         for share in self.team_shares(team_id).await? {
+            let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
             for (account, _) in &members {
-                self.withdraw(account, &share, stamp);
+                self.withdraw(account, &share, share_stamp);
             }
         }
         Ok(())
@@ -703,7 +738,8 @@ impl Batch {
             // A member who joins sees everything the team has, older shares included.
             for share in self.team_shares(team_id).await? {
                 if share.owner_account_id != account_id {
-                    self.grant(account_id, &share, stamp);
+                    let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
+                    self.grant(account_id, &share, share_stamp);
                 }
             }
         }
@@ -726,7 +762,8 @@ impl Batch {
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
         // "From then on the member sees none of the team's notes."
         for share in self.team_shares(team_id).await? {
-            self.withdraw(account_id, &share, stamp);
+            let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
+            self.withdraw(account_id, &share, share_stamp);
         }
         let ts = stamp.for_table(&TEAMS_BY_ACCOUNT);
         self.delete(&TEAMS_BY_ACCOUNT, vec![Val::text(account_id)], vec![Val::text(team_id)], ts);
@@ -736,6 +773,7 @@ impl Batch {
 
     async fn note_shared(&mut self, share: &Share, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let Some(mut state) = self.newer("share", &share.id, version).await? else { return Ok(Applied::Stale) };
+        let stamp = Self::share_stamp(&mut state, stamp);
         let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
         let audience = self.audience(share).await?;
         if let Some(previous) = &previous {
@@ -773,6 +811,7 @@ impl Batch {
 
     async fn note_unshared(&mut self, share_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let Some(mut state) = self.newer("share", share_id, version).await? else { return Ok(Applied::Stale) };
+        let stamp = Self::share_stamp(&mut state, stamp);
         let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
         if let Some(previous) = &previous {
             for account in self.audience(previous).await? {

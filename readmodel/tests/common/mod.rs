@@ -75,19 +75,31 @@ impl Store {
         Store { _dir: dir, readmodel: ReadModel::new(driver.clone()), driver, position: 0 }
     }
 
-    /// Applies events, committing a batch every `batch_size` events.
+    /// Applies events, committing a batch every `batch_size` events; positions follow
+    /// one another, as in the embedded edition's one log.
     pub async fn apply(&mut self, envelopes: &[Envelope], batch_size: usize) {
+        let positioned: Vec<(Envelope, i64)> = envelopes
+            .iter()
+            .map(|envelope| {
+                self.position += 1;
+                (envelope.clone(), self.position)
+            })
+            .collect();
+        self.apply_at(&positioned, batch_size).await;
+    }
+
+    /// Applies events at the given positions (each one's offset in its partition).
+    pub async fn apply_at(&mut self, envelopes: &[(Envelope, i64)], batch_size: usize) {
         for chunk in envelopes.chunks(batch_size.max(1)) {
             let mut batch = Batch::new(self.driver.clone());
             // Even batch sizes read their entity states up front, as the Kafka projector
             // does; odd ones read them lazily: the fidelity tests compare both against
             // the one-event-at-a-time reference.
             if batch_size.is_multiple_of(2) {
-                batch.prefetch(chunk).await.expect("prefetch");
+                batch.prefetch(chunk.iter().map(|(envelope, _)| envelope)).await.expect("prefetch");
             }
-            for envelope in chunk {
-                self.position += 1;
-                batch.apply(envelope, self.position).await.expect("apply");
+            for (envelope, position) in chunk {
+                batch.apply(envelope, *position).await.expect("apply");
             }
             self.driver.write(batch.into_mutations()).await.expect("commit");
         }
