@@ -113,6 +113,30 @@ fn invalid_events_are_dead_lettered_with_reason_and_offset_and_never_block_what_
     assert!(letters[1]["reason"].as_str().unwrap().contains("time zone"), "{}", letters[1]["reason"]);
 }
 
+// Rule 5: an invalid event is dead-lettered "kept whole": also a line whose bytes are
+// not UTF-8, as an appender killed in the middle of a character leaves behind.
+#[test]
+fn a_line_that_is_not_utf8_is_dead_lettered_with_its_exact_bytes() {
+    let server = Server::start();
+    let torn: Vec<u8> = [&br#"{"id":"e1","type":"meeting.upserted","title":"caf"#[..], &[0xC3]].concat();
+    {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(server.data_dir.join("events.log")).unwrap();
+        log.write_all(&torn).unwrap();
+    }
+    // The next append ends the torn line, which stays a line of its own.
+    server.feed(&[account("acc_1", Some("flow"), None, 1)]);
+    let progress = server.progress();
+    assert_eq!((progress["dead_lettered"].clone(), progress["applied"].clone()), (serde_json::json!(1), serde_json::json!(1)));
+    let letters = std::fs::read_to_string(server.data_dir.join("deadletter.jsonl")).unwrap();
+    let letter: serde_json::Value = serde_json::from_str(letters.lines().next().unwrap()).unwrap();
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(letter["raw_base64"].as_str().expect("raw_base64")).unwrap();
+    assert_eq!(bytes, torn, "kept whole");
+    assert_eq!(letter["offset"], 0);
+    assert_eq!(letter["reason"], "not UTF-8");
+}
+
 #[test]
 fn dead_letters_are_not_written_twice_after_a_restart() {
     let mut server = Server::start();

@@ -88,8 +88,13 @@ pub struct DeadLetter {
     /// Byte offset of the line in the log.
     pub offset: u64,
     pub reason: String,
-    /// The line, whole, as it was in the log.
+    /// The line as it was in the log (as text: bytes that are not UTF-8 are shown as
+    /// U+FFFD here, and kept in `raw_base64`).
     pub raw: String,
+    /// The line's exact bytes, base64, when they are not UTF-8 (a line cut short by an
+    /// appender that was killed mid-character), so that nothing of it is lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_base64: Option<String>,
 }
 
 /// Tuning of the embedded consume loop.
@@ -299,6 +304,9 @@ impl EmbeddedProjector {
                             offset: line.offset,
                             reason,
                             raw: String::from_utf8_lossy(&line.bytes).into_owned(),
+                            raw_base64: std::str::from_utf8(&line.bytes)
+                                .is_err()
+                                .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &line.bytes)),
                         });
                     }
                 }
