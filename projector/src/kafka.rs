@@ -192,10 +192,15 @@ async fn apply_batch(
             }),
         }
     }
+    // Rows, then entity states (see `into_mutation_steps`), then dead letters: a store
+    // error retries the batch before any letter is sent, so letters repeat only when
+    // sending them failed.
+    let (rows, states) = batch.into_mutation_steps();
+    driver.write(rows).await?;
+    driver.write(states).await?;
     if !letters.is_empty() {
         send_letters(producer, &config.dead_letter_topic, &letters).await.map_err(|error| StoreError::Unavailable(format!("dead-letter topic: {error}")))?;
     }
-    driver.write(batch.into_mutations()).await?;
     stats.applied.fetch_add(applied, Ordering::Relaxed);
     stats.stale.fetch_add(stale, Ordering::Relaxed);
     stats.skipped_unknown.fetch_add(skipped, Ordering::Relaxed);

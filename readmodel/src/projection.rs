@@ -221,6 +221,16 @@ impl Batch {
         mutations
     }
 
+    /// The rows to write in two steps, for a store without multi-row atomicity: first
+    /// every row but the entities' states, then the states. Should the second step fail
+    /// (or the process die between the two), the states are as they were, so applying
+    /// the same events again recomputes and rewrites the same rows with the same
+    /// timestamps. A state written ahead of its rows would instead make those events
+    /// stale, and rows that failed would never be written.
+    pub fn into_mutation_steps(self) -> (Vec<Mutation>, Vec<Mutation>) {
+        self.into_mutations().into_iter().partition(|mutation| mutation.table.id != ENTITIES.id)
+    }
+
     // ---- reads through the overlay ---------------------------------------------
 
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {

@@ -359,3 +359,41 @@ async fn search_matches_every_word_newest_first_with_the_total() {
     let (_, total) = store.readmodel.search_meetings("other", &["budget".into()], 0, 10).await.unwrap();
     assert_eq!(total, 0, "only the account's own meetings");
 }
+
+// Rule 6, "Nothing is lost ... across crashes": over a store without multi-row atomicity
+// a batch is written in two steps, rows then entity states. When the states' step fails
+// (or the process dies in between), applying the same events again writes everything,
+// as one whole write would have.
+#[tokio::test]
+async fn a_batch_whose_states_were_not_written_is_applied_again_whole() {
+    use recap_readmodel::snapshot::{snapshot, Universe};
+    use recap_readmodel::Batch;
+    let events = vec![
+        envelope("account.upserted", 1, json!({"account_id": "acc", "plan": null})),
+        envelope("meeting.upserted", 1, meeting("acc", "m1", "budget review", 0, None, vec![item("ai_1", "todo", None, 0)])),
+        envelope("team.upserted", 1, team("t1", true)),
+        envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
+        envelope("note.shared", 1, share("s1", "acc", Some("t1"), &[], "budget note", 1)),
+    ];
+    let universe = Universe::of(&events);
+    let mut whole = Store::new();
+    whole.apply(&events, events.len()).await;
+    let interrupted = Store::new();
+    let apply = |driver: std::sync::Arc<dyn recap_readmodel::Driver>| {
+        let events = events.clone();
+        async move {
+            let mut batch = Batch::new(driver);
+            for (index, event) in events.iter().enumerate() {
+                batch.apply(event, index as i64 + 1).await.unwrap();
+            }
+            batch.into_mutation_steps()
+        }
+    };
+    let (rows, _states_lost) = apply(interrupted.driver.clone()).await;
+    interrupted.driver.write(rows).await.unwrap();
+    let (rows, states) = apply(interrupted.driver.clone()).await;
+    interrupted.driver.write(rows).await.unwrap();
+    interrupted.driver.write(states).await.unwrap();
+    assert_eq!(snapshot(&interrupted.readmodel, &universe).await.unwrap(), snapshot(&whole.readmodel, &universe).await.unwrap());
+    assert_eq!(interrupted.readmodel.teams("bob").await.unwrap().len(), 1);
+}
