@@ -260,6 +260,41 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
     }
 }
 
+// "exact under concurrency across processes": two limiters that share a process id (as
+// replicas that each run as PID 1 in their container) and a clock still count every
+// request: N parallel requests admit exactly the limit.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn limiters_with_one_process_id_and_one_clock_count_every_request() {
+    let engines = common::cluster::Engines::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let clock = recap_access::ManualClock::at(recap_schemas::Timestamp::now());
+        let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
+        let mut limiters = Vec::new();
+        for _ in 0..2 {
+            let limiter = recap_access::RedisLimiter::connect(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(clock.clone()))
+                .await
+                .expect("connect to redis");
+            limiters.push(Arc::new(limiter));
+        }
+        let limits = recap_access::Limits { per_minute: 25, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };
+        let mut tasks = Vec::new();
+        for index in 0..40 {
+            let (limiter, limits) = (limiters[index % 2].clone(), limits);
+            tasks.push(tokio::spawn(async move { recap_access::Limiter::admit(limiter.as_ref(), "acc_shared", &limits).await.expect("decision").verdict }));
+        }
+        let mut admitted = 0;
+        for task in tasks {
+            if task.await.unwrap() == recap_access::Verdict::Admitted {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, 25, "exactly the per-minute limit");
+        assert_eq!(limiters.iter().map(|limiter| limiter.fail_open_total.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>(), 0, "decided in redis");
+    });
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {

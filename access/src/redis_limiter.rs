@@ -75,6 +75,10 @@ pub struct RedisLimiter {
     /// Requests decided locally because Redis did not answer.
     pub fail_open_total: AtomicU64,
     sequence: AtomicU64,
+    /// Names this limiter in the members it adds to the minute window: random, as
+    /// process ids repeat across containers (each replica is often PID 1), and two
+    /// replicas writing the same member would count one request where there were two.
+    instance: String,
 }
 
 fn seconds_until(instant: i64, now: i64) -> u64 {
@@ -107,6 +111,7 @@ impl RedisLimiter {
             last_warning: AtomicI64::new(0),
             fail_open_total: AtomicU64::new(0),
             sequence: AtomicU64::new(0),
+            instance: uuid::Uuid::new_v4().simple().to_string(),
         })
     }
 
@@ -117,7 +122,7 @@ impl RedisLimiter {
         let minute_key = format!("{prefix}limit:{{{account_id}}}:minute");
         let period_key = format!("{prefix}limit:{{{account_id}}}:period:{}", period.start.micros());
         let ttl_seconds = ((period.end.micros() - now.micros()) / 1_000_000).max(1) + 86_400;
-        let member = format!("{}-{}-{}", now.micros(), std::process::id(), self.sequence.fetch_add(1, Ordering::Relaxed));
+        let member = format!("{}-{}-{}", now.micros(), self.instance, self.sequence.fetch_add(1, Ordering::Relaxed));
         let mut connection = self.connection.clone();
         let mut invocation = self.script.key(minute_key);
         invocation.key(period_key).arg(MINUTE_MICROS).arg(limits.per_minute).arg(limits.period_quota).arg(ttl_seconds).arg(member);
