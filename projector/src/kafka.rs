@@ -381,17 +381,29 @@ pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&s
     for line in lines {
         let (topic, key) = route(line);
         let topic = topic_override.map(str::to_string).unwrap_or_else(|| format!("{topic_prefix}{topic}"));
-        let producer = producer.clone();
-        let line = line.clone();
-        deliveries.push(tokio::spawn(async move {
-            let record = FutureRecord::to(&topic).payload(&line).key(&key);
-            producer.send(record, Duration::from_secs(30)).await.map(|_| ()).map_err(|(error, _)| error.to_string())
-        }));
+        let mut record = FutureRecord::to(&topic).payload(line.as_slice()).key(&key);
+        // Enqueued one after the other, in input order (the idempotent producer keeps
+        // that order per partition): a key's events arrive as they were written. A full
+        // queue waits for deliveries to make room rather than letting a later line in.
+        let delivery = loop {
+            match producer.send_result(record) {
+                Ok(delivery) => break delivery,
+                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), returned)) => {
+                    record = returned;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((error, _)) => return Err(error.to_string()),
+            }
+        };
+        deliveries.push(delivery);
     }
     let mut sent = 0;
     for delivery in deliveries {
-        delivery.await.map_err(|error| error.to_string())??;
-        sent += 1;
+        match delivery.await {
+            Ok(Ok(_)) => sent += 1,
+            Ok(Err((error, _))) => return Err(error.to_string()),
+            Err(_) => return Err("the producer was dropped before delivering".into()),
+        }
     }
     Ok(sent)
 }
