@@ -325,6 +325,32 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
     }
 }
 
+// "drains on SIGTERM", also while the store refuses its batch: the projector stops
+// without committing what it could not write, and the next one applies it.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
+    let mut cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
+    let token = new_token();
+    cluster.produce(&world("acc_t", &token));
+    cluster.wait_projected();
+    engine("cassandra.sh", "stop");
+    cluster.produce(&[meeting("acc_t", "mtg_pending", "Written after the stop", 5, 1)]);
+    // Let the projector receive the event and start retrying its batch.
+    std::thread::sleep(Duration::from_secs(3));
+    let asked = Instant::now();
+    let status = cluster.projectors[0].stop().expect("the projector was running");
+    assert!(asked.elapsed() < Duration::from_secs(15), "stopped while the store was down, in {:?}", asked.elapsed());
+    assert!(status.success(), "{status:?}");
+    engine("cassandra.sh", "start");
+    cluster.add_projector();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while get(&format!("{}/meetings/mtg_pending", cluster.query_apis[0].url), Some(&token)).0 != 200 {
+        assert!(Instant::now() < deadline, "the next projector applies the batch that was not written");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Waits until the read model in Cassandra equals the reference fold of `lines`.
 fn wait_until_equal(cluster: &Cluster, lines: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(180);

@@ -293,7 +293,18 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
                 Ok(()) => break,
                 Err(error) => {
                     tracing::warn!(%error, backoff_ms = backoff.as_millis() as u64, events = messages.len(), "batch not written; retrying without advancing");
-                    tokio::time::sleep(backoff).await;
+                    // A stop asked for while the store refuses is not held up by it: the
+                    // batch's offsets are not committed, so whoever owns its partitions
+                    // next applies it again (the projection is idempotent).
+                    let stopping = *shutdown.borrow()
+                        || tokio::select! {
+                            _ = tokio::time::sleep(backoff) => false,
+                            _ = shutdown.changed() => true,
+                        };
+                    if stopping {
+                        tracing::info!(events = messages.len(), "stopping with a batch not written; it is applied again from the committed offsets");
+                        return Ok(());
+                    }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
