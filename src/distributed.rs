@@ -239,18 +239,12 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let readmodel = ReadModel::new(driver);
     let timeout = Duration::from_millis(config.redis_timeout_ms);
     let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
-    let redis_limiter: Arc<recap_access::RedisLimiter> = loop {
-        match recap_access::RedisLimiter::connect(&config.redis_url, &config.redis_key_prefix, timeout, clock.clone()).await {
-            Ok(limiter) => break Arc::new(limiter),
-            Err(error) => {
-                tracing::warn!(%error, "redis not reachable yet, retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    _ = shutdown.changed() => anyhow::bail!("stopped before redis was reachable"),
-                }
-            }
-        }
-    };
+    // Connected on first use: with Redis away at start, requests are served (failing
+    // open) until it answers, as they are when it goes away later.
+    let redis_limiter = Arc::new(
+        recap_access::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, timeout, clock)
+            .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))?,
+    );
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());

@@ -260,6 +260,34 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
     }
 }
 
+// "Redis down or slow: requests are still served — fail open", from the start too: a
+// query-api started while Redis is away serves, and counts in Redis once it answers.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_query_api_started_while_redis_is_away_serves_and_counts_once_it_returns() {
+    engine("redis.sh", "stop");
+    let cluster = Cluster::start(&[("RECAP_REDIS_TIMEOUT_MS".into(), "100".into())]);
+    let token = new_token();
+    cluster.produce(&world("acc_w", &token));
+    cluster.wait_projected();
+    let url = format!("{}/meetings", cluster.query_apis[0].url);
+    let served = get(&url, Some(&token)).0;
+    let failed_open = fail_open_total(&cluster.query_apis[0].admin_url);
+    engine("redis.sh", "start");
+    assert_eq!(served, 200, "served while redis was away");
+    assert!(failed_open > 0, "decided locally while redis was away");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = fail_open_total(&cluster.query_apis[0].admin_url);
+        assert_eq!(get(&url, Some(&token)).0, 200);
+        if fail_open_total(&cluster.query_apis[0].admin_url) == before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "redis counting did not start");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 // "exact under concurrency across processes": two limiters that share a process id (as
 // replicas that each run as PID 1 in their container) and a clock still count every
 // request: N parallel requests admit exactly the limit.

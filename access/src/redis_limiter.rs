@@ -63,7 +63,11 @@ return {0, count + 1, used, 0, oldest(), now}
 "#;
 
 pub struct RedisLimiter {
-    connection: ConnectionManager,
+    client: redis::Client,
+    connection_config: ConnectionManagerConfig,
+    /// Made on first use and kept (it reconnects by itself); until Redis has answered
+    /// once, every request tries within `timeout`, then fails open.
+    connection: tokio::sync::OnceCell<ConnectionManager>,
     script: redis::Script,
     key_prefix: String,
     timeout: Duration,
@@ -86,22 +90,21 @@ fn seconds_until(instant: i64, now: i64) -> u64 {
 }
 
 impl RedisLimiter {
-    /// Connects (bounded by `timeout`); reconnects by itself later.
+    /// A limiter over the Redis at `url`, connecting on first use, so a process starts
+    /// and serves (failing open) while Redis is away; only a malformed URL is an error.
     /// Keys are `<key_prefix>limit:{<account>}:...`, so deployments (or test runs) can
     /// share one Redis.
-    pub async fn connect(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
+    pub fn new(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
         let client = redis::Client::open(url).map_err(|error| LimiterError::Unavailable(error.to_string()))?;
-        let config = ConnectionManagerConfig::new()
+        let connection_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let connection = tokio::time::timeout(timeout * 4, ConnectionManager::new_with_config(client, config))
-            .await
-            .map_err(|_| LimiterError::Unavailable("connecting to redis timed out".into()))?
-            .map_err(|error| LimiterError::Unavailable(error.to_string()))?;
         Ok(RedisLimiter {
-            connection,
+            client,
+            connection_config,
+            connection: tokio::sync::OnceCell::new(),
             script: redis::Script::new(SCRIPT),
             key_prefix: key_prefix.to_string(),
             timeout,
@@ -115,6 +118,26 @@ impl RedisLimiter {
         })
     }
 
+    /// [`RedisLimiter::new`], connected now (bounded by four times `timeout`).
+    pub async fn connect(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
+        let limiter = RedisLimiter::new(url, key_prefix, timeout, clock)?;
+        tokio::time::timeout(timeout * 4, limiter.connection())
+            .await
+            .map_err(|_| LimiterError::Unavailable("connecting to redis timed out".into()))?
+            .map_err(LimiterError::Unavailable)?;
+        Ok(limiter)
+    }
+
+    /// The connection, made on first use.
+    async fn connection(&self) -> Result<ConnectionManager, String> {
+        let connection = self
+            .connection
+            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), self.connection_config.clone()))
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(connection.clone())
+    }
+
     async fn admit_in_redis(&self, account_id: &str, limits: &Limits, now: Timestamp) -> Result<Decision, String> {
         let period = billing_period(limits.billing_cycle_anchor, now);
         // One hash tag per account keeps both keys in one slot of a Redis cluster.
@@ -123,13 +146,14 @@ impl RedisLimiter {
         let period_key = format!("{prefix}limit:{{{account_id}}}:period:{}", period.start.micros());
         let ttl_seconds = ((period.end.micros() - now.micros()) / 1_000_000).max(1) + 86_400;
         let member = format!("{}-{}-{}", now.micros(), self.instance, self.sequence.fetch_add(1, Ordering::Relaxed));
-        let mut connection = self.connection.clone();
         let mut invocation = self.script.key(minute_key);
         invocation.key(period_key).arg(MINUTE_MICROS).arg(limits.per_minute).arg(limits.period_quota).arg(ttl_seconds).arg(member);
-        let reply: Vec<i64> = tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
-            .await
-            .map_err(|_| format!("no answer within {} ms", self.timeout.as_millis()))?
-            .map_err(|error| error.to_string())?;
+        let reply: Vec<i64> = tokio::time::timeout(self.timeout, async {
+            let mut connection = self.connection().await?;
+            invocation.invoke_async(&mut connection).await.map_err(|error| error.to_string())
+        })
+        .await
+        .map_err(|_| format!("no answer within {} ms", self.timeout.as_millis()))??;
         let [verdict, count, used, blocking, oldest, redis_now] = reply[..] else {
             return Err(format!("unexpected script reply {reply:?}"));
         };
