@@ -247,16 +247,22 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
         assert!(fail_open_total(&cluster.query_apis[0].admin_url) > 0, "counted as fail-open");
         engine("redis.sh", resume);
         // Counting in Redis resumes by itself: requests stop being decided locally.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let before = fail_open_total(&cluster.query_apis[0].admin_url);
-            assert_eq!(get(&url, Some(&token)).0, 200);
-            if fail_open_total(&cluster.query_apis[0].admin_url) == before {
-                break;
-            }
-            assert!(Instant::now() < deadline, "redis counting did not resume");
-            std::thread::sleep(Duration::from_millis(200));
+        wait_until_counted_in_redis(&cluster, &url, &token);
+    }
+}
+
+/// Waits until requests to `url` are decided in Redis again (the fail-open counter of
+/// the first query-api stops moving), each one answering 200.
+fn wait_until_counted_in_redis(cluster: &Cluster, url: &str, token: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = fail_open_total(&cluster.query_apis[0].admin_url);
+        assert_eq!(get(url, Some(token)).0, 200);
+        if fail_open_total(&cluster.query_apis[0].admin_url) == before {
+            return;
         }
+        assert!(Instant::now() < deadline, "redis counting did not resume");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -276,16 +282,7 @@ fn a_query_api_started_while_redis_is_away_serves_and_counts_once_it_returns() {
     engine("redis.sh", "start");
     assert_eq!(served, 200, "served while redis was away");
     assert!(failed_open > 0, "decided locally while redis was away");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let before = fail_open_total(&cluster.query_apis[0].admin_url);
-        assert_eq!(get(&url, Some(&token)).0, 200);
-        if fail_open_total(&cluster.query_apis[0].admin_url) == before {
-            break;
-        }
-        assert!(Instant::now() < deadline, "redis counting did not start");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until_counted_in_redis(&cluster, &url, &token);
 }
 
 // "exact under concurrency across processes": two limiters that share a process id (as
