@@ -422,13 +422,7 @@ impl Batch {
                 state.deleted = true;
                 state.last_delete = version;
                 self.save_entity("meeting", &event.meeting_id, state, stamp);
-                // The transcript goes with the meeting unless it is newer than the delete.
-                if let Some(mut transcript) = self.entity("transcript", &event.meeting_id).await? {
-                    if transcript.v <= version && !transcript.rows.is_empty() {
-                        transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
-                        self.save_entity("transcript", &event.meeting_id, transcript, stamp);
-                    }
-                }
+                self.shadow_transcript(&event.meeting_id, version, stamp).await?;
             }
             Event::MeetingTranscriptSet(event) => {
                 let Some(mut state) = self.newer("transcript", &event.meeting_id, version).await? else { return Ok(Applied::Stale) };
@@ -524,13 +518,20 @@ impl Batch {
         }
         meeting.last_delete = version;
         self.save_entity("meeting", meeting_id, meeting, stamp);
+        self.shadow_transcript(meeting_id, version, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    /// A meeting delete at `version` takes the transcript with it unless the transcript
+    /// is newer than the delete.
+    async fn shadow_transcript(&mut self, meeting_id: &str, version: u64, stamp: Stamp) -> Result<(), StoreError> {
         if let Some(mut transcript) = self.entity("transcript", meeting_id).await? {
             if transcript.v <= version && !transcript.rows.is_empty() {
                 transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
                 self.save_entity("transcript", meeting_id, transcript, stamp);
             }
         }
-        Ok(Applied::Applied)
+        Ok(())
     }
 
     // ---- teams and sharing -----------------------------------------------------
@@ -548,15 +549,6 @@ impl Batch {
     /// collaborate ("when false, the team has nothing shared to read").
     async fn sharing_team(&mut self, team_id: &str) -> Result<Option<Team>, StoreError> {
         Ok(self.active_team(team_id).await?.filter(|team| team.can_collaborate))
-    }
-
-    /// The share, when it is published.
-    async fn active_share(&mut self, share_id: &str) -> Result<Option<Share>, StoreError> {
-        let Some(state) = self.entity("share", share_id).await? else { return Ok(None) };
-        if state.deleted {
-            return Ok(None);
-        }
-        Ok(state.data.and_then(|data| serde_json::from_value(data).ok()))
     }
 
     /// The team's members (account id, role), whatever the team's state.
@@ -606,25 +598,18 @@ impl Batch {
         Stamp { position, ..stamp }
     }
 
-    /// [`Self::share_stamp`] for a team's event that writes rows of the share: the
-    /// share's clock moves on in its saved state.
-    async fn advance_share_clock(&mut self, share_id: &str, stamp: Stamp) -> Result<Stamp, StoreError> {
-        let mut state = self.entity("share", share_id).await?.unwrap_or_default();
-        let stamp = Self::share_stamp(&mut state, stamp);
-        self.save_entity("share", share_id, state, stamp);
-        Ok(stamp)
-    }
-
-    /// The team's published shares (a `team_shares` row a newer version of its share
-    /// moved elsewhere is passed over).
-    async fn team_shares(&mut self, team_id: &str) -> Result<Vec<Share>, StoreError> {
+    /// The team's published shares, each with the stamp at which this team event writes
+    /// its rows ([`Self::share_stamp`]; the share's clock moves on in its saved state).
+    /// A `team_shares` row that a newer version of its share moved elsewhere is passed
+    /// over.
+    async fn team_shares(&mut self, team_id: &str, stamp: Stamp) -> Result<Vec<(Share, Stamp)>, StoreError> {
         let mut shares = Vec::new();
         for share_id in self.team_share_ids(team_id).await? {
-            if let Some(share) = self.active_share(&share_id).await? {
-                if share.team.as_ref().is_some_and(|team| team.id == team_id) {
-                    shares.push(share);
-                }
-            }
+            let Some(mut state) = self.entity("share", &share_id).await? else { continue };
+            let Some(share) = published(&state).filter(|share| share.team.as_ref().is_some_and(|team| team.id == team_id)) else { continue };
+            let share_stamp = Self::share_stamp(&mut state, stamp);
+            self.save_entity("share", &share_id, state, share_stamp);
+            shares.push((share, share_stamp));
         }
         Ok(shares)
     }
@@ -666,8 +651,7 @@ impl Batch {
             // The team is back, new, or can collaborate again: its members see its shares.
             (false, true) => {
                 let members = self.members(&team.id).await?;
-                for share in self.team_shares(&team.id).await? {
-                    let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
+                for (share, share_stamp) in self.team_shares(&team.id, stamp).await? {
                     for (account, _) in &members {
                         if *account != share.owner_account_id {
                             self.grant(account, &share, share_stamp);
@@ -686,8 +670,7 @@ impl Batch {
     /// Withdraws the team's shares from its members.
     async fn withdraw_team_shares(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
         let members = self.members(team_id).await?;
-        for share in self.team_shares(team_id).await? {
-            let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
+        for (share, share_stamp) in self.team_shares(team_id, stamp).await? {
             for (account, _) in &members {
                 self.withdraw(account, &share, share_stamp);
             }
@@ -746,9 +729,8 @@ impl Batch {
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
         if !was_member && team.can_collaborate {
             // A member who joins sees everything the team has, older shares included.
-            for share in self.team_shares(team_id).await? {
+            for (share, share_stamp) in self.team_shares(team_id, stamp).await? {
                 if share.owner_account_id != account_id {
-                    let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
                     self.grant(account_id, &share, share_stamp);
                 }
             }
@@ -771,8 +753,7 @@ impl Batch {
         self.delete(&TEAM_MEMBERS, vec![Val::text(team_id)], vec![Val::text(account_id)], ts);
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
         // "From then on the member sees none of the team's notes."
-        for share in self.team_shares(team_id).await? {
-            let share_stamp = self.advance_share_clock(&share.id, stamp).await?;
+        for (share, share_stamp) in self.team_shares(team_id, stamp).await? {
             self.withdraw(account_id, &share, share_stamp);
         }
         let ts = stamp.for_table(&TEAMS_BY_ACCOUNT);
@@ -784,7 +765,7 @@ impl Batch {
     async fn note_shared(&mut self, share: &Share, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let Some(mut state) = self.newer("share", &share.id, version).await? else { return Ok(Applied::Stale) };
         let stamp = Self::share_stamp(&mut state, stamp);
-        let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
+        let previous = published(&state);
         let audience = self.audience(share).await?;
         if let Some(previous) = &previous {
             let before = self.audience(previous).await?;
@@ -822,7 +803,7 @@ impl Batch {
     async fn note_unshared(&mut self, share_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let Some(mut state) = self.newer("share", share_id, version).await? else { return Ok(Applied::Stale) };
         let stamp = Self::share_stamp(&mut state, stamp);
-        let previous: Option<Share> = if state.deleted { None } else { state.data.clone().and_then(|data| serde_json::from_value(data).ok()) };
+        let previous = published(&state);
         if let Some(previous) = &previous {
             for account in self.audience(previous).await? {
                 self.withdraw(&account, previous, stamp);
@@ -847,6 +828,14 @@ struct TokenData {
     token_id: String,
     token_sha256: Option<String>,
     revoked: bool,
+}
+
+/// The share a share entity holds, when it is published.
+fn published(state: &EntityState) -> Option<Share> {
+    if state.deleted {
+        return None;
+    }
+    state.data.clone().and_then(|data| serde_json::from_value(data).ok())
 }
 
 fn member_entity_id(team_id: &str, account_id: &str) -> String {
