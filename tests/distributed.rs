@@ -298,9 +298,7 @@ fn limiters_with_one_process_id_and_one_clock_count_every_request() {
         let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
         let mut limiters = Vec::new();
         for _ in 0..2 {
-            let limiter = recap_access::RedisLimiter::connect(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(clock.clone()))
-                .await
-                .expect("connect to redis");
+            let limiter = recap_access::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(clock.clone())).expect("a redis URL");
             limiters.push(Arc::new(limiter));
         }
         let limits = recap_access::Limits { per_minute: 25, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };

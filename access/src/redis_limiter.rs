@@ -118,16 +118,6 @@ impl RedisLimiter {
         })
     }
 
-    /// [`RedisLimiter::new`], connected now (bounded by four times `timeout`).
-    pub async fn connect(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
-        let limiter = RedisLimiter::new(url, key_prefix, timeout, clock)?;
-        tokio::time::timeout(timeout * 4, limiter.connection())
-            .await
-            .map_err(|_| LimiterError::Unavailable("connecting to redis timed out".into()))?
-            .map_err(LimiterError::Unavailable)?;
-        Ok(limiter)
-    }
-
     /// The connection, made on first use.
     async fn connection(&self) -> Result<ConnectionManager, String> {
         let connection = self
