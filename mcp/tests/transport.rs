@@ -371,6 +371,22 @@ async fn an_oversized_body_is_413_payload_too_large_after_the_token_check() {
     assert_eq!(world.post_raw(Some(FLOW_PAT), &fits, &[]).await.status, StatusCode::OK);
 }
 
+// A body the client breaks off is a 400 in the error envelope, never a 500.
+#[tokio::test]
+async fn a_body_broken_off_is_400_invalid_request() {
+    let world = World::new().await;
+    let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![Ok(br#"{"jsonrpc":"2.0","#), Err(std::io::Error::other("connection reset"))];
+    let request = Request::post("/mcp")
+        .header("host", "mcp.test:8080")
+        .header("authorization", format!("Bearer {FLOW_PAT}"))
+        .header("content-type", "application/json")
+        .body(Body::from_stream(futures::stream::iter(chunks)))
+        .unwrap();
+    let reply = world.send(request).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.json(), json!({"error": {"code": "invalid_request", "message": "the request body could not be read"}}));
+}
+
 // Never 500 for input, never a panic: garbage bodies and headers.
 #[tokio::test]
 async fn garbage_never_causes_a_500() {
