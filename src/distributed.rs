@@ -167,7 +167,7 @@ pub async fn serve_admin(
     println!("admin     admin_url http://{}/", listener.local_addr()?);
     let router = crate::admin::router(state);
     Ok(tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
+        let _ = axum::serve(crate::http_listener(listener), router)
             .with_graceful_shutdown(async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             })
@@ -256,7 +256,7 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let _ = std::io::stdout().flush();
     let router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest)));
     let mut stop = shutdown.clone();
-    axum::serve(listener, router)
+    axum::serve(crate::http_listener(listener), router)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|stop| *stop).await;
         })
@@ -299,7 +299,7 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     let _ = std::io::stdout().flush();
     let router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp)));
     let mut stop = shutdown.clone();
-    axum::serve(listener, router)
+    axum::serve(crate::http_listener(listener), router)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|stop| *stop).await;
         })

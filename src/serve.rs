@@ -220,7 +220,7 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let serve = |listener: TcpListener, router: axum::Router| {
         let mut stop = stop_servers.subscribe();
         tokio::spawn(async move {
-            axum::serve(listener, router)
+            axum::serve(crate::http_listener(listener), router)
                 .with_graceful_shutdown(async move {
                     let _ = stop.recv().await;
                 })
