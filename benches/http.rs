@@ -162,7 +162,7 @@ async fn serve(readmodel: ReadModel) -> Servers {
     for router in [rest(&readmodel), mcp(&readmodel), rest(&shared), mcp(&shared), bare] {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         addresses.push(format!("http://{}", listener.local_addr().expect("address")));
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        tokio::spawn(async move { axum::serve(recap::http_listener(listener), router).await });
     }
     let mut addresses = addresses.into_iter();
     let mut next = || addresses.next().expect("five servers");
@@ -178,16 +178,35 @@ const ROUNDS: usize = 3;
 /// The machine is shared and its speed drifts within a run; alternating keeps the
 /// drift out of the ratio.
 fn side_by_side(reference: (&str, Option<&str>), route: (&str, Option<&str>)) -> (f64, f64) {
-    let mut references = vec![wrk_for(reference.0, reference.1, 2)];
+    let mut references = vec![busy_wrk(reference)];
     let (mut rates, mut ratios) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        let rate = wrk_for(route.0, route.1, 2);
-        references.push(wrk_for(reference.0, reference.1, 2));
-        let around = (references[references.len() - 2] + references[references.len() - 1]) / 2.0;
-        rates.push(rate);
-        ratios.push(rate / around);
+        let rate = busy_wrk(route);
+        references.push(busy_wrk(reference));
+        let around = (references[references.len() - 2].0 + references[references.len() - 1].0) / 2.0;
+        rates.push(rate.0);
+        ratios.push(rate.0 / around);
+        if std::env::var_os("RECAP_BENCH_BUSY").is_some() {
+            let (before, after) = (references[references.len() - 2], references[references.len() - 1]);
+            println!(
+                "    round: reference {:.0}/s ({:.0}% of the server core), route {:.0}/s ({:.0}%), reference {:.0}/s ({:.0}%)",
+                before.0,
+                before.1 * 100.0,
+                rate.0,
+                rate.1 * 100.0,
+                after.0,
+                after.1 * 100.0
+            );
+        }
     }
     (median(&mut rates), median(&mut ratios))
+}
+
+/// One 2 s wrk round and how busy the server threads kept their core meanwhile.
+fn busy_wrk(route: (&str, Option<&str>)) -> (f64, f64) {
+    let (started, before) = (std::time::Instant::now(), server_sched());
+    let rate = wrk_for(route.0, route.1, 2);
+    (rate, sched_between(&before, &server_sched()).0 / started.elapsed().as_secs_f64())
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -228,8 +247,8 @@ fn wrk_for(url: &str, post_body: Option<&str>, seconds: u64) -> f64 {
 /// set of keep-alive connections, each with its own schedule (connection k sends its
 /// i-th request at `(i * CONNECTIONS + k) / rate`). Latency counts from the scheduled
 /// instant, so a response that delays the next request is charged to that request too
-/// (no coordinated omission). Returns (p50, p99, max) in milliseconds.
-async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duration) -> (f64, f64, f64) {
+/// (no coordinated omission).
+async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duration) -> Latency {
     const CONNECTIONS: usize = 64;
     let request = Arc::new(request);
     let total = (rate * duration.as_secs_f64()) as usize;
@@ -248,20 +267,34 @@ async fn open_loop(address: &str, request: Vec<u8>, rate: f64, duration: Duratio
                 if connection.write_all(&request).await.is_err() || http_client::read_response(&mut connection).await.is_none() {
                     break;
                 }
-                samples.push(scheduled.elapsed().as_secs_f64() * 1e3);
+                samples.push(((scheduled - start).as_secs_f64() * 1e3, scheduled.elapsed().as_secs_f64() * 1e3));
                 index += CONNECTIONS;
             }
             samples
         }));
     }
-    let mut samples = Vec::with_capacity(total);
+    let mut timed = Vec::with_capacity(total);
     for task in tasks {
-        samples.extend(task.await.unwrap_or_default());
+        timed.extend(task.await.unwrap_or_default());
     }
+    // The 100 ms windows (by scheduled instant) holding a request over the target.
+    let mut late_windows: Vec<u64> = timed.iter().filter(|(_, latency)| *latency > 10.0).map(|(at, _)| (*at / 100.0) as u64).collect();
+    late_windows.sort_unstable();
+    late_windows.dedup();
+    let mut samples: Vec<f64> = timed.into_iter().map(|(_, latency)| latency).collect();
     assert!(samples.len() * 100 >= total * 99, "only {} of {total} requests answered", samples.len());
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples.get(((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
-    (at(0.5), at(0.99), samples.last().copied().unwrap_or(f64::NAN))
+    Latency { p50: at(0.5), p99: at(0.99), max: samples.last().copied().unwrap_or(f64::NAN), late_windows: late_windows.len() }
+}
+
+/// An open-loop phase's latencies in milliseconds, and how many 100 ms windows held a
+/// request over 10 ms (a few stalls, or a queue that never drained).
+struct Latency {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    late_windows: usize,
 }
 
 fn get_request(url: &str) -> (String, Vec<u8>) {
@@ -379,11 +412,7 @@ fn rest_figures(servers: &Servers, meetings: f64, detail: f64) {
             pin_current_thread(1);
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             let mut results = Vec::new();
-            let offer = |label: &str, url: &str, rate: f64| {
-                let (host, request) = get_request(url);
-                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, rate, Duration::from_secs(8)));
-                format!("  {label:<32} at {rate:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10 ms), max {worst:.2} ms")
-            };
+            let offer = |label: &str, url: &str, rate: f64| offered(&runtime, label, url, rate, Duration::from_secs(8));
             let list = format!("{rest}/v1/meetings?limit=50");
             let mut list_rate = 0.0;
             for (label, url, earlier) in
@@ -408,8 +437,28 @@ fn rest_figures(servers: &Servers, meetings: f64, detail: f64) {
     }
 }
 
-/// Open-loop latency of the list route and of the 15 kB constant at each of `rates`,
-/// with the share of the server core's time its worker thread used meanwhile.
+/// One open-loop phase, reported with how the server core was shared meanwhile: the
+/// share the servers' threads used, and how long in all they were ready to run while
+/// something else had the core (a stall the service did not cause: a kernel thread such
+/// as a memory-reclaim daemon, another process).
+fn offered(runtime: &tokio::runtime::Runtime, label: &str, url: &str, rate: f64, duration: Duration) -> String {
+    let (host, request) = get_request(url);
+    let (started, before) = (std::time::Instant::now(), server_sched());
+    let latency = runtime.block_on(open_loop(&host, request, rate, duration));
+    let (running, waiting) = sched_between(&before, &server_sched());
+    format!(
+        "  {label:<32} at {rate:>6.0} req/s: p50 {:.2} ms, p99 {:.2} ms (target <= 10 ms), max {:.2} ms; {} of {} 100 ms windows held a request over 10 ms; server core {:.0}% busy, its threads waited {:.1} ms for it",
+        latency.p50,
+        latency.p99,
+        latency.max,
+        latency.late_windows,
+        duration.as_millis() / 100,
+        running / started.elapsed().as_secs_f64() * 100.0,
+        waiting * 1e3
+    )
+}
+
+/// Open-loop latency of the list route and of the 15 kB constant at each of `rates`.
 fn sweep(servers: &Servers, rates: &[f64]) {
     let urls = [format!("{}/v1/meetings?limit=50", servers.rest), format!("{}/constant-15k", servers.bare)];
     let rates = rates.to_vec();
@@ -418,38 +467,38 @@ fn sweep(servers: &Servers, rates: &[f64]) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         for rate in rates {
             for (label, url) in ["GET /v1/meetings?limit=50", "bare 15 kB constant"].into_iter().zip(&urls) {
-                let (host, request) = get_request(url);
-                let (started, cpu_before) = (std::time::Instant::now(), server_cpu_seconds());
-                let (p50, p99, worst) = runtime.block_on(open_loop(&host, request, rate, Duration::from_secs(5)));
-                let busy = cpu_between(&cpu_before, &server_cpu_seconds()) / started.elapsed().as_secs_f64();
-                println!("  {label:<28} at {rate:>6.0} req/s: p50 {p50:.2} ms, p99 {p99:.2} ms, max {worst:.2} ms, server core {:.0}% busy", busy * 100.0);
+                println!("{}", offered(&runtime, label, url, rate, Duration::from_secs(5)));
             }
         }
     });
     generator.join().expect("generator");
 }
 
-/// CPU seconds (user and system) of each of the servers' runtime threads so far, by
-/// thread id (a blocking-pool thread may exit between two readings).
-fn server_cpu_seconds() -> std::collections::HashMap<String, f64> {
-    let ticks_per_second = 100.0; // USER_HZ on Linux
+/// Of each of the servers' runtime threads so far, by thread id (a blocking-pool thread
+/// may exit between two readings): seconds on a core, and seconds runnable but waiting
+/// while something else (a kernel thread, another process) had the core
+/// (`/proc/<tid>/schedstat`, nanoseconds).
+fn server_sched() -> std::collections::HashMap<String, (f64, f64)> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Default::default() };
     tasks
         .filter_map(|task| {
             let path = task.ok()?.path();
-            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-            let (name, rest) = stat.rsplit_once(')')?;
-            if !name.ends_with("(tokio-rt-worker") {
+            if std::fs::read_to_string(path.join("comm")).ok()?.trim() != "tokio-rt-worker" {
                 return None;
             }
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let seconds = (fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?) / ticks_per_second;
-            Some((path.file_name()?.to_string_lossy().into_owned(), seconds))
+            let schedstat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let mut fields = schedstat.split_whitespace().map(|field| field.parse::<f64>().ok());
+            let (running, waiting) = (fields.next()??, fields.next()??);
+            Some((path.file_name()?.to_string_lossy().into_owned(), (running / 1e9, waiting / 1e9)))
         })
         .collect()
 }
 
-/// CPU seconds the servers' runtime threads used between two readings.
-fn cpu_between(before: &std::collections::HashMap<String, f64>, after: &std::collections::HashMap<String, f64>) -> f64 {
-    after.iter().map(|(thread, seconds)| seconds - before.get(thread).copied().unwrap_or(0.0)).sum()
+/// Seconds on a core and seconds waiting for it, of the servers' runtime threads,
+/// between two readings of [`server_sched`].
+fn sched_between(before: &std::collections::HashMap<String, (f64, f64)>, after: &std::collections::HashMap<String, (f64, f64)>) -> (f64, f64) {
+    after.iter().fold((0.0, 0.0), |(running, waiting), (thread, now)| {
+        let then = before.get(thread).copied().unwrap_or((0.0, 0.0));
+        (running + now.0 - then.0, waiting + now.1 - then.1)
+    })
 }
