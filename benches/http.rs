@@ -169,8 +169,9 @@ async fn serve(readmodel: ReadModel) -> Servers {
     Servers { rest: next(), mcp: next(), rest_uncached: next(), mcp_uncached: next(), bare: next() }
 }
 
-/// Rounds of [`side_by_side`]: a route's ratio is the median of this many.
-const ROUNDS: usize = 3;
+/// Rounds of [`side_by_side`]: a route's ratio is the median of this many (the reference
+/// route's own rate moves by a fifth between 2 s rounds on a shared machine).
+const ROUNDS: usize = 5;
 
 /// A route's rate and its ratio to a reference, measured side by side: reference and
 /// route alternate in short rounds (reference first and last), each round of the route
