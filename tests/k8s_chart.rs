@@ -8,7 +8,7 @@
 //!
 //! The tools are pinned and cached under ~/.cache/recap by `scripts/k8s-tools.sh` (a
 //! first run compiles helm, kubeconform and kube-score with `go install`, which takes
-//! minutes). `RECAP_SKIP_K8S_VALIDATE=1` skips these tests on a machine without Go.
+//! minutes).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,14 +16,6 @@ use std::sync::OnceLock;
 
 fn repo() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
-}
-
-fn skipped(test: &str) -> bool {
-    let skip = std::env::var("RECAP_SKIP_K8S_VALIDATE").is_ok_and(|value| value == "1");
-    if skip {
-        eprintln!("{test}: skipped (RECAP_SKIP_K8S_VALIDATE=1)");
-    }
-    skip
 }
 
 /// Runs the validation script once per test binary; the directory of its renderings.
@@ -84,9 +76,6 @@ fn of_kind<'a>(objects: &'a [(String, String, String)], kind: &str) -> Vec<&'a (
 
 #[test]
 fn validation_script_passes_offline() {
-    if skipped("validation_script_passes_offline") {
-        return;
-    }
     let out = validated();
     for file in ["default-1.30.0.yaml", "default-1.37.0.yaml", "production-1.30.0.yaml", "production-1.37.0.yaml"] {
         assert!(out.join(file).is_file(), "{file} was not rendered");
@@ -95,9 +84,6 @@ fn validation_script_passes_offline() {
 
 #[test]
 fn every_deployment_is_hardened_probed_bounded_and_drains() {
-    if skipped("every_deployment_is_hardened_probed_bounded_and_drains") {
-        return;
-    }
     for values in ["default", "production"] {
         let objects = objects(&rendering(values));
         let deployments = of_kind(&objects, "Deployment");
@@ -142,9 +128,6 @@ fn every_deployment_is_hardened_probed_bounded_and_drains() {
 
 #[test]
 fn migrate_runs_as_a_pre_install_and_pre_upgrade_hook() {
-    if skipped("migrate_runs_as_a_pre_install_and_pre_upgrade_hook") {
-        return;
-    }
     let objects = objects(&rendering("default"));
     let jobs = of_kind(&objects, "Job");
     assert_eq!(jobs.len(), 1, "one Job");
@@ -165,9 +148,6 @@ fn migrate_runs_as_a_pre_install_and_pre_upgrade_hook() {
 
 #[test]
 fn projector_replicas_above_partitions_fail_to_render() {
-    if skipped("projector_replicas_above_partitions_fail_to_render") {
-        return;
-    }
     let (ok, _, stderr) = render(&["--set", "kafka.partitions=4", "--set", "projector.replicas=5"]);
     assert!(!ok, "5 projectors over 4 partitions rendered");
     assert!(stderr.contains("projector.replicas (5) must not exceed kafka.partitions (4)"), "{stderr}");
@@ -177,9 +157,6 @@ fn projector_replicas_above_partitions_fail_to_render() {
 
 #[test]
 fn secrets_are_referenced_never_inlined() {
-    if skipped("secrets_are_referenced_never_inlined") {
-        return;
-    }
     for values in ["default", "production"] {
         let rendered = rendering(values);
         let objects = objects(&rendered);
@@ -199,9 +176,6 @@ fn secrets_are_referenced_never_inlined() {
 
 #[test]
 fn one_host_routes_both_front_doors() {
-    if skipped("one_host_routes_both_front_doors") {
-        return;
-    }
     let objects = objects(&rendering("production"));
     let ingresses = of_kind(&objects, "Ingress");
     assert_eq!(ingresses.len(), 1);
