@@ -563,19 +563,28 @@ async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke
     // Twenty racers queue on the store's durable writes: a bound that load cannot reach.
     let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
     let client_id = register(&world, &[REDIRECT_URI]).await;
-    let code = authorize(&world, &client_id, FLOW_PAT).await;
-    let issued = race(
-        &world,
-        &[("grant_type", "authorization_code"), ("code", &code), ("code_verifier", VERIFIER), ("client_id", &client_id), ("redirect_uri", REDIRECT_URI)],
-    )
-    .await;
-    assert!(issued.len() <= 1, "at most one redemption wins: {issued:?}");
-    for tokens in &issued {
-        let (status, body) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the winner's tokens");
-        assert_eq!(body["error"]["code"], "token_revoked");
-        assert_eq!(refresh(&world, &client_id, tokens["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
+    // Races until one has a winner (a race may have none), so that the revocation of
+    // what a winner got is checked, not skipped.
+    let mut won = None;
+    for _ in 0..10 {
+        let code = authorize(&world, &client_id, FLOW_PAT).await;
+        let issued = race(
+            &world,
+            &[("grant_type", "authorization_code"), ("code", &code), ("code_verifier", VERIFIER), ("client_id", &client_id), ("redirect_uri", REDIRECT_URI)],
+        )
+        .await;
+        assert!(issued.len() <= 1, "at most one redemption wins: {issued:?}");
+        if let Some(tokens) = issued.into_iter().next() {
+            won = Some((code, tokens));
+            break;
+        }
+        assert_eq!(exchange(&world, &client_id, &code).await.json()["error"], "invalid_grant", "a code no racer won is spent too");
     }
+    let (code, tokens) = won.expect("one of ten races had a winner");
+    let (status, body) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the winner's tokens");
+    assert_eq!(body["error"]["code"], "token_revoked");
+    assert_eq!(refresh(&world, &client_id, tokens["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
     assert_eq!(exchange(&world, &client_id, &code).await.json()["error"], "invalid_grant", "the code is spent");
 }
 
@@ -586,17 +595,26 @@ async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke
 async fn concurrent_uses_of_one_refresh_token_rotate_it_once_and_revoke_the_grant() {
     let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
     let client_id = register(&world, &[REDIRECT_URI]).await;
-    let code = authorize(&world, &client_id, FLOW_PAT).await;
-    let tokens = exchange(&world, &client_id, &code).await.json();
-    let refresh_token = tokens["refresh_token"].as_str().unwrap().to_string();
-    let issued = race(&world, &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id)]).await;
-    assert!(issued.len() <= 1, "at most one use rotates the token: {issued:?}");
-    for tokens in &issued {
+    // Races (each on a grant of its own) until one has a winner, so that the revocation
+    // of what the winner got is checked, not skipped.
+    let mut won = None;
+    for _ in 0..10 {
+        let code = authorize(&world, &client_id, FLOW_PAT).await;
+        let tokens = exchange(&world, &client_id, &code).await.json();
+        let refresh_token = tokens["refresh_token"].as_str().unwrap().to_string();
+        let issued = race(&world, &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id)]).await;
+        assert!(issued.len() <= 1, "at most one use rotates the token: {issued:?}");
         let (status, _) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the grant");
-        assert_eq!(refresh(&world, &client_id, tokens["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "the grant is revoked: its first access token too");
+        if let Some(rotated) = issued.into_iter().next() {
+            won = Some(rotated);
+            break;
+        }
     }
-    let (status, _) = mcp_status(&world, tokens["access_token"].as_str().unwrap()).await;
+    let rotated = won.expect("one of ten races had a winner");
+    let (status, _) = mcp_status(&world, rotated["access_token"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the concurrent reuses revoked the grant");
+    assert_eq!(refresh(&world, &client_id, rotated["refresh_token"].as_str().unwrap()).await.json()["error"], "invalid_grant");
     assert_eq!(status, StatusCode::UNAUTHORIZED, "the grant is revoked: its first access token too");
 }
 
