@@ -68,8 +68,25 @@ async fn scans_follow_clustering_order_and_bounds(driver: Arc<dyn Driver>) {
     assert_eq!(bodies(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix, 100).await.unwrap()), vec!["b3b", "b3"]);
     assert_eq!(driver.count(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all()).await.unwrap(), 5, "count skips tombstones");
     assert_eq!(driver.count(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &prefix).await.unwrap(), 2, "count honours bounds");
+    let team = |id: &str, ts: i64| Mutation {
+        table: &TEAMS_BY_ACCOUNT,
+        partition: vec![Val::text("acc")],
+        clustering: vec![Val::text(id)],
+        op: Op::Put { body: id.to_string(), expires_at: None },
+        ts,
+    };
+    driver.write(vec![team("team_c", 1), team("team_a", 1), team("team_b", 1), team("team_ab", 1)]).await.unwrap();
     let ascending = driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 10).await.unwrap();
-    assert!(ascending.is_empty());
+    assert_eq!(bodies(ascending.clone()), vec!["team_a", "team_ab", "team_b", "team_c"], "an ascending table scans in ascending order");
+    let after = driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::after(Some(&ascending[1].clustering)), 10).await.unwrap();
+    assert_eq!(bodies(after), vec!["team_b", "team_c"], "after a key means greater in an ascending table");
+    let bounded = ScanRange { start: Bound::Included(vec![Val::text("team_ab")]), end: Bound::Excluded(vec![Val::text("team_c")]) };
+    assert_eq!(bodies(driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &bounded, 10).await.unwrap()), vec!["team_ab", "team_b"]);
+    assert_eq!(
+        bodies(driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 2).await.unwrap()),
+        vec!["team_a", "team_ab"],
+        "the limit keeps the first keys"
+    );
 }
 
 async fn rows_expire(driver: Arc<dyn Driver>) {

@@ -80,6 +80,7 @@ fn at_path<'a>(value: &'a mut Value, path: &[Value]) -> &'a mut Value {
 #[test]
 fn each_required_field_when_removed_makes_the_event_invalid() {
     let mut checked = 0;
+    let mut nullable = Vec::new();
     for example in examples() {
         let event_type = example["type"].as_str().unwrap();
         let schema = envelope_schema(event_type).unwrap();
@@ -95,10 +96,36 @@ fn each_required_field_when_removed_makes_the_event_invalid() {
                 checked += 1;
             } else {
                 assert!(result.is_ok(), "{event_type}: {path:?} is nullable, so absent reads as null: {result:?}");
+                let dotted: Vec<String> = path.iter().map(|step| step.as_str().map_or_else(|| step.to_string(), str::to_string)).collect();
+                nullable.push(format!("{event_type} {}", dotted.join(".")));
             }
         }
     }
     assert!(checked > 100, "only {checked} required fields checked");
+    // Which fields may be null or absent is the contract's word, not the schema's (the
+    // schema is generated from the types under test): its examples and notes show these
+    // null ("plan is null when the account has no active plan", "api_quota: null means
+    // the tier's default", "words may be null or empty", "team null: shared directly",
+    // template_id, role, due_at, completed_at, assignee_human_id and series_id null).
+    let expected = [
+        "account.upserted data.plan",
+        "account.upserted data.plan.api_quota",
+        "meeting.upserted data.meeting.action_items.0.assignee_human_id",
+        "meeting.upserted data.meeting.action_items.0.completed_at",
+        "meeting.upserted data.meeting.action_items.0.due_at",
+        "meeting.upserted data.meeting.note.template_id",
+        "meeting.upserted data.meeting.participants.0.role",
+        "meeting.upserted data.meeting.series_id",
+        "meeting.upserted data.meeting.summaries.0.template_id",
+        "meeting.transcript_set data.transcript.words",
+        "action_item.upserted data.item.assignee_human_id",
+        "action_item.upserted data.item.completed_at",
+        "action_item.upserted data.item.due_at",
+        "team.upserted data.team.plan",
+        "note.shared data.share.team",
+        "team_action_item.upserted data.item.due_at",
+    ];
+    assert_eq!(nullable, expected, "the fields that may be absent are exactly the contract's nullable ones");
 }
 
 #[test]
@@ -111,13 +138,24 @@ fn wrong_types_and_bad_timestamps_make_the_event_invalid() {
         ("created_at as a date", Box::new(|event: &mut Value| event["data"]["meeting"]["created_at"] = json!("2026-11-20"))),
         ("occurred_at garbage", Box::new(|event: &mut Value| event["occurred_at"] = json!("yesterday"))),
         ("status outside the enum", Box::new(|event: &mut Value| event["data"]["meeting"]["action_items"][0]["status"] = json!("blocked"))),
-        ("start_ms as a string", Box::new(|event: &mut Value| event["data"]["meeting"]["summaries"] = json!("none"))),
+        ("summaries as a string", Box::new(|event: &mut Value| event["data"]["meeting"]["summaries"] = json!("none"))),
         ("version zero", Box::new(|event: &mut Value| event["version"] = json!(0))),
         ("version beyond 53 bits", Box::new(|event: &mut Value| event["version"] = json!(1u64 << 53))),
         ("data not an object", Box::new(|event: &mut Value| event["data"] = json!([1]))),
     ];
     for (name, breaks) in cases {
         let mut broken = meeting.clone();
+        breaks(&mut broken);
+        assert!(matches!(decode(&broken), Err(DecodeError::Invalid(_))), "{name} must be invalid");
+    }
+    let transcript = examples().into_iter().find(|example| example["type"] == "meeting.transcript_set").unwrap();
+    assert!(decode(&transcript).is_ok(), "the transcript example itself is valid");
+    let transcript_cases: Vec<(&str, Break)> = vec![
+        ("a segment's start_ms as a string", Box::new(|event: &mut Value| event["data"]["transcript"]["segments"][0]["start_ms"] = json!("0"))),
+        ("a word's start_ms fractional", Box::new(|event: &mut Value| event["data"]["transcript"]["words"][0]["start_ms"] = json!(0.5))),
+    ];
+    for (name, breaks) in transcript_cases {
+        let mut broken = transcript.clone();
         breaks(&mut broken);
         assert!(matches!(decode(&broken), Err(DecodeError::Invalid(_))), "{name} must be invalid");
     }

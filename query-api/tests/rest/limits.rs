@@ -99,8 +99,6 @@ async fn limits_6_used_up_period_requests_are_402_quota_exhausted_until_the_peri
     // "When the billing-period requests are used up, the response is 402 quota_exhausted."
     // quota_exhausted carries used, limit and resets_at ("when the quota renews").
     let world = World::standard().await;
-    let remaining: Vec<u64> = [0, 1, 2].iter().map(|_| 0).collect();
-    assert_eq!(remaining.len(), 3);
     for left in [2, 1, 0] {
         let response = world.get("/v1/teams", SMALL_QUOTA).await;
         assert_eq!(response.header("x-quota-limit"), Some("3"), "api_quota of the plan");
