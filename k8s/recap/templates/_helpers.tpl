@@ -302,14 +302,14 @@ spec:
             - name: admin
               containerPort: 9464
               protocol: TCP
-          {{- /* Admin listener: /livez says the process works, /readyz that its backends answer. */}}
+          {{- /* Admin listener: /livez says the process works, /readyz that its store answers. */}}
           startupProbe:
             httpGet:
               path: /livez
               port: admin
             periodSeconds: 5
             timeoutSeconds: 2
-            {{- /* The admin listener opens once the store (and Redis) first answer; give them time. */}}
+            {{- /* The admin listener opens once the store first answers; give it time. */}}
             failureThreshold: {{ $values.probes.startupFailureThreshold }}
           livenessProbe:
             httpGet:
