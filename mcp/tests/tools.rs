@@ -91,8 +91,6 @@ async fn out_of_range_limits_and_offsets_are_clamped() {
     }
     let page = world.call_ok("list_meetings", json!({"offset": -10, "limit": 1})).await;
     assert_eq!(page["pagination"]["offset"], 0);
-    let page = world.call_ok("search_shared_notes", json!({"query": "budget", "limit": 500})).await;
-    assert!(page["results"].as_array().unwrap().len() <= 20);
     let page = world.call_ok("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "limit": 100000})).await;
     assert_eq!(page["pagination"]["limit"], 500);
     // A non-numeric limit is an argument error, not a protocol error.

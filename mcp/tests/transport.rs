@@ -291,8 +291,12 @@ async fn a_revoked_pat_is_401_token_revoked() {
     assert_challenge(&reply);
     assert_eq!(reply.json()["error"]["code"], "token_revoked");
     // Revocation is seen on the next request.
+    assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::OK, "before its revocation");
     world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
-    assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::UNAUTHORIZED);
+    let reply = world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_challenge(&reply);
+    assert_eq!(reply.json()["error"]["code"], "token_revoked");
 }
 
 #[tokio::test]
@@ -346,12 +350,17 @@ async fn an_unreachable_store_is_503() {
 
 #[tokio::test]
 async fn a_stalled_store_is_503_within_the_bound() {
-    let world = World::with_config(McpConfig { store_timeout_ms: Some(100), ..McpConfig::default() }).await;
+    // The configured bound, not the driver's own (200 ms in these tests), decides: the
+    // answer comes no sooner than the configured 1.5 s and well before a stall ends.
+    let world = World::with_config(McpConfig { store_timeout_ms: Some(1_500), ..McpConfig::default() }).await;
     world.stall_table("accounts");
     let started = std::time::Instant::now();
     let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(reply.json()["error"]["code"], "unavailable");
+    let elapsed = started.elapsed();
+    assert!(elapsed >= std::time::Duration::from_millis(1_500), "answered after {elapsed:?}, before the configured bound");
+    assert!(elapsed < std::time::Duration::from_secs(5), "answered after {elapsed:?}");
 }
 
 // Bodies above 256 KiB (tool arguments are small) are refused with the error envelope,

@@ -188,12 +188,41 @@ mod tests {
 
     #[test]
     fn each_code_carries_exactly_its_fields() {
-        let body: serde_json::Value = serde_json::from_str(&ApiError::invalid("limit", "bad").body("r1")).unwrap();
-        assert_eq!(body, serde_json::json!({"error": {"code": "invalid_request", "message": "bad", "param": "limit"}}));
-        let body: serde_json::Value = serde_json::from_str(&ApiError::Internal("disk".into()).body("r1")).unwrap();
-        assert_eq!(body["error"]["request_id"], "r1");
-        assert!(!body.to_string().contains("disk"), "details stay in the log");
-        let body: serde_json::Value = serde_json::from_str(&ApiError::NotFound.body("r1")).unwrap();
-        assert_eq!(body["error"].as_object().unwrap().len(), 2);
+        // The spec's error table: every code with its status, and the fields beside code
+        // and message that its field table names for it (and no other).
+        let resets_at = Timestamp::parse("2026-12-15T00:00:00Z").unwrap();
+        let cases: Vec<(ApiError, u16, serde_json::Value)> = vec![
+            (ApiError::invalid("limit", "bad"), 400, serde_json::json!({"code": "invalid_request", "param": "limit"})),
+            (ApiError::Unauthorized, 401, serde_json::json!({"code": "unauthorized"})),
+            (ApiError::TokenRevoked, 401, serde_json::json!({"code": "token_revoked"})),
+            (ApiError::FeatureNotIncluded, 402, serde_json::json!({"code": "feature_not_included", "feature": "public_api"})),
+            (ApiError::NoPlan, 402, serde_json::json!({"code": "no_plan"})),
+            (
+                ApiError::QuotaExhausted { used: 3, limit: 3, resets_at },
+                402,
+                serde_json::json!({"code": "quota_exhausted", "used": 3, "limit": 3, "resets_at": "2026-12-15T00:00:00Z"}),
+            ),
+            (ApiError::TeamPlanRequired, 402, serde_json::json!({"code": "team_plan_required"})),
+            (ApiError::NotFound, 404, serde_json::json!({"code": "not_found"})),
+            (ApiError::MeetingNotFound, 404, serde_json::json!({"code": "meeting_not_found"})),
+            (ApiError::SharedNoteNotFound, 404, serde_json::json!({"code": "shared_note_not_found"})),
+            (ApiError::TeamNotFound, 404, serde_json::json!({"code": "team_not_found"})),
+            (ApiError::MethodNotAllowed, 405, serde_json::json!({"code": "method_not_allowed"})),
+            (ApiError::RateLimited { retry_after_seconds: 7 }, 429, serde_json::json!({"code": "rate_limited"})),
+            (ApiError::Internal("disk".into()), 500, serde_json::json!({"code": "internal_error", "request_id": "r1"})),
+            (ApiError::Unavailable("timeout".into()), 503, serde_json::json!({"code": "unavailable"})),
+        ];
+        for (error, status, expected) in cases {
+            assert_eq!(error.status().as_u16(), status, "{error:?}");
+            let mut body: serde_json::Value = serde_json::from_str(&error.body("r1")).unwrap();
+            let fields = body["error"].as_object_mut().unwrap();
+            let message = fields.remove("message").unwrap_or_else(|| panic!("{error:?} has a message"));
+            assert!(message.as_str().is_some_and(|message| !message.is_empty()), "{error:?}: a message");
+            assert_eq!(body["error"], expected, "{error:?}");
+            assert_eq!(body.as_object().unwrap().len(), 1, "only `error` at the top");
+            assert!(!body.to_string().contains("disk") && !body.to_string().contains("timeout"), "details stay in the log");
+        }
+        let invalid: serde_json::Value = serde_json::from_str(&ApiError::invalid("limit", "bad").body("r1")).unwrap();
+        assert_eq!(invalid["error"]["message"], "bad", "an invalid_request says what is wrong");
     }
 }
