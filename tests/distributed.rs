@@ -38,8 +38,15 @@ fn account_line(account_id: &str) -> String {
 
 /// A stream of many events of every kind over a few accounts and one team.
 fn stream(count: usize, seed: usize) -> Vec<String> {
-    let mut lines =
-        vec![account("acc_a", Some("flow"), None, 1), account("acc_b", Some("enterprise"), None, 1), team("team_1", "Team", Some("business"), true, 1)];
+    // Six owners and direct shares beside the team's: keys (account_id, share_id) that
+    // land on every partition of the 3-partition topics, so that every projector of a
+    // rebalanced group has events to apply.
+    const OWNERS: [&str; 6] = ["acc_a", "acc_b", "acc_c", "acc_d", "acc_e", "acc_f"];
+    let owner = |n: usize| OWNERS[n % OWNERS.len()];
+    let mut lines = vec![team("team_1", "Team", Some("business"), true, 1)];
+    for (index, account_id) in OWNERS.iter().enumerate() {
+        lines.push(account(account_id, Some(if index % 2 == 0 { "flow" } else { "enterprise" }), None, 1));
+    }
     lines.push(member("team_1", "acc_a", 1));
     lines.push(member("team_1", "acc_b", 1));
     let mut versions = std::collections::HashMap::<String, u64>::new();
@@ -52,28 +59,23 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
         };
         let line = match index % 10 {
             0..=5 => {
-                let owner = if n.is_multiple_of(2) { "acc_a" } else { "acc_b" };
                 let id = format!("mtg_{n}");
-                let mut spec = MeetingSpec::new(owner, &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
+                let mut spec = MeetingSpec::new(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
                 spec.items = vec![item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
                 spec.event(next(id.clone()))
             }
-            6 => transcript(
-                if n.is_multiple_of(2) { "acc_a" } else { "acc_b" },
-                &format!("mtg_{n}"),
-                "hello world",
-                Some(vec![word("hello", 0)]),
-                next(format!("mtg_{n}")),
-            ),
-            7 => meeting_deleted(if n.is_multiple_of(2) { "acc_a" } else { "acc_b" }, &format!("mtg_{n}"), next(format!("mtg_{n}"))),
+            6 => transcript(owner(n), &format!("mtg_{n}"), "hello world", Some(vec![word("hello", 0)]), next(format!("mtg_{n}"))),
+            7 => meeting_deleted(owner(n), &format!("mtg_{n}"), next(format!("mtg_{n}"))),
             8 => {
                 let id = format!("shr_{}", n % 50);
+                // A third of the shares go directly to two accounts, keyed by share id.
+                let direct = (n % 50).is_multiple_of(3);
                 ShareSpec {
                     id: &id,
                     title: "Planning",
                     owner_account_id: "acc_b",
-                    team: Some(("team_1", "Team")),
-                    recipients: vec![],
+                    team: if direct { None } else { Some(("team_1", "Team")) },
+                    recipients: if direct { vec!["acc_a", "acc_c"] } else { vec![] },
                     text: "budget decisions",
                     published_minute: n as i64,
                 }
@@ -185,7 +187,9 @@ fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     while cluster.accounted() < 1_000 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
+    let before_kill = cluster.accounted();
     cluster.projectors[0].kill9();
+    assert!((1_000..lines.len() as u64).contains(&before_kill), "killed mid-stream: {before_kill} of {} events accounted for", lines.len());
     cluster.projectors[0].start();
     // The restarted projector replays from the committed offsets: its own counters
     // start again, so wait on the read model instead of the counters.
@@ -200,8 +204,20 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
     let lines = stream(6_000, 2);
     cluster.produce(&lines[..3_000]);
     cluster.add_projector();
+    // The newcomer takes partitions in the rebalance, then applies events of its own.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.projectors[1].progress().0 == 0 {
+        assert!(Instant::now() < deadline, "the second projector never held a partition");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     cluster.produce(&lines[3_000..]);
-    std::thread::sleep(Duration::from_millis(500));
+    while cluster.projectors[1].progress().1 == 0 {
+        if Instant::now() >= deadline {
+            let body = |role: &common::cluster::Role| common::get(&format!("{}progress", role.admin_url), None).2;
+            panic!("the second projector never applied an event: {} / first: {}", body(&cluster.projectors[1]), body(&cluster.projectors[0]));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     cluster.projectors[1].stop();
     wait_until_equal(&cluster, &lines);
 }

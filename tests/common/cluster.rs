@@ -61,6 +61,15 @@ pub struct Role {
 }
 
 impl Role {
+    /// A running projector's `/progress`: the partitions it holds (those it reports a
+    /// lag for) and the events it accounted for (applied, stale, skipped or dead-lettered).
+    pub fn progress(&self) -> (usize, u64) {
+        let (_, _, body) = super::get(&format!("{}progress", self.admin_url), None);
+        let progress: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let partitions = progress["partition_lag"].as_object().map_or(0, |lags| lags.len());
+        (partitions, ["applied", "stale", "skipped_unknown", "dead_lettered"].iter().map(|key| progress[*key].as_u64().unwrap_or(0)).sum())
+    }
+
     fn spawn(name: &str, args: Vec<String>, envs: Vec<(String, String)>) -> Role {
         let mut role = Role { name: name.to_string(), child: None, args, envs, url: String::new(), admin_url: String::new() };
         role.start();
@@ -207,15 +216,7 @@ impl Cluster {
 
     /// Events every projector accounted for (applied, stale, skipped or dead-lettered).
     pub fn accounted(&self) -> u64 {
-        self.projectors
-            .iter()
-            .filter(|role| role.child.is_some())
-            .map(|role| {
-                let (_, _, body) = super::get(&format!("{}progress", role.admin_url), None);
-                let progress: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                ["applied", "stale", "skipped_unknown", "dead_lettered"].iter().map(|key| progress[*key].as_u64().unwrap_or(0)).sum::<u64>()
-            })
-            .sum()
+        self.projectors.iter().filter(|role| role.child.is_some()).map(|role| role.progress().1).sum()
     }
 
     /// Waits until the projectors accounted for every produced event.
