@@ -4,9 +4,11 @@
 //!
 //! # Public API
 //!
-//! ```ignore
+//! ```
+//! # fn wire(readmodel: recap_readmodel::ReadModel, plans: recap_access::Plans, mcp_config: recap_mcp::McpConfig) {
 //! let state = recap_mcp::McpState::new(readmodel, plans, &mcp_config);
 //! let app: axum::Router = recap_mcp::router(state);
+//! # }
 //! ```
 //!
 //! - [`McpConfig`]: `clap::Args` (flags and `RECAP_MCP_*` variables) to flatten into a

@@ -2,10 +2,22 @@
 //! one axum [`router`] over a [`RestState`].
 //!
 //! Wiring (what a serving role does):
-//! ```ignore
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use recap_access::{InProcessLimiter, Limiter};
+//! # use recap_query_api::RestState;
+//! # async fn wire(
+//! #     readmodel: recap_readmodel::ReadModel,
+//! #     plans: recap_access::Plans,
+//! #     cursor_secret: Vec<u8>,
+//! #     rest_config: recap_query_api::RestConfig,
+//! #     listener: tokio::net::TcpListener,
+//! # ) -> std::io::Result<()> {
 //! let limiter: Arc<dyn Limiter> = Arc::new(InProcessLimiter::with_system_clock());
 //! let state = RestState::new(readmodel, plans, limiter, cursor_secret, &rest_config);
 //! axum::serve(listener, recap_query_api::router(state)).await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Every request runs the checks in one fixed order (`pipeline.rs`): method (405) →
