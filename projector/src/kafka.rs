@@ -5,7 +5,11 @@
 //! - `enable.auto.commit` and `enable.auto.offset.store` are off. A partition's offset is
 //!   stored only after the store acknowledged the writes of its event and of every
 //!   earlier one of that partition (a batch is written whole, then its offsets are
-//!   stored and committed), so a crash anywhere replays, never skips.
+//!   stored and committed), so a crash anywhere replays, never skips. The commit goes
+//!   out asynchronously, so the next batch is not held up by the broker's round trip
+//!   (freshness); commits leave in order and each covers every earlier one, a failed
+//!   one is covered by the next, and the last one is made synchronously before
+//!   partitions are revoked and before the projector stops.
 //! - Rebalances happen only inside `recv()`, and `recv()` is called only between
 //!   batches, so no write is in flight when partitions are revoked. Messages already
 //!   buffered from a revoked partition are fenced: dropped unprocessed and uncommitted
@@ -65,6 +69,24 @@ struct Fence {
     /// Partition → sequence number at its last revocation: messages received before it
     /// belong to an assignment that is gone.
     revoked_at: Mutex<HashMap<(String, i32), u64>>,
+    /// The offsets of the last written batch, committed asynchronously: committed again,
+    /// synchronously, before partitions are revoked (and on the way out), so a partition
+    /// changes hands only with everything written committed.
+    uncommitted: Mutex<Option<TopicPartitionList>>,
+}
+
+impl Fence {
+    /// Commits the last batch's offsets synchronously, if any are still unconfirmed.
+    fn commit_pending<C: Consumer<X>, X: ConsumerContext>(&self, consumer: &C) {
+        let pending = self.uncommitted.lock().ok().and_then(|mut pending| pending.take());
+        if let Some(offsets) = pending {
+            if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
+                // Whoever owns the partitions next replays from the last committed offset;
+                // the projection is idempotent.
+                tracing::warn!(%error, "committing offsets failed");
+            }
+        }
+    }
 }
 
 struct FencingContext {
@@ -74,8 +96,9 @@ struct FencingContext {
 impl ClientContext for FencingContext {}
 
 impl ConsumerContext for FencingContext {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
+            self.fence.commit_pending(consumer);
             let sequence = self.fence.received.load(Ordering::SeqCst);
             if let Ok(mut revoked) = self.fence.revoked_at.lock() {
                 for element in partitions.elements() {
@@ -303,6 +326,7 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
                         };
                     if stopping {
                         tracing::info!(events = messages.len(), "stopping with a batch not written; it is applied again from the committed offsets");
+                        fence.commit_pending(consumer.as_ref());
                         return Ok(());
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -319,16 +343,21 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
         for ((topic, partition), offset) in &next {
             offsets.add_partition_offset(topic, *partition, rdkafka::Offset::Offset(*offset))?;
         }
-        if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
-            // The partition may have moved to another consumer meanwhile: it replays
-            // from its last committed offset, and the projection is idempotent.
-            tracing::warn!(%error, "committing offsets failed");
+        match consumer.commit(&offsets, CommitMode::Async) {
+            Ok(()) => {
+                if let Ok(mut pending) = fence.uncommitted.lock() {
+                    *pending = Some(offsets);
+                }
+            }
+            // Not even queued: the next batch's commit covers these offsets.
+            Err(error) => tracing::warn!(%error, "committing offsets failed"),
         }
         drop(spans);
         if *shutdown.borrow() {
             break;
         }
     }
+    fence.commit_pending(consumer.as_ref());
     Ok(())
 }
 
