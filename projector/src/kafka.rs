@@ -7,9 +7,9 @@
 //!   earlier one of that partition (a batch is written whole, then its offsets are
 //!   stored and committed), so a crash anywhere replays, never skips. The commit goes
 //!   out asynchronously, so the next batch is not held up by the broker's round trip
-//!   (freshness); commits leave in order and each covers every earlier one, a failed
-//!   one is covered by the next, and the last one is made synchronously before
-//!   partitions are revoked and before the projector stops.
+//!   (freshness). Each commit carries the written-through offset of every partition
+//!   held, so one that fails is covered by the next; the last is made again,
+//!   synchronously, before partitions are revoked and before the projector stops.
 //! - Rebalances happen only inside `recv()`, and `recv()` is called only between
 //!   batches, so no write is in flight when partitions are revoked. Messages already
 //!   buffered from a revoked partition are fenced: dropped unprocessed and uncommitted
@@ -69,22 +69,54 @@ struct Fence {
     /// Partition → sequence number at its last revocation: messages received before it
     /// belong to an assignment that is gone.
     revoked_at: Mutex<HashMap<(String, i32), u64>>,
-    /// The offsets of the last written batch, committed asynchronously: committed again,
-    /// synchronously, before partitions are revoked (and on the way out), so a partition
-    /// changes hands only with everything written committed.
-    uncommitted: Mutex<Option<TopicPartitionList>>,
+    /// Partition → the offset after its last written event, for the partitions held;
+    /// and whether the last commit of it went out asynchronously (unconfirmed).
+    written: Mutex<Written>,
+}
+
+#[derive(Default)]
+struct Written {
+    next: BTreeMap<(String, i32), i64>,
+    unconfirmed: bool,
+}
+
+impl Written {
+    fn offsets(&self) -> Result<TopicPartitionList, rdkafka::error::KafkaError> {
+        let mut offsets = TopicPartitionList::new();
+        for ((topic, partition), offset) in &self.next {
+            offsets.add_partition_offset(topic, *partition, rdkafka::Offset::Offset(*offset))?;
+        }
+        Ok(offsets)
+    }
 }
 
 impl Fence {
-    /// Commits the last batch's offsets synchronously, if any are still unconfirmed.
+    /// Marks a batch written: its partitions' next offsets, committed asynchronously
+    /// together with every other partition's.
+    fn commit_written<C: Consumer<X>, X: ConsumerContext>(&self, consumer: &C, messages: &[OwnedMessage]) {
+        let Ok(mut written) = self.written.lock() else { return };
+        for message in messages {
+            let entry = written.next.entry((message.topic().to_string(), message.partition())).or_insert(0);
+            *entry = (*entry).max(message.offset() + 1);
+        }
+        match written.offsets().and_then(|offsets| consumer.commit(&offsets, CommitMode::Async)) {
+            Ok(()) => written.unconfirmed = true,
+            // Not even queued: the next batch's commit carries these offsets too.
+            Err(error) => tracing::warn!(%error, "committing offsets failed"),
+        }
+    }
+
+    /// Commits the written offsets synchronously, if the last commit is unconfirmed.
     fn commit_pending<C: Consumer<X>, X: ConsumerContext>(&self, consumer: &C) {
-        let pending = self.uncommitted.lock().ok().and_then(|mut pending| pending.take());
-        if let Some(offsets) = pending {
-            if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
-                // Whoever owns the partitions next replays from the last committed offset;
-                // the projection is idempotent.
-                tracing::warn!(%error, "committing offsets failed");
-            }
+        let Ok(mut written) = self.written.lock() else { return };
+        if !written.unconfirmed {
+            return;
+        }
+        written.unconfirmed = false;
+        if let Err(error) = written.offsets().and_then(|offsets| consumer.commit(&offsets, CommitMode::Sync)) {
+            // Whoever holds the partitions next replays from the last committed offset;
+            // the projection is idempotent.
+            tracing::warn!(%error, "committing offsets failed");
         }
     }
 }
@@ -103,6 +135,12 @@ impl ConsumerContext for FencingContext {
             if let Ok(mut revoked) = self.fence.revoked_at.lock() {
                 for element in partitions.elements() {
                     revoked.insert((element.topic().to_string(), element.partition()), sequence);
+                }
+            }
+            // Their next holder commits them from now on.
+            if let Ok(mut written) = self.fence.written.lock() {
+                for element in partitions.elements() {
+                    written.next.remove(&(element.topic().to_string(), element.partition()));
                 }
             }
             tracing::info!(partitions = partitions.count(), "partitions revoked; buffered messages of them are fenced");
@@ -333,25 +371,8 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
                 }
             }
         }
-        // Every write of the batch is acknowledged: store each partition's next offset.
-        let mut next: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        for message in &messages {
-            let entry = next.entry((message.topic().to_string(), message.partition())).or_insert(0);
-            *entry = (*entry).max(message.offset() + 1);
-        }
-        let mut offsets = TopicPartitionList::new();
-        for ((topic, partition), offset) in &next {
-            offsets.add_partition_offset(topic, *partition, rdkafka::Offset::Offset(*offset))?;
-        }
-        match consumer.commit(&offsets, CommitMode::Async) {
-            Ok(()) => {
-                if let Ok(mut pending) = fence.uncommitted.lock() {
-                    *pending = Some(offsets);
-                }
-            }
-            // Not even queued: the next batch's commit covers these offsets.
-            Err(error) => tracing::warn!(%error, "committing offsets failed"),
-        }
+        // Every write of the batch is acknowledged: commit each partition's next offset.
+        fence.commit_written(consumer.as_ref(), &messages);
         drop(spans);
         if *shutdown.borrow() {
             break;
