@@ -205,19 +205,13 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
     cluster.produce(&lines[..3_000]);
     cluster.add_projector();
     // The newcomer takes partitions in the rebalance, then applies events of its own.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.projectors[1].progress().0 == 0 {
-        assert!(Instant::now() < deadline, "the second projector never held a partition");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(Duration::from_secs(60), || cluster.projectors[1].progress().0 > 0, || "the second projector never held a partition".into());
     cluster.produce(&lines[3_000..]);
-    while cluster.projectors[1].progress().1 == 0 {
-        if Instant::now() >= deadline {
-            let body = |role: &common::cluster::Role| common::get(&format!("{}progress", role.admin_url), None).2;
-            panic!("the second projector never applied an event: {} / first: {}", body(&cluster.projectors[1]), body(&cluster.projectors[0]));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(60),
+        || cluster.projectors[1].progress().1 > 0,
+        || format!("the second projector never applied an event: {} / first: {}", cluster.projectors[1].progress_json(), cluster.projectors[0].progress_json()),
+    );
     cluster.projectors[1].stop();
     wait_until_equal(&cluster, &lines);
 }
@@ -353,15 +347,11 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
     let lines = vec![meeting("acc_c", "mtg_during", "During the outage", 5, 1)];
     cluster.produce(&lines);
     engine("cassandra.sh", "start");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (status, _, _) = get(&format!("{}/meetings/mtg_during", cluster.query_apis[0].url), Some(&token));
-        if status == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the API and the projector recover by themselves");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        Duration::from_secs(120),
+        || get(&format!("{}/meetings/mtg_during", cluster.query_apis[0].url), Some(&token)).0 == 200,
+        || "the API and the projector recover by themselves".into(),
+    );
 }
 
 // "drains on SIGTERM", also while the store refuses its batch: the projector stops
@@ -383,11 +373,11 @@ fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
     assert!(status.success(), "{status:?}");
     engine("cassandra.sh", "start");
     cluster.add_projector();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while get(&format!("{}/meetings/mtg_pending", cluster.query_apis[0].url), Some(&token)).0 != 200 {
-        assert!(Instant::now() < deadline, "the next projector applies the batch that was not written");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        Duration::from_secs(120),
+        || get(&format!("{}/meetings/mtg_pending", cluster.query_apis[0].url), Some(&token)).0 == 200,
+        || "the next projector applies the batch that was not written".into(),
+    );
 }
 
 // "drains on SIGTERM" (issue #5), with offsets committed asynchronously between
@@ -403,20 +393,24 @@ fn a_projector_stopped_with_sigterm_leaves_nothing_to_replay() {
     let status = cluster.projectors[0].stop().expect("the projector was running");
     assert!(status.success(), "{status:?}");
     cluster.add_projector();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.projectors[1].progress().0 < 9 {
-        assert!(Instant::now() < deadline, "the successor never held the 9 partitions");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(Duration::from_secs(60), || cluster.projectors[1].progress().0 >= 9, || "the successor never held the 9 partitions".into());
     // Time to replay, had anything been left uncommitted, and for a lag refresh (2 s).
     std::thread::sleep(Duration::from_secs(3));
-    let (_, _, body) = get(&format!("{}progress", cluster.projectors[1].admin_url), None);
-    let progress: serde_json::Value = serde_json::from_str(&body).expect("progress");
-    let accounted = cluster.projectors[1].progress().1;
-    assert_eq!(accounted, 0, "the successor applied {accounted} events again: {body}");
+    let progress = cluster.projectors[1].progress_json();
+    let accounted = common::cluster::accounted(&progress);
+    assert_eq!(accounted, 0, "the successor applied {accounted} events again: {progress}");
     let lags = progress["partition_lag"].as_object().expect("partition_lag");
-    assert!(lags.values().all(|lag| lag == 0), "every partition committed to its end: {body}");
+    assert!(lags.values().all(|lag| lag == 0), "every partition committed to its end: {progress}");
     wait_until_equal(&cluster, &lines);
+}
+
+/// Polls `done` until it holds; past `within`, fails with `failure()`.
+fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl FnOnce() -> String) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{}", failure());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Waits until the read model in Cassandra equals the reference fold of `lines`.

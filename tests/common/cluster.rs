@@ -60,14 +60,23 @@ pub struct Role {
     pub admin_url: String,
 }
 
+/// Events a `/progress` document accounts for: applied, stale, skipped or dead-lettered.
+pub fn accounted(progress: &serde_json::Value) -> u64 {
+    ["applied", "stale", "skipped_unknown", "dead_lettered"].iter().map(|key| progress[*key].as_u64().unwrap_or(0)).sum()
+}
+
 impl Role {
     /// A running projector's `/progress`: the partitions it holds (those it reports a
     /// lag for) and the events it accounted for (applied, stale, skipped or dead-lettered).
     pub fn progress(&self) -> (usize, u64) {
+        let progress = self.progress_json();
+        (progress["partition_lag"].as_object().map_or(0, |lags| lags.len()), accounted(&progress))
+    }
+
+    /// A running projector's `/progress` document (null when it does not answer).
+    pub fn progress_json(&self) -> serde_json::Value {
         let (_, _, body) = super::get(&format!("{}progress", self.admin_url), None);
-        let progress: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        let partitions = progress["partition_lag"].as_object().map_or(0, |lags| lags.len());
-        (partitions, ["applied", "stale", "skipped_unknown", "dead_lettered"].iter().map(|key| progress[*key].as_u64().unwrap_or(0)).sum())
+        serde_json::from_str(&body).unwrap_or_default()
     }
 
     fn spawn(name: &str, args: Vec<String>, envs: Vec<(String, String)>) -> Role {
