@@ -92,6 +92,7 @@ mod auth;
 mod config;
 mod cors;
 mod error;
+mod json_string;
 pub mod oauth;
 mod rpc;
 mod state;

@@ -174,15 +174,7 @@ pub fn respond_raw(id: &RequestId, result_json: &str) -> String {
     out
 }
 
-/// Appends `text` as a JSON string, byte for byte as serde_json writes it. Tool results
-/// are JSON carried inside a string, so about one byte in seven is a quote to escape;
-/// the SIMD kernel (runtime-detected AVX2/SSE2, scalar elsewhere) copies a vector of
-/// bytes per step and patches the escapes, where a byte-by-byte loop pays a
-/// data-dependent branch on every byte: this was the costliest part of a list_meetings
-/// call.
-pub fn push_json_string(out: &mut Vec<u8>, text: &str) {
-    json_escape_simd::escape_into(text, out);
-}
+pub use crate::json_string::push_json_string;
 
 /// The response to tools/call: one text item holding the tool's JSON and, for clients
 /// on 2025-06-18 or later, the same JSON as `structuredContent`. Equal to serialising
@@ -288,24 +280,6 @@ mod tests {
         assert_eq!(negotiate(Some("2024-11-05")), "2025-03-26");
         assert_eq!(negotiate(Some("2099-01-01")), "2025-03-26");
         assert_eq!(negotiate(None), "2025-03-26");
-    }
-
-    #[test]
-    fn strings_are_escaped_as_serde_json_does() {
-        for text in ["", "plain", r#"{"a":"b\\c"}"#, "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f} é 日本 \u{1F600}"] {
-            let mut out = Vec::new();
-            push_json_string(&mut out, text);
-            assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(text).unwrap());
-        }
-        // Every character below 0x80 and some wider ones, at every offset within a
-        // vector's width and across vector boundaries, appended after existing bytes.
-        let alphabet: Vec<char> = (0u8..0x80).map(char::from).chain(['é', '日', '\u{1F600}', '\u{2028}']).collect();
-        for shift in 0..70 {
-            let text: String = std::iter::repeat_n('a', shift).chain(alphabet.iter().copied()).chain(alphabet.iter().rev().copied()).collect();
-            let mut out = b"prefix".to_vec();
-            push_json_string(&mut out, &text);
-            assert_eq!(String::from_utf8(out).unwrap(), format!("prefix{}", serde_json::to_string(&text).unwrap()), "shift {shift}");
-        }
     }
 
     #[test]
