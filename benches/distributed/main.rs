@@ -399,6 +399,19 @@ fn raw_reads(engines: &Engines, keyspace: &str, concurrency: usize, seconds: u64
 fn rest_vs_raw(bench: &Bench, query_api: &Role) {
     let (connections, seconds) = (32, 8);
     let url = format!("{}/meetings?limit=50", query_api.url);
+    // `RECAP_BENCH_HOLD=<seconds>` keeps the query-api up for a profiler and prints what
+    // to load (e.g. `perf record -p <pid>` while wrk runs on core 1).
+    if let Some(seconds) = std::env::var("RECAP_BENCH_HOLD").ok().and_then(|value| value.parse::<u64>().ok()) {
+        println!(
+            "query-api pid {} url {url} token {} redis pid {} cassandra pid {:?}",
+            query_api.pid(),
+            events::TOKEN,
+            bench.redis.pid(),
+            engines::cassandra_pid()
+        );
+        std::thread::sleep(Duration::from_secs(seconds));
+        return;
+    }
     println!("GET /v1/meetings?limit=50, {connections} connections, {seconds} s; server (or raw loop) on core 0, wrk on core 1:");
     load::wrk(&url, connections, 2, 1);
     let period_counter = || -> u64 {
