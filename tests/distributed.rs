@@ -328,6 +328,59 @@ fn limiters_with_one_process_id_and_one_clock_count_every_request() {
     });
 }
 
+// "one atomic script (EVALSHA) per counted request": requests that arrive together
+// share a write and a reply read, each still its own script call; and a Redis that lost
+// its scripts (a restart, SCRIPT FLUSH) is given the script again rather than failing open.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again() {
+    let engines = common::cluster::Engines::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut admin = redis::Client::open(engines.redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        // (script calls so far, socket reads Redis has processed so far)
+        let stats = || {
+            let mut admin = admin.clone();
+            async move {
+                let info: String = redis::cmd("INFO").arg("all").query_async(&mut admin).await.unwrap();
+                let field = |prefix: &str| -> u64 {
+                    info.lines()
+                        .find_map(|line| line.strip_prefix(prefix))
+                        .and_then(|rest| rest.split(',').next())
+                        .and_then(|value| value.trim().parse().ok())
+                        .unwrap_or(0)
+                };
+                (field("cmdstat_evalsha:calls="), field("total_reads_processed:"))
+            }
+        };
+        let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
+        let limiter = Arc::new(
+            recap_access::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(recap_access::SystemClock)).expect("a redis URL"),
+        );
+        let limits = recap_access::Limits { per_minute: 1_000, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };
+        let admit = |limiter: Arc<recap_access::RedisLimiter>| async move {
+            recap_access::Limiter::admit(limiter.as_ref(), "acc_batched", &limits).await.expect("decision")
+        };
+        assert_eq!(admit(limiter.clone()).await.verdict, recap_access::Verdict::Admitted);
+
+        let (calls_before, reads_before) = stats().await;
+        let tasks: Vec<_> = (0..40).map(|_| tokio::spawn(admit(limiter.clone()))).collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap().verdict, recap_access::Verdict::Admitted);
+        }
+        let (calls_after, reads_after) = stats().await;
+        assert_eq!(calls_after - calls_before, 40, "one script call per request");
+        // One read is the second INFO's own.
+        let reads = reads_after - reads_before - 1;
+        assert!(reads <= 20, "40 calls arriving together took {reads} reads");
+
+        redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut admin).await.unwrap();
+        let decision = admit(limiter.clone()).await;
+        assert_eq!((decision.verdict, decision.usage.quota_used), (recap_access::Verdict::Admitted, 42));
+        assert_eq!(limiter.fail_open_total.load(std::sync::atomic::Ordering::Relaxed), 0, "decided in redis throughout");
+    });
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {

@@ -1,9 +1,17 @@
 //! The limiter of the distributed edition: one Lua script per counted request does the
 //! sliding minute window (a sorted set of request instants) and the billing-period
 //! counter together, atomically, so every query-api process shares exact limits. It is
-//! sent as EVALSHA: one round trip per request once the script is cached.
+//! sent as EVALSHA: one script call per counted request, in one round trip.
 //!
-//! Policy when Redis is down or slow (every call is bounded by `timeout`): requests are
+//! Calls are written in batches: one task owns the connection, and before each write
+//! it lets every request that is ready to run add its call, so requests that arrive
+//! together share one write and one reply read (a pipeline of EVALSHAs; each is still
+//! its own atomic script call) and one timer. Sent one by one, each call cost the
+//! query-api a write and Redis a wake-up of its own. One batch is in flight at a time;
+//! the calls that arrive meanwhile make the next one.
+//!
+//! Policy when Redis is down or slow (every batch is bounded by `timeout`, so a call
+//! waits at most twice that: the batch in flight, then its own): requests are
 //! still served — the limiter fails open to a per-process [`InProcessLimiter`] (so one
 //! process alone still enforces the limits locally), counts `fail_open_total`, warns at
 //! most once every 10 seconds, and skips Redis for one second before trying it again, so
@@ -20,6 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use recap_schemas::Timestamp;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, Usage, Verdict, MINUTE_MICROS};
@@ -30,6 +39,10 @@ use crate::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, 
 /// Returns {verdict (0 admitted, 1 rate limited, 2 quota exhausted), requests in the
 /// window, requests of the period, instant (µs) the blocking request leaves the window,
 /// instant (µs) of the oldest request in the window, now (µs)}.
+///
+/// The common path, an admitted request, is seven commands: the period counter is
+/// incremented first and decremented again in the rare case it went past the quota,
+/// rather than read and then incremented, and its TTL is set once, when it is created.
 const SCRIPT: &str = r#"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -38,7 +51,6 @@ local per_minute = tonumber(ARGV[2])
 local quota = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 local count = redis.call('ZCARD', KEYS[1])
-local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 local function oldest()
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if first[2] then return tonumber(first[2]) end
@@ -50,27 +62,30 @@ if count >= per_minute then
     local entry = redis.call('ZRANGE', KEYS[1], count - per_minute, count - per_minute, 'WITHSCORES')
     if entry[2] then blocking = tonumber(entry[2]) end
   end
-  return {1, count, used, blocking, oldest(), now}
+  return {1, count, tonumber(redis.call('GET', KEYS[2]) or '0'), blocking, oldest(), now}
 end
-if used >= quota then
-  return {2, count, used, 0, oldest(), now}
+local used = redis.call('INCR', KEYS[2])
+if used == 1 then
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+end
+if used > quota then
+  redis.call('DECR', KEYS[2])
+  return {2, count, used - 1, 0, oldest(), now}
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000)
-used = redis.call('INCR', KEYS[2])
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+if count == 0 then
+  return {0, 1, used, 0, now, now}
+end
 return {0, count + 1, used, 0, oldest(), now}
 "#;
 
 pub struct RedisLimiter {
-    client: redis::Client,
-    connection_config: ConnectionManagerConfig,
-    /// Made on first use and kept (it reconnects by itself); until Redis has answered
-    /// once, every request tries within `timeout`, then fails open.
-    connection: tokio::sync::OnceCell<ConnectionManager>,
-    script: redis::Script,
+    /// Where calls wait for the next batch; the batching task starts on first use (and
+    /// again should it have stopped, as when the runtime it ran on has shut down).
+    calls: std::sync::Mutex<Option<mpsc::UnboundedSender<Call>>>,
+    batcher: Batcher,
     key_prefix: String,
-    timeout: Duration,
     clock: Arc<dyn Clock>,
     local: InProcessLimiter,
     /// Until when (µs) Redis is skipped after a failure.
@@ -96,18 +111,14 @@ impl RedisLimiter {
     /// share one Redis.
     pub fn new(url: &str, key_prefix: &str, timeout: Duration, clock: Arc<dyn Clock>) -> Result<RedisLimiter, LimiterError> {
         let client = redis::Client::open(url).map_err(|error| LimiterError::Unavailable(error.to_string()))?;
-        let connection_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
+        // The batch's own timeout bounds every call; the connection's response timeout
+        // is left unset, as it would add a second timer per batch.
+        let connection_config =
+            ConnectionManagerConfig::new().set_connection_timeout(Some(timeout)).set_number_of_retries(1).set_max_delay(Duration::from_millis(500));
         Ok(RedisLimiter {
-            client,
-            connection_config,
-            connection: tokio::sync::OnceCell::new(),
-            script: redis::Script::new(SCRIPT),
+            calls: std::sync::Mutex::new(None),
+            batcher: Batcher { client, connection_config, script: redis::Script::new(SCRIPT), timeout },
             key_prefix: key_prefix.to_string(),
-            timeout,
             local: InProcessLimiter::new(clock.clone()),
             clock,
             skip_until: AtomicI64::new(0),
@@ -118,14 +129,17 @@ impl RedisLimiter {
         })
     }
 
-    /// The connection, made on first use.
-    async fn connection(&self) -> Result<ConnectionManager, String> {
-        let connection = self
-            .connection
-            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), self.connection_config.clone()))
-            .await
-            .map_err(|error| error.to_string())?;
-        Ok(connection.clone())
+    /// The queue of the batching task, started if it is not running.
+    fn queue(&self) -> mpsc::UnboundedSender<Call> {
+        let mut calls = self.calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match calls.as_ref() {
+            Some(queue) if !queue.is_closed() => queue.clone(),
+            _ => {
+                let (queue, receiver) = mpsc::unbounded_channel();
+                tokio::spawn(self.batcher.clone().run(receiver));
+                calls.insert(queue).clone()
+            }
+        }
     }
 
     async fn admit_in_redis(&self, account_id: &str, limits: &Limits, now: Timestamp) -> Result<Decision, String> {
@@ -136,14 +150,15 @@ impl RedisLimiter {
         let period_key = format!("{prefix}limit:{{{account_id}}}:period:{}", period.start.micros());
         let ttl_seconds = ((period.end.micros() - now.micros()) / 1_000_000).max(1) + 86_400;
         let member = format!("{}-{}-{}", now.micros(), self.instance, self.sequence.fetch_add(1, Ordering::Relaxed));
-        let mut invocation = self.script.key(minute_key);
-        invocation.key(period_key).arg(MINUTE_MICROS).arg(limits.per_minute).arg(limits.period_quota).arg(ttl_seconds).arg(member);
-        let reply: Vec<i64> = tokio::time::timeout(self.timeout, async {
-            let mut connection = self.connection().await?;
-            invocation.invoke_async(&mut connection).await.map_err(|error| error.to_string())
-        })
-        .await
-        .map_err(|_| format!("no answer within {} ms", self.timeout.as_millis()))??;
+        let (reply, answer) = oneshot::channel();
+        let call = Call {
+            keys: [minute_key, period_key],
+            args: [MINUTE_MICROS, i64::from(limits.per_minute), limits.period_quota as i64, ttl_seconds],
+            member,
+            reply,
+        };
+        self.queue().send(call).map_err(|_| "the redis batching task has stopped".to_string())?;
+        let reply = answer.await.map_err(|_| "the redis batching task has stopped".to_string())??;
         let [verdict, count, used, blocking, oldest, redis_now] = reply[..] else {
             return Err(format!("unexpected script reply {reply:?}"));
         };
@@ -161,6 +176,97 @@ impl RedisLimiter {
             _ => Verdict::QuotaExhausted,
         };
         Ok(Decision { verdict, usage })
+    }
+}
+
+/// Most calls one write carries.
+const MAX_BATCH: usize = 512;
+
+/// One script call waiting for its batch.
+struct Call {
+    keys: [String; 2],
+    args: [i64; 4],
+    member: String,
+    reply: oneshot::Sender<Result<Vec<i64>, String>>,
+}
+
+/// The task that owns the connection and writes the calls in batches.
+#[derive(Clone)]
+struct Batcher {
+    client: redis::Client,
+    connection_config: ConnectionManagerConfig,
+    script: redis::Script,
+    timeout: Duration,
+}
+
+impl Batcher {
+    async fn run(self, mut queue: mpsc::UnboundedReceiver<Call>) {
+        // Made on first use and kept (it reconnects by itself); until Redis has answered
+        // once, each batch tries within `timeout`.
+        let mut connection: Option<ConnectionManager> = None;
+        while let Some(first) = queue.recv().await {
+            // The requests that are ready to run go first and add their calls.
+            tokio::task::yield_now().await;
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(call) => batch.push(call),
+                    Err(_) => break,
+                }
+            }
+            let outcome = match tokio::time::timeout(self.timeout, self.send(&mut connection, &batch)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
+            };
+            // A caller that has gone (its request was dropped) needs no answer.
+            match outcome {
+                Ok(replies) => {
+                    for (call, reply) in batch.into_iter().zip(replies) {
+                        let _ = call.reply.send(reply);
+                    }
+                }
+                Err(reason) => {
+                    // The calls queued behind the batch fail with it: their requests
+                    // fail open now rather than each waiting for Redis in turn.
+                    for call in batch.into_iter().chain(std::iter::from_fn(|| queue.try_recv().ok())) {
+                        let _ = call.reply.send(Err(reason.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the batch as one pipeline of EVALSHAs and reads its replies; loads the
+    /// script first when Redis does not have it (a restart empties its script cache).
+    async fn send(&self, connection: &mut Option<ConnectionManager>, batch: &[Call]) -> Result<Vec<Result<Vec<i64>, String>>, String> {
+        let connection = match connection {
+            Some(connection) => connection,
+            None => connection
+                .insert(ConnectionManager::new_with_config(self.client.clone(), self.connection_config.clone()).await.map_err(|error| error.to_string())?),
+        };
+        let mut replies: Vec<Option<Result<Vec<i64>, String>>> = (0..batch.len()).map(|_| None).collect();
+        for attempt in 0..2 {
+            let pending: Vec<usize> = (0..batch.len()).filter(|&index| replies[index].is_none()).collect();
+            let mut pipeline = redis::pipe();
+            pipeline.ignore_errors();
+            for &index in &pending {
+                let call = &batch[index];
+                pipeline.cmd("EVALSHA").arg(self.script.get_hash()).arg(2).arg(&call.keys[..]).arg(&call.args[..]).arg(&call.member);
+            }
+            let results: Vec<redis::RedisResult<Vec<i64>>> = pipeline.query_async(connection).await.map_err(|error| error.to_string())?;
+            let mut missing_script = false;
+            for (index, result) in pending.into_iter().zip(results) {
+                match result {
+                    Err(error) if attempt == 0 && error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => missing_script = true,
+                    result => replies[index] = Some(result.map_err(|error| error.to_string())),
+                }
+            }
+            if !missing_script {
+                break;
+            }
+            self.script.prepare_invoke().load_async(connection).await.map_err(|error| error.to_string())?;
+        }
+        Ok(replies.into_iter().map(|reply| reply.unwrap_or_else(|| Err("redis did not run the script".to_string()))).collect())
     }
 }
 
