@@ -85,6 +85,14 @@ pub enum LimiterError {
 #[async_trait]
 pub trait Limiter: Send + Sync + 'static {
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError>;
+
+    /// Whether the account's next request is so likely to be admitted that its reads may
+    /// start while [`Limiter::admit`] decides. The decision still rules: a refused
+    /// request answers its refusal and its read is dropped, so a wrong guess costs one
+    /// read, never a response. A limiter in process memory decides at once and says no.
+    fn admits_likely(&self, _account_id: &str) -> bool {
+        false
+    }
 }
 
 /// Where "now" comes from, so tests can move time.
@@ -174,6 +182,9 @@ struct AccountCounters {
     minute: VecDeque<i64>,
     period_start: i64,
     period_used: u64,
+    /// Requests the shared limiter (Redis) had left for the account in both its minute
+    /// and its period at its last decision here; 0 after a refusal.
+    shared_headroom: u64,
 }
 
 /// How many requests an account has counted in a billing period: what the embedded
@@ -233,18 +244,36 @@ impl InProcessLimiter {
     /// there rather than from zero: an account that used up its quota stays refused.
     /// A count lower than the one kept for the same period changes nothing.
     pub fn note_period_count(&self, account_id: &str, period_start: Timestamp, used: u64) {
-        let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let note = |counters: &mut AccountCounters| {
-            if counters.period_start != period_start.micros() {
-                counters.period_start = period_start.micros();
-                counters.period_used = used;
-            } else {
-                counters.period_used = counters.period_used.max(used);
-            }
+        self.with_counters(account_id, |counters| note_period_count(counters, period_start, used));
+    }
+
+    /// Takes note of a decision of the shared limiter (Redis): its period count, as
+    /// [`InProcessLimiter::note_period_count`], and the room it left the account
+    /// ([`InProcessLimiter::shared_headroom`]).
+    pub fn note_shared_decision(&self, account_id: &str, decision: &Decision) {
+        let usage = &decision.usage;
+        let headroom = match decision.verdict {
+            Verdict::Admitted => u64::from(usage.minute_remaining).min(usage.quota_remaining()),
+            Verdict::RateLimited { .. } | Verdict::QuotaExhausted => 0,
         };
+        self.with_counters(account_id, |counters| {
+            note_period_count(counters, usage.period.start, usage.quota_used);
+            counters.shared_headroom = headroom;
+        });
+    }
+
+    /// Requests the shared limiter had left for the account, in both its minute and its
+    /// period, at its last decision noted here (0 when none was, or after a refusal).
+    pub fn shared_headroom(&self, account_id: &str) -> u64 {
+        let accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        accounts.get(account_id).map_or(0, |counters| counters.shared_headroom)
+    }
+
+    fn with_counters(&self, account_id: &str, update: impl FnOnce(&mut AccountCounters)) {
+        let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match accounts.get_mut(account_id) {
-            Some(counters) => note(counters),
-            None => note(accounts.entry(account_id.to_string()).or_default()),
+            Some(counters) => update(counters),
+            None => update(accounts.entry(account_id.to_string()).or_default()),
         }
     }
 
@@ -272,6 +301,17 @@ impl InProcessLimiter {
                 decision
             }
         }
+    }
+}
+
+/// A count the shared limiter reported: the local count goes on from the higher of the
+/// two within one period, and from the reported one in a new period.
+fn note_period_count(counters: &mut AccountCounters, period_start: Timestamp, used: u64) {
+    if counters.period_start != period_start.micros() {
+        counters.period_start = period_start.micros();
+        counters.period_used = used;
+    } else {
+        counters.period_used = counters.period_used.max(used);
     }
 }
 
@@ -416,6 +456,35 @@ mod tests {
         clock.set(at("2026-04-01T00:00:00Z"));
         let renewed = limiter.admit("a", &limits(100, 3)).await.unwrap();
         assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
+    }
+
+    #[test]
+    fn the_shared_headroom_is_what_the_last_shared_decision_left_in_both_windows() {
+        let limiter = InProcessLimiter::with_system_clock();
+        assert_eq!(limiter.shared_headroom("a"), 0, "nothing noted yet");
+        let period = Period { start: at("2026-03-01T00:00:00Z"), end: at("2026-04-01T00:00:00Z") };
+        let usage = |minute_remaining: u32, quota_used: u64| Usage {
+            period,
+            quota_limit: 1_000,
+            quota_used,
+            minute_limit: 120,
+            minute_remaining,
+            minute_reset_seconds: 60,
+        };
+        limiter.note_shared_decision("a", &Decision { verdict: Verdict::Admitted, usage: usage(100, 10) });
+        assert_eq!(limiter.shared_headroom("a"), 100, "the minute is the tighter");
+        limiter.note_shared_decision("a", &Decision { verdict: Verdict::Admitted, usage: usage(100, 995) });
+        assert_eq!(limiter.shared_headroom("a"), 5, "the period is the tighter");
+        limiter.note_shared_decision("a", &Decision { verdict: Verdict::RateLimited { retry_after_seconds: 3 }, usage: usage(0, 995) });
+        assert_eq!(limiter.shared_headroom("a"), 0, "refused: no room");
+        limiter.note_shared_decision("a", &Decision { verdict: Verdict::QuotaExhausted, usage: usage(50, 1_000) });
+        assert_eq!(limiter.shared_headroom("a"), 0);
+        assert_eq!(limiter.shared_headroom("b"), 0, "per account");
+        assert_eq!(
+            limiter.period_counts(),
+            vec![PeriodCount { account_id: "a".into(), period_start: period.start, used: 1_000 }],
+            "the period count is noted too"
+        );
     }
 
     #[tokio::test]

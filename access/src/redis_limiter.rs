@@ -270,8 +270,21 @@ impl Batcher {
     }
 }
 
+/// Room an account's last decision must have left for its next request's reads to
+/// start during the round trip. When an account nears its limit with this many of its
+/// requests in flight in one process, at most those read once for nothing; past the
+/// limit (a refusal leaves no room) its requests wait for the decision before reading.
+pub const SPECULATION_MARGIN: u64 = 16;
+
 #[async_trait]
 impl Limiter for RedisLimiter {
+    /// Yes while this process's last decision from Redis for the account left more than
+    /// [`SPECULATION_MARGIN`] requests in both its minute and its period (and Redis is
+    /// not being skipped after a failure): the round trip then overlaps the reads.
+    fn admits_likely(&self, account_id: &str) -> bool {
+        self.clock.now().micros() >= self.skip_until.load(Ordering::Relaxed) && self.local.shared_headroom(account_id) > SPECULATION_MARGIN
+    }
+
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError> {
         let now = self.clock.now();
         if now.micros() >= self.skip_until.load(Ordering::Relaxed) {
@@ -286,7 +299,7 @@ impl Limiter for RedisLimiter {
             match self.admit_in_redis(account_id, limits, now).instrument(span.clone()).await {
                 Ok(decision) => {
                     crate::telemetry::record_decision(&decision.verdict);
-                    self.local.note_period_count(account_id, decision.usage.period.start, decision.usage.quota_used);
+                    self.local.note_shared_decision(account_id, &decision);
                     return Ok(decision);
                 }
                 Err(reason) => {

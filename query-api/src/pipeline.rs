@@ -11,6 +11,13 @@
 //! team_not_found for a well-formed identifier, 402 team_plan_required (the caller's own
 //! plan covers the request; the team's plan only gates what it returns), and a 5xx.
 //!
+//! Reads before the decision: when the limiter says the account's request is very
+//! likely to be admitted ([`recap_access::Limiter::admits_likely`]: Redis's last
+//! decision here left it room to spare), the endpoint's reads start alongside the
+//! limiter's round trip instead of after it. What the client gets is unchanged: a
+//! refusal answers 429 or 402 and the read is dropped. An account at its limit reads
+//! nothing for its refused requests.
+//!
 //! Headers: `X-Request-Id` on every response (an incoming well-formed one is echoed,
 //! else a UUID is made). Every response that reached the limiter (admitted or refused)
 //! carries `X-Quota-Limit`, `X-Quota-Remaining`, `X-Quota-Reset` (end of the current
@@ -28,7 +35,7 @@ use axum::http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AU
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use recap_access::{check_plan, Caller, Feature, Limits, Usage, Verdict};
+use recap_access::{check_plan, Caller, Decision, Feature, Limits, Usage, Verdict};
 
 use crate::endpoints::{self, Endpoint, Route};
 use crate::error::ApiError;
@@ -93,17 +100,40 @@ async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<Ve
     let limits = Limits { per_minute: state.inner.per_minute, period_quota: state.inner.plans.quota(plan), billing_cycle_anchor: plan.billing_cycle_anchor };
     let query = request.uri.query().unwrap_or("");
     let endpoint = Endpoint::parse(route, query, &caller.account_id, &state.inner.cursors)?;
-    let decision = bounded(state.inner.store_timeout, "limiter", state.inner.limiter.admit(&caller.account_id, &limits)).await?;
+    let admit = bounded(state.inner.store_timeout, "limiter", state.inner.limiter.admit(&caller.account_id, &limits));
+    if !state.inner.limiter.admits_likely(&caller.account_id) {
+        admitted(admit.await?, trace)?;
+        return endpoints::execute(state, &caller.account_id, endpoint).await;
+    }
+    // The limiter's round trip and the reads overlap; the decision still rules, and a
+    // refusal drops the read wherever it has got to.
+    let read = endpoints::execute(state, &caller.account_id, endpoint);
+    tokio::pin!(admit, read);
+    let mut read_first = None;
+    let decision = loop {
+        tokio::select! {
+            decision = &mut admit => break decision?,
+            body = &mut read, if read_first.is_none() => read_first = Some(body),
+        }
+    };
+    admitted(decision, trace)?;
+    match read_first {
+        Some(body) => body,
+        None => read.await,
+    }
+}
+
+/// The limiter's verdict as the request's outcome: on with the request, or its refusal.
+fn admitted(decision: Decision, trace: &mut Trace) -> Result<(), ApiError> {
     trace.usage = Some(decision.usage);
     match decision.verdict {
-        Verdict::Admitted => {}
-        Verdict::RateLimited { retry_after_seconds } => return Err(ApiError::RateLimited { retry_after_seconds }),
+        Verdict::Admitted => Ok(()),
+        Verdict::RateLimited { retry_after_seconds } => Err(ApiError::RateLimited { retry_after_seconds }),
         Verdict::QuotaExhausted => {
             let usage = decision.usage;
-            return Err(ApiError::QuotaExhausted { used: usage.quota_used, limit: usage.quota_limit, resets_at: usage.period.end });
+            Err(ApiError::QuotaExhausted { used: usage.quota_used, limit: usage.quota_limit, resets_at: usage.period.end })
         }
     }
-    endpoints::execute(state, &caller.account_id, endpoint).await
 }
 
 /// The one handler of the router: every path and method goes through here.

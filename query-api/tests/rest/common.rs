@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use recap_access::{InProcessLimiter, ManualClock, Plans};
+use recap_access::{InProcessLimiter, Limiter, ManualClock, Plans};
 use recap_query_api::{router, RestConfig, RestState};
 use recap_readmodel::table::Table;
 use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
@@ -235,6 +235,8 @@ pub const FAULT_CORRUPT: u8 = 3;
 pub struct FaultyDriver {
     inner: Arc<dyn Driver>,
     fault: Arc<std::sync::atomic::AtomicU8>,
+    /// Scans started (every endpoint's read is one or more; token lookups are gets).
+    scans: Arc<AtomicU64>,
 }
 
 impl FaultyDriver {
@@ -260,6 +262,7 @@ impl Driver for FaultyDriver {
         self.inner.get(table, partition, clustering).await
     }
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
+        self.scans.fetch_add(1, Ordering::SeqCst);
         self.fault(true).await?;
         self.inner.scan(table, partition, range, limit).await
     }
@@ -277,6 +280,8 @@ pub struct World {
     _dir: tempfile::TempDir,
     pub driver: Arc<dyn Driver>,
     pub fault: Arc<std::sync::atomic::AtomicU8>,
+    /// Scans the router's reads have started.
+    pub scans: Arc<AtomicU64>,
     pub readmodel: ReadModel,
     pub clock: ManualClock,
     pub router: axum::Router,
@@ -293,14 +298,21 @@ impl World {
     }
 
     pub async fn with_config(events: &[String], config: RestConfig) -> World {
+        World::with_limiter(events, config, |clock, _| Arc::new(InProcessLimiter::new(Arc::new(clock)))).await
+    }
+
+    /// A world whose router asks the limiter `limiter` makes from the world's clock and
+    /// its count of started scans.
+    pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
         let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
-        let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone() }));
+        let scans = Arc::new(AtomicU64::new(0));
+        let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone(), scans: scans.clone() }));
         let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());
-        let limiter = Arc::new(InProcessLimiter::new(Arc::new(clock.clone())));
+        let limiter = limiter(clock.clone(), scans.clone());
         let state = RestState::new(readmodel.clone(), Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
-        let mut world = World { _dir: dir, driver, fault, readmodel, clock, router: router(state), position: 0 };
+        let mut world = World { _dir: dir, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
         world.apply(events).await;
         world
     }

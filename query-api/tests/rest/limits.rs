@@ -1,5 +1,8 @@
 //! Limits 1–6: what counts, the per-minute limit, the billing-period quota.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use axum::http::Method;
 
 use crate::common::*;
@@ -138,4 +141,73 @@ async fn limits_the_minute_and_the_quota_are_per_account_not_per_token() {
     world.apply(&[token("acc_a", "tok_a2", SECOND)]).await;
     assert_eq!(world.get("/v1/teams", ALICE).await.remaining(), 49_999);
     assert_eq!(world.get("/v1/teams", SECOND).await.remaining(), 49_998);
+}
+
+/// A limiter that, when it says an account's requests are likely admitted, decides only
+/// once the endpoint's read has started: a router that waited for the decision before
+/// reading would get no decision (503 after 5 s).
+struct DecidesAfterTheRead {
+    inner: recap_access::InProcessLimiter,
+    likely: bool,
+    scans: Arc<AtomicU64>,
+    /// The count of scans when it last decided.
+    decided_at: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl recap_access::Limiter for DecidesAfterTheRead {
+    async fn admit(&self, account_id: &str, limits: &recap_access::Limits) -> Result<recap_access::Decision, recap_access::LimiterError> {
+        if self.likely {
+            // (The read may have started before this is first polled, or after.)
+            let before = self.decided_at.load(Ordering::SeqCst);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while self.scans.load(Ordering::SeqCst) == before {
+                if std::time::Instant::now() > deadline {
+                    return Err(recap_access::LimiterError::Unavailable("the read did not start before the decision".into()));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+        self.decided_at.store(self.scans.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.inner.admit(account_id, limits).await
+    }
+
+    fn admits_likely(&self, _account_id: &str) -> bool {
+        self.likely
+    }
+}
+
+async fn world_deciding_after_the_read(per_minute: u32, likely: bool) -> World {
+    let config = recap_query_api::RestConfig { rate_limit_per_minute: per_minute, ..Default::default() };
+    World::with_limiter(&standard_events(), config, move |clock, scans| {
+        Arc::new(DecidesAfterTheRead { inner: recap_access::InProcessLimiter::new(Arc::new(clock)), likely, scans, decided_at: AtomicU64::new(0) })
+    })
+    .await
+}
+
+#[tokio::test]
+async fn limits_2_5_reads_overlapping_the_limiter_change_no_answer_and_no_count() {
+    // The reads of an account the limiter expects to admit start during its decision
+    // (see pipeline.rs); the decision still rules: "Exceeding the per-minute limit returns
+    // 429 rate_limited", and a refused request counts nowhere.
+    let world = world_deciding_after_the_read(1, true).await;
+    let first = world.get("/v1/meetings", ALICE).await;
+    assert_eq!(first.status, 200, "the read started before the decision: {}", first.text);
+    assert_eq!(first.ids(), ["mtg_a5", "mtg_a4", "mtg_a3", "mtg_a2", "mtg_a1"]);
+    assert_eq!(first.remaining(), 49_999);
+    let reads = world.scans.load(Ordering::SeqCst);
+    let refused = world.get("/v1/meetings", ALICE).await;
+    refused.assert_error(429, "rate_limited", &[]);
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(refused.remaining(), 49_999, "not counted");
+    assert!(world.scans.load(Ordering::SeqCst) > reads, "its read had started, and was dropped");
+}
+
+#[tokio::test]
+async fn limits_5_a_request_of_an_account_at_its_limit_reads_nothing_before_its_refusal() {
+    let world = world_deciding_after_the_read(1, false).await;
+    assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
+    let reads = world.scans.load(Ordering::SeqCst);
+    world.get("/v1/meetings", ALICE).await.assert_error(429, "rate_limited", &[]);
+    assert_eq!(world.scans.load(Ordering::SeqCst), reads, "refused before any read");
 }
