@@ -10,8 +10,9 @@
 //!    the rate it drained at;
 //! 4. `GET /v1/meetings?limit=50` through a `recap query-api` process (auth and Redis
 //!    limits on) vs a raw-driver loop issuing the same SELECT at the same concurrency,
-//!    and the Redis calls per counted request (`INFO commandstats` of a Redis private to
-//!    the run);
+//!    in `RECAP_BENCH_REST_ROUNDS` (default 3) rounds that alternate which side goes
+//!    first, reported as the median round ratio, and the Redis calls per counted request
+//!    (`INFO commandstats` of a Redis private to the run);
 //! 5. resident memory of the projector and the query-api at those loads.
 //!
 //! The query-api runs on core 0 with wrk on core 1; the raw-driver read loop runs on
@@ -428,16 +429,29 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
             engines::usage(std::process::id()),
         ]
     };
-    let (mut recap_best, mut raw_best) = (0f64, 0f64);
-    for round in 0..2 {
-        let before_raw = usages();
-        let raw = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
-        let after_raw = usages();
-        let (calls_before, counted_before) = (bench.redis.command_calls(), period_counter());
-        let before = usages();
-        let result = load::wrk(&url, connections, seconds, 1);
-        let after = usages();
-        let (calls_after, counted_after) = (bench.redis.command_calls(), period_counter());
+    let (mut recap_best, mut raw_best, mut ratios) = (0f64, 0f64, Vec::new());
+    for round in 0..env_usize("RECAP_BENCH_REST_ROUNDS", 3) {
+        // Odd rounds measure the query-api first, so a drift of the machine's speed
+        // across a round favours neither side.
+        let measure_raw = || {
+            let before = usages();
+            let raw = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
+            (before, raw, usages())
+        };
+        let measure_recap = || {
+            let (calls_before, counted_before) = (bench.redis.command_calls(), period_counter());
+            let before = usages();
+            let result = load::wrk(&url, connections, seconds, 1);
+            let after = usages();
+            (calls_before, counted_before, before, result, after, bench.redis.command_calls(), period_counter())
+        };
+        let ((before_raw, raw, after_raw), (calls_before, counted_before, before, result, after, calls_after, counted_after)) = if round % 2 == 0 {
+            let raw = measure_raw();
+            (raw, measure_recap())
+        } else {
+            let recap = measure_recap();
+            (measure_raw(), recap)
+        };
         let delta = |name: &str| calls_after.get(name).copied().unwrap_or(0) - calls_before.get(name).copied().unwrap_or(0);
         let all_calls: u64 = calls_after.keys().map(|name| delta(name)).sum::<u64>() - delta("info") - delta("scan") - delta("get");
         let counted = counted_after - counted_before;
@@ -473,7 +487,11 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         );
         recap_best = recap_best.max(result.rate);
         raw_best = raw_best.max(raw);
+        ratios.push(result.rate / raw);
     }
+    ratios.sort_by(f64::total_cmp);
+    let rounds: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
+    println!("  round ratios, sorted: {}; median {:.2}", rounds.join(", "), ratios[ratios.len() / 2]);
     time_inside(query_api);
     let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
     println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2} (target >= 0.7)", recap_best / raw_best);
