@@ -15,6 +15,8 @@
 
 #[path = "common/http_client.rs"]
 mod http_client;
+#[path = "common/stats.rs"]
+mod stats;
 
 // The binary's global allocator lives in the recap library: link it, so the
 // benchmark measures what `recap` runs.
@@ -200,7 +202,7 @@ fn side_by_side(reference: (&str, Option<&str>), route: (&str, Option<&str>)) ->
             );
         }
     }
-    (median(&mut rates), median(&mut ratios))
+    (stats::median(&mut rates), stats::median(&mut ratios))
 }
 
 /// One 2 s wrk round and how busy the server threads kept their core meanwhile.
@@ -208,11 +210,6 @@ fn busy_wrk(route: (&str, Option<&str>)) -> (f64, f64) {
     let (started, before) = (std::time::Instant::now(), server_sched());
     let rate = wrk_for(route.0, route.1, 2);
     (rate, sched_between(&before, &server_sched()).0 / started.elapsed().as_secs_f64())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
 }
 
 /// Requests per second wrk reaches on one core (closed loop, keep-alive), over 4 s.

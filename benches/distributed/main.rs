@@ -29,6 +29,8 @@ mod events;
 #[path = "../common/http_client.rs"]
 mod http_client;
 mod load;
+#[path = "../common/stats.rs"]
+mod stats;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -433,29 +435,44 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
             engines::usage(std::process::id()),
         ]
     };
+    // One side's phase of a round: CPU usages around it and, for the query-api, the
+    // Redis calls and the period counter around it.
+    struct Phase<T> {
+        before: [engines::Usage; 4],
+        result: T,
+        after: [engines::Usage; 4],
+    }
+    struct RedisCounts {
+        calls: std::collections::HashMap<String, u64>,
+        counted: u64,
+    }
     let (mut recap_best, mut raw_best, mut ratios) = (0f64, 0f64, Vec::new());
-    for round in 0..env_usize("RECAP_BENCH_REST_ROUNDS", 3) {
-        // Odd rounds measure the query-api first, so a drift of the machine's speed
-        // across a round favours neither side.
+    for round in 0..env_usize("RECAP_BENCH_REST_ROUNDS", 3).max(1) {
         let measure_raw = || {
             let before = usages();
-            let raw = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
-            (before, raw, usages())
+            let result = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, false);
+            Phase { before, result, after: usages() }
         };
         let measure_recap = || {
-            let (calls_before, counted_before) = (bench.redis.command_calls(), period_counter());
+            let redis_before = RedisCounts { calls: bench.redis.command_calls(), counted: period_counter() };
             let before = usages();
             let result = load::wrk(&url, connections, seconds, 1);
             let after = usages();
-            (calls_before, counted_before, before, result, after, bench.redis.command_calls(), period_counter())
+            (Phase { before, result, after }, redis_before, RedisCounts { calls: bench.redis.command_calls(), counted: period_counter() })
         };
-        let ((before_raw, raw, after_raw), (calls_before, counted_before, before, result, after, calls_after, counted_after)) = if round % 2 == 0 {
+        // Odd rounds measure the query-api first, so a drift of the machine's speed
+        // across a round favours neither side.
+        let (raw_phase, (recap_phase, redis_before, redis_after)) = if round % 2 == 0 {
             let raw = measure_raw();
             (raw, measure_recap())
         } else {
             let recap = measure_recap();
             (measure_raw(), recap)
         };
+        let Phase { before: before_raw, result: raw, after: after_raw } = raw_phase;
+        let Phase { before, result, after } = recap_phase;
+        let (calls_before, calls_after) = (redis_before.calls, redis_after.calls);
+        let (counted_before, counted_after) = (redis_before.counted, redis_after.counted);
         let delta = |name: &str| calls_after.get(name).copied().unwrap_or(0) - calls_before.get(name).copied().unwrap_or(0);
         let all_calls: u64 = calls_after.keys().map(|name| delta(name)).sum::<u64>() - delta("info") - delta("scan") - delta("get");
         let counted = counted_after - counted_before;
@@ -493,9 +510,9 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         raw_best = raw_best.max(raw);
         ratios.push(result.rate / raw);
     }
-    ratios.sort_by(f64::total_cmp);
+    let median = stats::median(&mut ratios);
     let rounds: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
-    println!("  round ratios, sorted: {}; median {:.2}", rounds.join(", "), ratios[ratios.len() / 2]);
+    println!("  round ratios, sorted: {}; median {median:.2}", rounds.join(", "));
     time_inside(query_api);
     let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
     println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2} (target >= 0.7)", recap_best / raw_best);
