@@ -221,12 +221,14 @@ pub fn memory_mib(pid: u32) -> (f64, f64) {
 }
 
 /// What a process has used so far: CPU seconds (user + system, so time the hypervisor
-/// steals is not counted) and the context switches its threads asked for (each one a
-/// thread that ran out of work and slept until woken).
+/// steals is not counted), the context switches its threads asked for (each one a
+/// thread that ran out of work and slept until woken), and the CPU seconds of its
+/// children it has waited for (wrk, run to completion by this process).
 #[derive(Clone, Copy, Default)]
 pub struct Usage {
     pub cpu_seconds: f64,
     pub voluntary_switches: u64,
+    pub children_cpu_seconds: f64,
 }
 
 pub fn usage(pid: u32) -> Usage {
@@ -241,7 +243,17 @@ pub fn usage(pid: u32) -> Usage {
         voluntary_switches +=
             status.lines().find_map(|line| line.strip_prefix("voluntary_ctxt_switches:")).and_then(|value| value.trim().parse::<u64>().ok()).unwrap_or(0);
     }
-    Usage { cpu_seconds: (ticks(11) + ticks(12)) as f64 / 100.0, voluntary_switches }
+    Usage { cpu_seconds: (ticks(11) + ticks(12)) as f64 / 100.0, voluntary_switches, children_cpu_seconds: (ticks(13) + ticks(14)) as f64 / 100.0 }
+}
+
+/// The machine's idle and total CPU time so far, in clock ticks of every core
+/// (`/proc/stat`; idle counts I/O wait too).
+pub fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|value| value.parse().ok()).collect();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal; guest time is already in user.
+    (idle, ticks.iter().take(8).sum())
 }
 
 /// The local Cassandra of `make up`, when it runs on this machine.

@@ -427,20 +427,27 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
     };
     // Where the CPU goes: Cassandra, Redis, the query-api and this process (the raw loop).
     let cassandra = engines::cassandra_pid();
-    let usages = || {
-        [
+    // With the machine's idle time: both sides keep the two cores busy, so the ratio is
+    // close to the ratio of the CPU each side spends per read.
+    struct Snapshot {
+        processes: [engines::Usage; 4],
+        machine: (u64, u64),
+    }
+    let usages = || Snapshot {
+        processes: [
             cassandra.map(engines::usage).unwrap_or_default(),
             engines::usage(bench.redis.pid()),
             engines::usage(query_api.pid()),
             engines::usage(std::process::id()),
-        ]
+        ],
+        machine: engines::machine_ticks(),
     };
     // One side's phase of a round: CPU usages around it and, for the query-api, the
     // Redis calls and the period counter around it.
     struct Phase<T> {
-        before: [engines::Usage; 4],
+        before: Snapshot,
         result: T,
-        after: [engines::Usage; 4],
+        after: Snapshot,
     }
     struct RedisCounts {
         calls: std::collections::HashMap<String, u64>,
@@ -490,11 +497,18 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         );
         // The raw loop's 1 s warm-up runs at about the measured rate.
         let raw_reads_done = raw * (seconds + 1) as f64;
-        let cpu = |from: &[engines::Usage; 4], to: &[engines::Usage; 4], index: usize, count: f64| {
-            (to[index].cpu_seconds - from[index].cpu_seconds) * 1e6 / count.max(1.0)
+        let cpu = |from: &Snapshot, to: &Snapshot, index: usize, count: f64| {
+            (to.processes[index].cpu_seconds - from.processes[index].cpu_seconds) * 1e6 / count.max(1.0)
         };
         let wakeups =
-            |from: &[engines::Usage; 4], to: &[engines::Usage; 4], count: f64| (to[0].voluntary_switches - from[0].voluntary_switches) as f64 / count.max(1.0);
+            |from: &Snapshot, to: &Snapshot, count: f64| (to.processes[0].voluntary_switches - from.processes[0].voluntary_switches) as f64 / count.max(1.0);
+        // wrk is this process's one waited-for child during the query-api's phase.
+        let wrk_cpu =
+            |from: &Snapshot, to: &Snapshot, count: f64| (to.processes[3].children_cpu_seconds - from.processes[3].children_cpu_seconds) * 1e6 / count.max(1.0);
+        let idle = |from: &Snapshot, to: &Snapshot| {
+            let (idle, total) = (to.machine.0 - from.machine.0, to.machine.1 - from.machine.1);
+            idle as f64 * 100.0 / total.max(1) as f64
+        };
         let served = result.requests as f64;
         println!(
             "           CPU per read: raw loop: Cassandra {:.0} µs ({:.1} thread wake-ups), the loop {:.0} µs; query-api: Cassandra {:.0} µs ({:.1} wake-ups), query-api {:.0} µs, Redis {:.0} µs",
@@ -505,6 +519,15 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
             wakeups(&before, &after, served),
             cpu(&before, &after, 2, served),
             cpu(&before, &after, 1, served),
+        );
+        let raw_total = cpu(&before_raw, &after_raw, 0, raw_reads_done) + cpu(&before_raw, &after_raw, 3, raw_reads_done);
+        let recap_total = [0, 1, 2].iter().map(|&index| cpu(&before, &after, index, served)).sum::<f64>() + wrk_cpu(&before, &after, served);
+        println!(
+            "           the whole machine per read: raw side {raw_total:.0} µs ({:.0}% idle); query-api side {recap_total:.0} µs with wrk's {:.0} µs ({:.0}% idle); ratio of the two {:.2}",
+            idle(&before_raw, &after_raw),
+            wrk_cpu(&before, &after, served),
+            idle(&before, &after),
+            raw_total / recap_total.max(1.0)
         );
         recap_best = recap_best.max(result.rate);
         raw_best = raw_best.max(raw);
