@@ -13,6 +13,9 @@
 // benchmark measures what `recap` runs.
 extern crate recap;
 
+#[path = "common/child.rs"]
+mod child;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -126,7 +129,7 @@ async fn projector_throughput() {
 fn serve_demo_rss() {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_recap"));
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut child = std::process::Command::new(&binary)
+    let mut child = child::ends_with_this_process(&mut std::process::Command::new(&binary))
         .args(["serve", "--demo", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("RECAP_LOG", "error")

@@ -24,6 +24,8 @@
 // work (recording rows, generating events) is what `recap` would do.
 extern crate recap;
 
+#[path = "../common/child.rs"]
+mod child;
 mod engines;
 mod events;
 #[path = "../common/http_client.rs"]
