@@ -373,7 +373,7 @@ mod tests {
     use super::*;
 
     fn at(text: &str) -> Timestamp {
-        Timestamp::parse(text).unwrap()
+        Timestamp::parse(text).expect("a valid RFC 3339 timestamp")
     }
 
     #[test]
@@ -411,31 +411,31 @@ mod tests {
         let clock = ManualClock::at(at("2026-03-01T10:00:00Z"));
         let limiter = InProcessLimiter::new(Arc::new(clock.clone()));
         for _ in 0..3 {
-            assert_eq!(limiter.admit("a", &limits(3, 100)).await.unwrap().verdict, Verdict::Admitted);
+            assert_eq!(limiter.admit("a", &limits(3, 100)).await.expect("the in-process limiter decides").verdict, Verdict::Admitted);
             clock.advance_micros(10_000_000);
         }
         // 30 s after the first: the window still holds three.
-        let refused = limiter.admit("a", &limits(3, 100)).await.unwrap();
+        let refused = limiter.admit("a", &limits(3, 100)).await.expect("the in-process limiter decides");
         assert_eq!(refused.verdict, Verdict::RateLimited { retry_after_seconds: 30 });
         assert_eq!(refused.usage.quota_used, 3, "a refused request is not counted");
-        assert_eq!(limiter.admit("b", &limits(3, 100)).await.unwrap().verdict, Verdict::Admitted, "per account");
+        assert_eq!(limiter.admit("b", &limits(3, 100)).await.expect("the in-process limiter decides").verdict, Verdict::Admitted, "per account");
         clock.advance_micros(30_000_000);
-        assert_eq!(limiter.admit("a", &limits(3, 100)).await.unwrap().verdict, Verdict::Admitted);
+        assert_eq!(limiter.admit("a", &limits(3, 100)).await.expect("the in-process limiter decides").verdict, Verdict::Admitted);
     }
 
     #[tokio::test]
     async fn the_quota_resets_with_the_period() {
         let clock = ManualClock::at(at("2026-03-31T23:59:00Z"));
         let limiter = InProcessLimiter::new(Arc::new(clock.clone()));
-        let first = limiter.admit("a", &limits(100, 2)).await.unwrap();
+        let first = limiter.admit("a", &limits(100, 2)).await.expect("the in-process limiter decides");
         assert_eq!((first.usage.quota_used, first.usage.quota_remaining()), (1, 1));
-        limiter.admit("a", &limits(100, 2)).await.unwrap();
-        let exhausted = limiter.admit("a", &limits(100, 2)).await.unwrap();
+        limiter.admit("a", &limits(100, 2)).await.expect("the in-process limiter decides");
+        let exhausted = limiter.admit("a", &limits(100, 2)).await.expect("the in-process limiter decides");
         assert_eq!(exhausted.verdict, Verdict::QuotaExhausted);
         assert_eq!(exhausted.usage.period.end, at("2026-04-01T00:00:00Z"));
         assert_eq!(exhausted.usage.minute_remaining, 98, "an exhausted request is not counted in the minute either");
         clock.set(at("2026-04-01T00:00:00Z"));
-        let renewed = limiter.admit("a", &limits(100, 2)).await.unwrap();
+        let renewed = limiter.admit("a", &limits(100, 2)).await.expect("the in-process limiter decides");
         assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
     }
 
@@ -446,15 +446,15 @@ mod tests {
         let march = at("2026-03-01T00:00:00Z");
         limiter.note_period_count("a", march, 3);
         limiter.note_period_count("a", march, 1);
-        let refused = limiter.admit("a", &limits(100, 3)).await.unwrap();
+        let refused = limiter.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides");
         assert_eq!((refused.verdict, refused.usage.quota_used), (Verdict::QuotaExhausted, 3), "a lower note changes nothing");
         limiter.note_period_count("b", march, 1);
-        let admitted = limiter.admit("b", &limits(100, 3)).await.unwrap();
+        let admitted = limiter.admit("b", &limits(100, 3)).await.expect("the in-process limiter decides");
         assert_eq!((admitted.verdict, admitted.usage.quota_used), (Verdict::Admitted, 2));
         assert_eq!(limiter.counted(), 1, "a note is not a counted request");
         // A note from an older period is replaced by the new period's first count.
         clock.set(at("2026-04-01T00:00:00Z"));
-        let renewed = limiter.admit("a", &limits(100, 3)).await.unwrap();
+        let renewed = limiter.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides");
         assert_eq!((renewed.verdict, renewed.usage.quota_used), (Verdict::Admitted, 1));
     }
 
@@ -492,9 +492,9 @@ mod tests {
         let clock = ManualClock::at(at("2026-03-20T10:00:00Z"));
         let first = InProcessLimiter::new(Arc::new(clock.clone()));
         for _ in 0..2 {
-            first.admit("a", &limits(100, 3)).await.unwrap();
+            first.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides");
         }
-        first.admit("b", &limits(100, 3)).await.unwrap();
+        first.admit("b", &limits(100, 3)).await.expect("the in-process limiter decides");
         assert_eq!(first.counted(), 3);
         let saved = first.period_counts();
         assert_eq!(
@@ -504,19 +504,19 @@ mod tests {
                 PeriodCount { account_id: "b".into(), period_start: at("2026-03-01T00:00:00Z"), used: 1 },
             ]
         );
-        let saved: Vec<PeriodCount> = serde_json::from_str(&serde_json::to_string(&saved).unwrap()).unwrap();
+        let saved: Vec<PeriodCount> = serde_json::from_str(&serde_json::to_string(&saved).expect("period counts serialize")).expect("period counts parse back");
 
         let second = InProcessLimiter::new(Arc::new(clock.clone()));
         second.restore(saved);
-        let last = second.admit("a", &limits(100, 3)).await.unwrap();
+        let last = second.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides");
         assert_eq!((last.verdict, last.usage.quota_used), (Verdict::Admitted, 3));
-        assert_eq!(second.admit("a", &limits(100, 3)).await.unwrap().verdict, Verdict::QuotaExhausted);
+        assert_eq!(second.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides").verdict, Verdict::QuotaExhausted);
         assert_eq!(second.counted(), 1, "refusals are not counted");
 
         // A saved count of a period that has ended does not carry over.
         clock.set(at("2026-04-02T00:00:00Z"));
         let third = InProcessLimiter::new(Arc::new(clock.clone()));
         third.restore(second.period_counts());
-        assert_eq!(third.admit("a", &limits(100, 3)).await.unwrap().usage.quota_used, 1);
+        assert_eq!(third.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides").usage.quota_used, 1);
     }
 }

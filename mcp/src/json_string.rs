@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn strings_are_escaped_as_serde_json_does() {
         for text in ["", "plain", r#"{"a":"b\\c"}"#, "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f} é 日本 \u{1F600}"] {
-            assert_eq!(escaped(text), format!("prefix{}", serde_json::to_string(text).unwrap()));
+            assert_eq!(escaped(text), format!("prefix{}", serde_json::to_string(text).expect("a string serializes")));
         }
         // Every character below 0x80 and some wider ones, at every offset within a
         // block and across block boundaries, with control characters between blocks
@@ -188,7 +188,7 @@ mod tests {
                 .chain(std::iter::repeat_n('"', 40))
                 .chain(std::iter::repeat_n('\\', shift))
                 .collect();
-            assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).unwrap()), "shift {shift}");
+            assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).expect("a string serializes")), "shift {shift}");
         }
     }
 
@@ -197,7 +197,7 @@ mod tests {
         let entry =
             r#"{"id":"mtg_000999","title":"Weekly \"sync\" 999 \\ é","kind":"call","status":"done","started_at":"2023-11-15T14:52:20Z","series_id":null}"#;
         let page = format!("{{\"meetings\":[{}],\"pagination\":{{\"offset\":0}}}}", vec![entry; 20].join(","));
-        assert_eq!(escaped(&page), format!("prefix{}", serde_json::to_string(&page).unwrap()));
+        assert_eq!(escaped(&page), format!("prefix{}", serde_json::to_string(&page).expect("a string serializes")));
     }
 
     proptest! {
@@ -205,13 +205,13 @@ mod tests {
 
         #[test]
         fn any_string_is_escaped_as_serde_json_does(text in "(\\PC|[\"\\\\\\x00-\\x1f]|\\{\"a\":\"b\"\\}){0,80}") {
-            prop_assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).unwrap()));
+            prop_assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).expect("a string serializes")));
         }
 
         #[test]
         fn any_json_text_is_escaped_as_serde_json_does(words in proptest::collection::vec("[a-z\"\\\\é日 ]{0,12}", 0..40)) {
-            let text = serde_json::to_string(&words).unwrap();
-            prop_assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).unwrap()));
+            let text = serde_json::to_string(&words).expect("a string serializes");
+            prop_assert_eq!(escaped(&text), format!("prefix{}", serde_json::to_string(&text).expect("a string serializes")));
         }
     }
 }

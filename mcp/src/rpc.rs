@@ -295,8 +295,8 @@ mod tests {
             if structured {
                 expected.structured_content = serde_json::from_str(text).ok();
             }
-            let expected: Value = serde_json::from_str(&respond(id.clone(), expected)).unwrap();
-            let written: Value = serde_json::from_slice(&tool_result(&id, text, is_error, structured)).unwrap();
+            let expected: Value = serde_json::from_str(&respond(id.clone(), expected)).expect("rmcp writes JSON");
+            let written: Value = serde_json::from_slice(&tool_result(&id, text, is_error, structured)).expect("a tool result is JSON");
             assert_eq!(written, expected);
         }
     }

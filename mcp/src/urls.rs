@@ -63,8 +63,8 @@ mod tests {
     #[test]
     fn derives_from_host_and_forwarded_proto() {
         let mut headers = HeaderMap::new();
-        headers.insert("host", "mcp.example.com:8443".parse().unwrap());
-        headers.insert("x-forwarded-proto", "https".parse().unwrap());
+        headers.insert("host", "mcp.example.com:8443".parse().expect("a valid header value"));
+        headers.insert("x-forwarded-proto", "https".parse().expect("a valid header value"));
         let urls = PublicUrls::of(&McpConfig::default(), &headers);
         assert_eq!(urls.mcp_url, "https://mcp.example.com:8443/mcp");
         assert_eq!(urls.resource_metadata(), "https://mcp.example.com:8443/mcp/.well-known/oauth-protected-resource");
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn refuses_hosts_that_would_break_a_url() {
         let mut headers = HeaderMap::new();
-        headers.insert("host", "evil.com/\"><script>".parse().unwrap());
+        headers.insert("host", "evil.com/\"><script>".parse().expect("a valid header value"));
         assert_eq!(PublicUrls::of(&McpConfig::default(), &headers).origin, "http://localhost");
     }
 
@@ -81,7 +81,7 @@ mod tests {
     fn the_configured_public_url_wins() {
         let config = McpConfig { public_url: Some("https://mcp.example.com/mcp/".into()), ..McpConfig::default() };
         let mut headers = HeaderMap::new();
-        headers.insert("host", "10.0.0.1:9000".parse().unwrap());
+        headers.insert("host", "10.0.0.1:9000".parse().expect("a valid header value"));
         let urls = PublicUrls::of(&config, &headers);
         assert_eq!((urls.origin.as_str(), urls.mcp_url.as_str()), ("https://mcp.example.com", "https://mcp.example.com/mcp"));
     }

@@ -175,38 +175,38 @@ mod tests {
 
     #[test]
     fn refuses_a_file_with_a_non_object_line_whole() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let log = EventLog::new(dir.path().join("events.log"));
         let error = log.append("events.jsonl", b"{\"a\":1}\n[1,2]\n{\"b\":2}\n").unwrap_err();
         assert!(error.to_string().contains("events.jsonl: line 2: not a JSON object (found an array)"), "{error}");
-        assert_eq!(log.len().unwrap(), 0, "nothing is appended");
+        assert_eq!(log.len().expect("the log file is readable"), 0, "nothing is appended");
         let error = log.append("x", b"{\"a\":1}\n{not json\n").unwrap_err();
         assert!(error.to_string().contains("line 2"), "{error}");
-        assert_eq!(log.len().unwrap(), 0);
+        assert_eq!(log.len().expect("the log file is readable"), 0);
     }
 
     #[test]
     fn appends_and_reads_whole_lines_with_positions() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let log = EventLog::new(dir.path().join("events.log"));
-        log.append("a", b"{\"a\":1}\n\n{\"b\":2}").unwrap();
-        let lines = log.read_from(0, 10, 1 << 20).unwrap();
+        log.append("a", b"{\"a\":1}\n\n{\"b\":2}").expect("the log file is writable");
+        let lines = log.read_from(0, 10, 1 << 20).expect("the log file is readable");
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0], LogLine { offset: 0, end: 8, bytes: b"{\"a\":1}".to_vec() });
         assert_eq!(lines[1].offset, 8);
-        assert_eq!(log.read_from(lines[1].end, 10, 1 << 20).unwrap(), vec![]);
-        assert_eq!(log.read_from(8, 10, 1 << 20).unwrap()[0].bytes, b"{\"b\":2}".to_vec());
+        assert_eq!(log.read_from(lines[1].end, 10, 1 << 20).expect("the log file is readable"), vec![]);
+        assert_eq!(log.read_from(8, 10, 1 << 20).expect("the log file is readable")[0].bytes, b"{\"b\":2}".to_vec());
     }
 
     #[test]
     fn a_partial_last_line_is_left_and_then_terminated() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("events.log");
-        std::fs::write(&path, b"{\"a\":1}\n{\"half").unwrap();
+        std::fs::write(&path, b"{\"a\":1}\n{\"half").expect("the log file is writable");
         let log = EventLog::new(&path);
-        assert_eq!(log.read_from(0, 10, 1 << 20).unwrap().len(), 1, "the partial line is not read yet");
-        log.append("b", b"{\"b\":2}\n").unwrap();
-        let lines = log.read_from(0, 10, 1 << 20).unwrap();
+        assert_eq!(log.read_from(0, 10, 1 << 20).expect("the log file is readable").len(), 1, "the partial line is not read yet");
+        log.append("b", b"{\"b\":2}\n").expect("the log file is writable");
+        let lines = log.read_from(0, 10, 1 << 20).expect("the log file is readable");
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[1].bytes, b"{\"half".to_vec());
         assert_eq!(lines[2].bytes, b"{\"b\":2}".to_vec());

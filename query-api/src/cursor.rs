@@ -75,7 +75,7 @@ mod tests {
         assert_eq!(CursorSigner::new(b"secret two").open("meetings|acc_a|-|-", &cursor), None, "other secret");
         let mut edited = cursor.clone().into_bytes();
         edited[3] = if edited[3] == b'A' { b'B' } else { b'A' };
-        assert_eq!(signer.open("meetings|acc_a|-|-", &String::from_utf8(edited).unwrap()), None, "edited");
+        assert_eq!(signer.open("meetings|acc_a|-|-", &String::from_utf8(edited).expect("the edited cursor is still text")), None, "edited");
         for garbage in ["", "x", "!!!!", &"A".repeat(2000)] {
             assert_eq!(signer.open("meetings|acc_a|-|-", garbage), None);
         }

@@ -190,7 +190,7 @@ mod tests {
     fn each_code_carries_exactly_its_fields() {
         // The spec's error table: every code with its status, and the fields beside code
         // and message that its field table names for it (and no other).
-        let resets_at = Timestamp::parse("2026-12-15T00:00:00Z").unwrap();
+        let resets_at = Timestamp::parse("2026-12-15T00:00:00Z").expect("a valid RFC 3339 timestamp");
         let cases: Vec<(ApiError, u16, serde_json::Value)> = vec![
             (ApiError::invalid("limit", "bad"), 400, serde_json::json!({"code": "invalid_request", "param": "limit"})),
             (ApiError::Unauthorized, 401, serde_json::json!({"code": "unauthorized"})),
@@ -214,15 +214,15 @@ mod tests {
         ];
         for (error, status, expected) in cases {
             assert_eq!(error.status().as_u16(), status, "{error:?}");
-            let mut body: serde_json::Value = serde_json::from_str(&error.body("r1")).unwrap();
-            let fields = body["error"].as_object_mut().unwrap();
+            let mut body: serde_json::Value = serde_json::from_str(&error.body("r1")).expect("an error body is JSON");
+            let fields = body["error"].as_object_mut().expect("`error` is an object");
             let message = fields.remove("message").unwrap_or_else(|| panic!("{error:?} has a message"));
             assert!(message.as_str().is_some_and(|message| !message.is_empty()), "{error:?}: a message");
             assert_eq!(body["error"], expected, "{error:?}");
-            assert_eq!(body.as_object().unwrap().len(), 1, "only `error` at the top");
+            assert_eq!(body.as_object().expect("the body is an object").len(), 1, "only `error` at the top");
             assert!(!body.to_string().contains("disk") && !body.to_string().contains("timeout"), "details stay in the log");
         }
-        let invalid: serde_json::Value = serde_json::from_str(&ApiError::invalid("limit", "bad").body("r1")).unwrap();
+        let invalid: serde_json::Value = serde_json::from_str(&ApiError::invalid("limit", "bad").body("r1")).expect("an error body is JSON");
         assert_eq!(invalid["error"]["message"], "bad", "an invalid_request says what is wrong");
     }
 }

@@ -164,8 +164,8 @@ mod tests {
 
     #[test]
     fn plus_is_not_a_space() {
-        assert!(instant("since=2026-01-01T00:00:00+00:00", "since").unwrap().is_some());
-        assert!(instant("since=2026-01-01T00:00:00%2B00:00", "since").unwrap().is_some());
+        assert!(instant("since=2026-01-01T00:00:00+00:00", "since").expect("a valid instant").is_some());
+        assert!(instant("since=2026-01-01T00:00:00%2B00:00", "since").expect("a valid instant").is_some());
         assert!(instant("since=2026-01-01", "since").is_err());
     }
 
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn identifiers_are_bounded_and_printable() {
         assert!(path_identifier("mtg_01", "meeting_id").is_ok());
-        assert_eq!(path_identifier("a%20b", "meeting_id").unwrap(), "a b");
+        assert_eq!(path_identifier("a%20b", "meeting_id").expect("a valid identifier"), "a b");
         assert!(path_identifier(&"x".repeat(129), "meeting_id").is_err());
         assert!(path_identifier("a%00b", "meeting_id").is_err());
         assert!(path_identifier("%FF", "meeting_id").is_err());

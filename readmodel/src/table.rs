@@ -291,7 +291,7 @@ mod tests {
             let (va, vb) = (Val::text(a.clone()), Val::text(b.clone()));
             prop_assert_eq!(encoded(&va, Order::Asc).cmp(&encoded(&vb, Order::Asc)), a.as_bytes().cmp(b.as_bytes()));
             prop_assert_eq!(encoded(&va, Order::Desc).cmp(&encoded(&vb, Order::Desc)), b.as_bytes().cmp(a.as_bytes()));
-            let (decoded, used) = decode_val(&encoded(&va, Order::Desc), ColumnType::Text, Order::Desc).unwrap();
+            let (decoded, used) = decode_val(&encoded(&va, Order::Desc), ColumnType::Text, Order::Desc).expect("an encoded key decodes");
             prop_assert_eq!(decoded, va);
             prop_assert_eq!(used, encoded(&Val::text(a), Order::Desc).len());
         }
@@ -302,10 +302,10 @@ mod tests {
                 let mut key = encoded(&Val::text(a.clone()), order);
                 let text_len = key.len();
                 encode_val(&mut key, &Val::Int(tail), order);
-                let (decoded, used) = decode_val(&key, ColumnType::Text, order).unwrap();
+                let (decoded, used) = decode_val(&key, ColumnType::Text, order).expect("an encoded key decodes");
                 prop_assert_eq!(decoded, Val::text(a.clone()));
                 prop_assert_eq!(used, text_len);
-                prop_assert_eq!(decode_val(&key[used..], ColumnType::BigInt, order).unwrap().0, Val::Int(tail));
+                prop_assert_eq!(decode_val(&key[used..], ColumnType::BigInt, order).expect("an encoded key decodes").0, Val::Int(tail));
             }
         }
 
@@ -313,7 +313,7 @@ mod tests {
         fn int_encoding_preserves_order(a: i64, b: i64) {
             prop_assert_eq!(encoded(&Val::Int(a), Order::Asc).cmp(&encoded(&Val::Int(b), Order::Asc)), a.cmp(&b));
             prop_assert_eq!(encoded(&Val::Int(a), Order::Desc).cmp(&encoded(&Val::Int(b), Order::Desc)), b.cmp(&a));
-            prop_assert_eq!(decode_val(&encoded(&Val::Int(a), Order::Desc), ColumnType::BigInt, Order::Desc).unwrap().0, Val::Int(a));
+            prop_assert_eq!(decode_val(&encoded(&Val::Int(a), Order::Desc), ColumnType::BigInt, Order::Desc).expect("an encoded key decodes").0, Val::Int(a));
         }
 
         #[test]

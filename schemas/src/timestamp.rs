@@ -86,14 +86,14 @@ mod tests {
 
     #[test]
     fn accepts_both_utc_forms_and_fractions() {
-        let z = Timestamp::parse("2026-11-20T09:00:00Z").unwrap();
-        let offset = Timestamp::parse("2026-11-20T09:00:00+00:00").unwrap();
+        let z = Timestamp::parse("2026-11-20T09:00:00Z").expect("a valid RFC 3339 timestamp");
+        let offset = Timestamp::parse("2026-11-20T09:00:00+00:00").expect("a valid RFC 3339 timestamp");
         assert_eq!(z, offset);
-        let fraction = Timestamp::parse("2026-11-20T09:00:00.123456+00:00").unwrap();
+        let fraction = Timestamp::parse("2026-11-20T09:00:00.123456+00:00").expect("a valid RFC 3339 timestamp");
         assert_eq!(fraction.micros() - z.micros(), 123_456);
         assert_eq!(fraction.to_rfc3339(), "2026-11-20T09:00:00.123456Z");
         assert_eq!(z.to_rfc3339(), "2026-11-20T09:00:00Z");
-        let millis = Timestamp::parse("2026-11-20T09:00:00.5Z").unwrap();
+        let millis = Timestamp::parse("2026-11-20T09:00:00.5Z").expect("a valid RFC 3339 timestamp");
         assert_eq!(millis.to_rfc3339(), "2026-11-20T09:00:00.500Z");
     }
 
@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn other_offsets_are_normalised_to_utc() {
-        let berlin = Timestamp::parse("2026-11-20T10:00:00+01:00").unwrap();
+        let berlin = Timestamp::parse("2026-11-20T10:00:00+01:00").expect("a valid RFC 3339 timestamp");
         assert_eq!(berlin.to_rfc3339(), "2026-11-20T09:00:00Z");
     }
 }

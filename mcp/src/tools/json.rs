@@ -228,7 +228,7 @@ mod tests {
     fn markdown_is_added_after_the_existing_fields_in_order() {
         let detail = r#"{"id":"m","note":{"id":"d","text":"A\nB","updated_at":"x"},"summaries":[{"id":"s","text":"S"}],"participants":[]}"#;
         assert_eq!(
-            meeting_with_markdown(detail).unwrap(),
+            meeting_with_markdown(detail).expect("a meeting detail object"),
             r#"{"id":"m","note":{"id":"d","text":"A\nB","updated_at":"x","markdown":"A\nB"},"summaries":[{"id":"s","text":"S","markdown":"S"}],"participants":[]}"#
         );
     }
@@ -242,20 +242,30 @@ mod tests {
             r#"{"id":"m","note":{"text":"new","markdown":"old"},"summaries":[{"text":"S","markdown":"stale"}]}"#,
             r#"{"title":"no documents at all"}"#,
         ] {
-            assert_eq!(meeting_with_markdown(detail).unwrap(), meeting_with_markdown_rewritten(detail).unwrap(), "{detail}");
+            assert_eq!(
+                meeting_with_markdown(detail).expect("a meeting detail object"),
+                meeting_with_markdown_rewritten(detail).expect("a meeting detail object"),
+                "{detail}"
+            );
         }
         // Stored bodies are compact; with whitespace the result is still the same JSON.
         let spaced = r#"{"note": { } ,"summaries":[ {"text" : "a"} ]}"#;
-        let value = |text: String| serde_json::from_str::<serde_json::Value>(&text).unwrap();
-        assert_eq!(value(meeting_with_markdown(spaced).unwrap()), value(meeting_with_markdown_rewritten(spaced).unwrap()));
+        let value = |text: String| serde_json::from_str::<serde_json::Value>(&text).expect("the result is JSON");
+        assert_eq!(
+            value(meeting_with_markdown(spaced).expect("a meeting detail object")),
+            value(meeting_with_markdown_rewritten(spaced).expect("a meeting detail object"))
+        );
         assert!(meeting_with_markdown("[1]").is_err());
         assert!(meeting_with_markdown(r#"{"note":"not an object"}"#).is_err());
     }
 
     #[test]
     fn pending_items_name_their_meeting() {
-        assert_eq!(pending_item(r#"{"id":"a","meeting":{"id":"m","title":"T"}}"#).unwrap(), r#"{"id":"a","meeting_id":"m","meeting_title":"T"}"#);
-        assert_eq!(pending_item(r#"{"id":"a","meeting":null}"#).unwrap(), r#"{"id":"a","meeting_id":null,"meeting_title":null}"#);
+        assert_eq!(
+            pending_item(r#"{"id":"a","meeting":{"id":"m","title":"T"}}"#).expect("an action item object"),
+            r#"{"id":"a","meeting_id":"m","meeting_title":"T"}"#
+        );
+        assert_eq!(pending_item(r#"{"id":"a","meeting":null}"#).expect("an action item object"), r#"{"id":"a","meeting_id":null,"meeting_title":null}"#);
     }
 
     #[test]
