@@ -6,6 +6,7 @@
 mod common;
 mod conventions;
 mod errors;
+mod generated;
 mod limits;
 mod openapi;
 mod pagination;
