@@ -108,6 +108,20 @@ pub enum Op {
     Delete,
 }
 
+impl Op {
+    pub fn is_delete(&self) -> bool {
+        matches!(self, Op::Delete)
+    }
+
+    /// The body written (empty for a tombstone).
+    pub fn body_bytes(&self) -> &[u8] {
+        match self {
+            Op::Delete => b"",
+            Op::Put { body, .. } => body.as_bytes(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Mutation {
     pub table: &'static Table,
@@ -138,11 +152,7 @@ impl MutationRef<'_> {
     /// The LWW rule of both drivers: higher timestamp wins; on a tie a tombstone wins,
     /// then the greater body (CQL's rule for equal timestamps).
     pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
-        let (mine_tombstone, mine_body): (bool, &[u8]) = match self.op {
-            Op::Delete => (true, b""),
-            Op::Put { body, .. } => (false, body.as_bytes()),
-        };
-        (self.ts, mine_tombstone, mine_body) > (ts, tombstone, body)
+        (self.ts, self.op.is_delete(), self.op.body_bytes()) > (ts, tombstone, body)
     }
 
     pub fn to_owned(&self) -> Mutation {

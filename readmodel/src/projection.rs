@@ -111,6 +111,8 @@ struct Pending {
     table: &'static Table,
     op: Op,
     ts: i64,
+    /// Which of the batch's events wrote it ([`Batch::apply`] counts them).
+    event: u64,
 }
 
 /// Entity reads a prefetch keeps in flight at once.
@@ -157,6 +159,8 @@ pub struct Batch {
     pending: PendingRows,
     entities: BTreeMap<(&'static str, String), Option<EntityState>>,
     writes: usize,
+    /// The events applied so far: the one being applied, while it is.
+    events: u64,
     /// The previous batch, while its write is still in flight: read through it.
     base: Option<Arc<Frozen>>,
 }
@@ -180,7 +184,7 @@ impl Frozen {
 
 impl Batch {
     pub fn new(driver: Arc<dyn Driver>) -> Batch {
-        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0, base: None }
+        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0, events: 0, base: None }
     }
 
     /// A batch that reads `base` (a previous batch whose write has not completed yet)
@@ -270,14 +274,23 @@ impl Batch {
 
     fn record(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, op: Op, ts: i64) {
         let rows = self.pending.entry((table.id, partition)).or_default();
-        // Within a batch the projection's decisions are sequential: a later write of the
-        // same row wins unless it is older than the one before (LWW across entities).
+        // A batch leaves the rows that applying its events one at a time would. Within one
+        // event the projection's decisions are sequential: a later write of a row wins
+        // unless it is older (a withdrawal followed by a grant of the same row leaves the
+        // grant). Between events, the one the store keeps when they reach it one after the
+        // other: the stores' LWW rule, ties included.
         match rows.get(&clustering) {
-            Some(existing) if existing.ts > ts => return,
+            Some(existing) if existing.event == self.events && existing.ts > ts => return,
+            Some(existing)
+                if existing.event != self.events
+                    && (ts, op.is_delete(), op.body_bytes()) <= (existing.ts, existing.op.is_delete(), existing.op.body_bytes()) =>
+            {
+                return
+            }
             Some(_) => {}
             None => self.writes += 1,
         }
-        rows.insert(clustering, Pending { table, op, ts });
+        rows.insert(clustering, Pending { table, op, ts, event: self.events });
     }
 
     fn put_raw(&mut self, table: &'static Table, partition: Vec<Val>, clustering: Vec<Val>, body: String, ts: i64) {
@@ -371,6 +384,7 @@ impl Batch {
 
     /// Applies one event at `position` of its stream partition.
     pub async fn apply(&mut self, envelope: &Envelope, position: i64) -> Result<Applied, StoreError> {
+        self.events += 1;
         let version = envelope.version;
         let stamp = Stamp { version: version as i64, position };
         match &envelope.event {

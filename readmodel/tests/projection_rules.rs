@@ -164,6 +164,51 @@ async fn a_revoked_token_reads_as_revoked() {
     assert_eq!(token.account_id, "acc");
 }
 
+// note.shared: "published or republished (a newer version replaces it)". Republished at
+// the same instant with other words, the share's list row is withdrawn and granted again
+// by one event at one timestamp: the grant stands, in any batch.
+#[tokio::test]
+async fn a_share_republished_at_the_same_instant_with_other_words_stays_listed() {
+    for batch_size in [1, 2] {
+        let mut store = Store::new();
+        let events = [
+            envelope("note.shared", 1, share("shr_1", "acc_o", None, &["acc_r"], "alpha note", 5)),
+            envelope("note.shared", 2, share("shr_1", "acc_o", None, &["acc_r"], "beta note", 5)),
+        ];
+        store.apply(&events, batch_size).await;
+        let listed = |page: recap_readmodel::Page| {
+            page.rows.iter().map(|row| serde_json::from_str::<Value>(&row.body).expect("a list entry")["title"].clone()).collect::<Vec<_>>()
+        };
+        let all = store.readmodel.shared_notes("acc_r", &[], None, 10).await.expect("a page");
+        assert_eq!(listed(all), [json!("beta note")], "batches of {batch_size}");
+        let beta = store.readmodel.shared_notes("acc_r", &["beta".to_string()], None, 10).await.expect("a page");
+        assert_eq!(listed(beta), [json!("beta note")], "batches of {batch_size}");
+        let alpha = store.readmodel.shared_notes("acc_r", &["alpha".to_string()], None, 10).await.expect("a page");
+        assert!(alpha.rows.is_empty(), "batches of {batch_size}");
+    }
+}
+
+// Two entities writing one row with equal timestamps (here two tokens naming one hash,
+// each at its version 1): whichever the batching, the row the stores' tie rule keeps
+// (the greater body), as if each event had been written on its own.
+#[tokio::test]
+async fn a_tie_between_entities_on_one_row_ends_the_same_whatever_the_batching() {
+    let sha = "b".repeat(64);
+    let created = |token_id: &str| {
+        envelope("token.created", 1, json!({"account_id": "acc", "token_id": token_id, "name": "n", "token_sha256": sha, "created_at": ts(0)}))
+    };
+    let mut answers = Vec::new();
+    for (order, batch_size) in [(["t1", "t2"], 1), (["t1", "t2"], 2), (["t2", "t1"], 1), (["t2", "t1"], 2)] {
+        let mut store = Store::new();
+        store.apply(&[created(order[0]), created(order[1])], batch_size).await;
+        let token = store.readmodel.token_by_hash(&sha).await.expect("a token read").expect("the token row");
+        answers.push(token.token_id);
+    }
+    assert_eq!(answers[0], answers[1], "one batch ends as one event at a time");
+    assert_eq!(answers[2], answers[3], "one batch ends as one event at a time");
+    assert_eq!(answers[0], answers[2], "the same row whatever the order");
+}
+
 // token.revoked: "After it is projected, the token answers 401 token_revoked", also when
 // it is projected before the token.created that names the token's hash.
 #[tokio::test]
