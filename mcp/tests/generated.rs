@@ -15,17 +15,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
 
-const TOOLS: [&str; 8] = [
-    "list_meetings",
-    "get_meeting",
-    "get_meeting_transcript",
-    "get_recurring_meeting_history",
-    "search_meetings",
-    "list_pending_action_items",
-    "search_shared_notes",
-    "get_shared_note",
-];
-
 /// Meetings of the caller (acc_flow) in the seeded world, of those the cases name.
 const OWN_MEETINGS: [&str; 4] = ["mtg_weekly_1", "mtg_weekly_2", "mtg_budget", "mtg_standup_03"];
 

@@ -163,19 +163,7 @@ async fn tools_list_names_the_eight_tools_in_the_spec_order_with_annotations() {
     let world = World::new().await;
     let tools = world.rpc("tools/list", json!({})).await["result"]["tools"].clone();
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "list_meetings",
-            "get_meeting",
-            "get_meeting_transcript",
-            "get_recurring_meeting_history",
-            "search_meetings",
-            "list_pending_action_items",
-            "search_shared_notes",
-            "get_shared_note"
-        ]
-    );
+    assert_eq!(names, TOOLS);
     for tool in tools.as_array().unwrap() {
         assert_eq!(tool["annotations"]["readOnlyHint"], true);
         assert_eq!(tool["annotations"]["idempotentHint"], true);

@@ -25,6 +25,18 @@ use tower::ServiceExt;
 
 use events::*;
 
+/// The spec's eight tools, in its order.
+pub const TOOLS: [&str; 8] = [
+    "list_meetings",
+    "get_meeting",
+    "get_meeting_transcript",
+    "get_recurring_meeting_history",
+    "search_meetings",
+    "list_pending_action_items",
+    "search_shared_notes",
+    "get_shared_note",
+];
+
 pub const FLOW_PAT: &str = "svc_pat_flow0000000000000000000000000001";
 pub const FLOW2_PAT: &str = "svc_pat_flow0000000000000000000000000002";
 pub const ENTERPRISE_PAT: &str = "svc_pat_ent00000000000000000000000000001";

@@ -115,17 +115,19 @@ const UNKNOWN_PATHS: &[&str] = &[
 const WORLD_IDS: &[&str] =
     &["mtg_a1", "mtg_a2", "mtg_a4", "mtg_b1", "mtg_gone", "shr_team", "shr_direct", "shr_own", "shr_secret", "team_design", "team_free", "team_secret"];
 
+/// Byte strings at and past the identifier rule's edges: the longest and one too long,
+/// a control character, a line break, and bytes that are not UTF-8.
+fn odd_bytes() -> Vec<Vec<u8>> {
+    vec!["a".repeat(128).into_bytes(), "a".repeat(129).into_bytes(), b"\x00".to_vec(), b"a\nb".to_vec(), b"\xff".to_vec()]
+}
+
 /// Other identifier segments: well-formed unknown ones and malformed ones.
 fn odd_identifiers() -> Vec<Vec<u8>> {
     let mut ids: Vec<Vec<u8>> =
         ["nope", "..", ".", "a/b", "a?b", "a#b", "a b", "a+b", "é", "🙂", "%", "100%", "MTG_A1", "\u{202e}x"].iter().map(|id| id.as_bytes().to_vec()).collect();
-    ids.push("a".repeat(128).into_bytes());
-    ids.push("a".repeat(129).into_bytes());
+    ids.extend(odd_bytes());
     ids.push("é".repeat(128).into_bytes());
-    ids.push(b"\x00".to_vec());
-    ids.push(b"a\nb".to_vec());
     ids.push(b"\x7f".to_vec());
-    ids.push(b"\xff".to_vec());
     ids.push(b"\xc3".to_vec());
     ids
 }
@@ -210,14 +212,10 @@ fn values() -> Vec<Vec<u8>> {
     .iter()
     .map(|value| value.as_bytes().to_vec())
     .collect();
-    values.push("a".repeat(128).into_bytes());
-    values.push("a".repeat(129).into_bytes());
+    values.extend(odd_bytes());
     values.push("w".repeat(1000).into_bytes());
     values.push("w".repeat(1001).into_bytes());
     values.push("budget ".repeat(40).into_bytes());
-    values.push(b"\x00".to_vec());
-    values.push(b"a\nb".to_vec());
-    values.push(b"\xff".to_vec());
     values.push(b"\xe2\x80".to_vec());
     values
 }
