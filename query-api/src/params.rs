@@ -51,10 +51,13 @@ pub fn query_param<'a>(query: &'a str, name: &'static str) -> Result<Option<Cow<
     Ok(found)
 }
 
-/// limit: an integer from 1 to 200, default 50.
+/// limit: an integer from 1 to 200, default 50, in decimal digits only (no sign, space
+/// or exponent). Leading zeros are allowed, however many: `0050` and `00050` are both 50.
 pub fn limit(query: &str) -> Result<usize, ApiError> {
     let Some(text) = query_param(query, "limit")? else { return Ok(DEFAULT_LIMIT) };
-    let parsed = if !text.is_empty() && text.len() <= 4 && text.bytes().all(|byte| byte.is_ascii_digit()) { text.parse::<usize>().ok() } else { None };
+    let significant = text.trim_start_matches('0');
+    let parsed =
+        (!text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) && significant.len() <= 3).then(|| significant.parse::<usize>().unwrap_or(0));
     match parsed {
         Some(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
         _ => Err(ApiError::invalid("limit", format!("limit must be an integer from 1 to {MAX_LIMIT}"))),
@@ -157,6 +160,13 @@ mod tests {
         assert_eq!(limit(""), Ok(50));
         assert_eq!(limit("limit=1"), Ok(1));
         assert_eq!(limit("limit=200"), Ok(200));
+        // Leading zeros, however many, do not change the integer.
+        assert_eq!(limit("limit=0050"), Ok(50));
+        assert_eq!(limit("limit=00050"), Ok(50));
+        assert_eq!(limit("limit=00000000000000000000000000200"), Ok(200));
+        for bad in ["limit=000", "limit=0201", "limit=00000000000000000000001000", "limit=0x10", "limit=050%20"] {
+            assert_eq!(limit(bad).unwrap_err().code(), "invalid_request", "{bad}");
+        }
         for bad in ["limit=0", "limit=201", "limit=", "limit=1.5", "limit=-1", "limit=%2B5", "limit=abc", "limit=99999999999999999999", "limit=1&limit=2"] {
             assert_eq!(limit(bad).unwrap_err().code(), "invalid_request", "{bad}");
         }

@@ -162,7 +162,12 @@ fn values() -> Vec<Vec<u8>> {
         "50",
         "199",
         "200",
+        "0050",
+        "00050",
+        "0000000000000000000000000007",
         "0",
+        "000",
+        "0201",
         "201",
         "-1",
         "+5",
@@ -400,9 +405,13 @@ const INSTANTS: [&str; 3] = ["2026-11-01T00:00:00Z", "2026-11-01T01:30:00+01:00"
 /// Whether the single value of a known parameter is valid, by the parameter's rule.
 fn value_ok(name: &str, path: &Path, value: Option<&str>) -> bool {
     match name {
-        // "limit (integer, 1 to 200, default 50)"; no generated value has leading zeros.
+        // "limit (integer, 1 to 200, default 50)": decimal digits, whose value (leading
+        // zeros add nothing) is from 1 to 200.
         "limit" => value.is_some_and(|text| {
-            !text.is_empty() && text.len() <= 3 && text.bytes().all(|byte| byte.is_ascii_digit()) && (1..=200).contains(&text.parse::<u32>().unwrap_or(0))
+            !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) && {
+                let significant = text.trim_start_matches('0');
+                significant.len() <= 3 && (1..=200).contains(&significant.parse::<u32>().unwrap_or(0))
+            }
         }),
         // "Cursors are opaque. Clients must not build or edit them": none generated here
         // was issued by the service.
