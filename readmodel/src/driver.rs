@@ -109,15 +109,13 @@ pub enum Op {
 }
 
 impl Op {
-    pub fn is_delete(&self) -> bool {
-        matches!(self, Op::Delete)
-    }
-
-    /// The body written (empty for a tombstone).
-    pub fn body_bytes(&self) -> &[u8] {
+    /// What the LWW rule of both drivers compares for this write at `ts`, the greater
+    /// winning: the timestamp; on a tie a tombstone, then the greater body (CQL's rule for
+    /// equal timestamps).
+    pub fn precedence(&self, ts: i64) -> (i64, bool, &[u8]) {
         match self {
-            Op::Delete => b"",
-            Op::Put { body, .. } => body.as_bytes(),
+            Op::Delete => (ts, true, b""),
+            Op::Put { body, .. } => (ts, false, body.as_bytes()),
         }
     }
 }
@@ -152,7 +150,7 @@ impl MutationRef<'_> {
     /// The LWW rule of both drivers: higher timestamp wins; on a tie a tombstone wins,
     /// then the greater body (CQL's rule for equal timestamps).
     pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
-        (self.ts, self.op.is_delete(), self.op.body_bytes()) > (ts, tombstone, body)
+        self.op.precedence(self.ts) > (ts, tombstone, body)
     }
 
     pub fn to_owned(&self) -> Mutation {

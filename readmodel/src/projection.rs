@@ -281,12 +281,7 @@ impl Batch {
         // other: the stores' LWW rule, ties included.
         match rows.get(&clustering) {
             Some(existing) if existing.event == self.events && existing.ts > ts => return,
-            Some(existing)
-                if existing.event != self.events
-                    && (ts, op.is_delete(), op.body_bytes()) <= (existing.ts, existing.op.is_delete(), existing.op.body_bytes()) =>
-            {
-                return
-            }
+            Some(existing) if existing.event != self.events && op.precedence(ts) <= existing.op.precedence(existing.ts) => return,
             Some(_) => {}
             None => self.writes += 1,
         }
