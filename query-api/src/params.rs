@@ -164,10 +164,22 @@ mod tests {
         assert_eq!(limit("limit=0050"), Ok(50));
         assert_eq!(limit("limit=00050"), Ok(50));
         assert_eq!(limit("limit=00000000000000000000000000200"), Ok(200));
-        for bad in ["limit=000", "limit=0201", "limit=00000000000000000000001000", "limit=0x10", "limit=050%20"] {
-            assert_eq!(limit(bad).unwrap_err().code(), "invalid_request", "{bad}");
-        }
-        for bad in ["limit=0", "limit=201", "limit=", "limit=1.5", "limit=-1", "limit=%2B5", "limit=abc", "limit=99999999999999999999", "limit=1&limit=2"] {
+        for bad in [
+            "limit=0",
+            "limit=000",
+            "limit=201",
+            "limit=0201",
+            "limit=00000000000000000000001000",
+            "limit=",
+            "limit=1.5",
+            "limit=-1",
+            "limit=%2B5",
+            "limit=0x10",
+            "limit=050%20",
+            "limit=abc",
+            "limit=99999999999999999999",
+            "limit=1&limit=2",
+        ] {
             assert_eq!(limit(bad).unwrap_err().code(), "invalid_request", "{bad}");
         }
     }
