@@ -44,7 +44,7 @@ use recap_readmodel::ReadModel;
 pub use config::RestConfig;
 pub use cursor::CursorSigner;
 pub use error::ApiError;
-pub use params::{DEFAULT_LIMIT, MAX_IDENTIFIER_CHARS, MAX_LIMIT, MAX_QUERY_CHARS};
+pub use params::{DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS};
 pub use pipeline::{is_well_formed_request_id, MAX_REQUEST_ID_CHARS};
 
 /// What every request handler shares. Cheap to clone.

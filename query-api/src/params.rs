@@ -21,15 +21,13 @@ use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
 use recap_readmodel::Val;
-use recap_schemas::{ActionItemStatus, Timestamp};
+use recap_schemas::{ActionItemStatus, Timestamp, MAX_ID_BYTES};
 
 use crate::cursor::CursorSigner;
 use crate::error::ApiError;
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 200;
-/// A well-formed identifier: 1 to this many characters, none of them a control character.
-pub const MAX_IDENTIFIER_CHARS: usize = 128;
 /// Longest accepted `q` of GET /shared-notes.
 pub const MAX_QUERY_CHARS: usize = 1000;
 
@@ -64,12 +62,12 @@ pub fn limit(query: &str) -> Result<usize, ApiError> {
     }
 }
 
-/// A well-formed identifier (path segment or filter value): 1 to 128 characters, no
-/// control characters.
+/// A well-formed identifier (path segment or filter value): UTF-8 text of 1 to
+/// [`MAX_ID_BYTES`] bytes, the bound the events' identifiers have, so that every
+/// identifier a response lists can be asked for in turn.
 pub fn identifier<'a>(value: Cow<'a, str>, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
-    let chars = value.chars().count();
-    if chars == 0 || chars > MAX_IDENTIFIER_CHARS || value.chars().any(char::is_control) {
-        return Err(ApiError::invalid(param, format!("{param} must be 1 to {MAX_IDENTIFIER_CHARS} characters without control characters")));
+    if value.is_empty() || value.len() > MAX_ID_BYTES {
+        return Err(ApiError::invalid(param, format!("{param} must be 1 to {MAX_ID_BYTES} bytes of UTF-8 text")));
     }
     Ok(value)
 }
@@ -200,11 +198,14 @@ mod tests {
     }
 
     #[test]
-    fn identifiers_are_bounded_and_printable() {
+    fn identifiers_are_utf8_of_1_to_256_bytes() {
         assert!(path_identifier("mtg_01", "meeting_id").is_ok());
         assert_eq!(path_identifier("a%20b", "meeting_id").expect("a valid identifier"), "a b");
-        assert!(path_identifier(&"x".repeat(129), "meeting_id").is_err());
-        assert!(path_identifier("a%00b", "meeting_id").is_err());
-        assert!(path_identifier("%FF", "meeting_id").is_err());
+        assert_eq!(path_identifier("a%00b", "meeting_id").expect("an event may carry it"), "a\0b");
+        assert!(path_identifier(&"x".repeat(256), "meeting_id").is_ok());
+        assert!(path_identifier(&"é".repeat(128), "meeting_id").is_ok(), "256 bytes");
+        for refused in ["x".repeat(257), "é".repeat(129), "%FF".into(), "".into()] {
+            assert!(path_identifier(&refused, "meeting_id").is_err(), "{refused}");
+        }
     }
 }

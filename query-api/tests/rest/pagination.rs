@@ -200,7 +200,7 @@ async fn the_first_invalid_parameter_is_named_in_a_fixed_order() {
     // /action-items status, assignee_human_id, meeting_id, limit, cursor; /shared-notes q, limit, cursor;
     // /teams/{id}/action-items team_id, status, limit.
     let world = World::standard().await;
-    let long = "x".repeat(129);
+    let long = "x".repeat(257);
     let cases = [
         ("/v1/meetings?cursor=bad&limit=0&until=x&since=y".to_string(), "since"),
         ("/v1/meetings?cursor=bad&limit=0&until=x".to_string(), "until"),

@@ -88,23 +88,54 @@ async fn a_deleted_missing_or_foreign_meeting_is_404_meeting_not_found() {
 
 #[tokio::test]
 async fn a_malformed_identifier_is_400_naming_the_path_parameter() {
-    // Decided: a well-formed identifier is 1 to 128 characters without control characters.
+    // Decided: a well-formed identifier is UTF-8 text of 1 to 256 bytes, the bound of the
+    // events' identifiers.
     let world = World::standard().await;
-    let long = "x".repeat(129);
+    let long = "x".repeat(257);
+    let long_multibyte = "é".repeat(129);
     for (path, param) in [
         (format!("/v1/meetings/{long}"), "meeting_id"),
-        ("/v1/meetings/a%00b".into(), "meeting_id"),
+        (format!("/v1/meetings/{}", encode(&long_multibyte)), "meeting_id"),
         ("/v1/shared-notes/%FF".into(), "shared_note_id"),
         (format!("/v1/teams/{long}/action-items"), "team_id"),
         ("/v1/action-items?meeting_id=".into(), "meeting_id"),
-        ("/v1/action-items?assignee_human_id=%0A".into(), "assignee_human_id"),
+        (format!("/v1/action-items?assignee_human_id={long}"), "assignee_human_id"),
     ] {
         let response = world.get(&path, ALICE).await;
         response.assert_error(400, "invalid_request", &["param"]);
         assert_eq!(response.json["error"]["param"], param, "{path}");
     }
-    let exactly_128 = "x".repeat(128);
-    world.get(&format!("/v1/meetings/{exactly_128}"), ALICE).await.assert_error(404, "meeting_not_found", &[]);
+    let exactly_256 = "x".repeat(256);
+    world.get(&format!("/v1/meetings/{exactly_256}"), ALICE).await.assert_error(404, "meeting_not_found", &[]);
+    world.get("/v1/meetings/a%00b", ALICE).await.assert_error(404, "meeting_not_found", &[]);
+}
+
+fn encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+#[tokio::test]
+async fn every_identifier_a_list_shows_can_be_asked_for_up_to_the_events_256_bytes() {
+    // Decided: events' identifiers are at most 256 bytes, any characters; the request
+    // identifiers have the same bound, so a listed id followed back is never refused.
+    let meeting_id = format!("{}x\u{1}", "é".repeat(127));
+    let assignee = format!("{}\n", "h".repeat(255));
+    assert_eq!((meeting_id.len(), assignee.len()), (256, 256));
+    let mut event: Value = serde_json::from_str(&meeting("acc_a", &meeting_id, "Long ids", 60, vec![item("ai_long", "todo", Some(&assignee), 60)])).unwrap();
+    let data = &mut event["data"]["meeting"];
+    data["note"]["id"] = json!("doc_long_note");
+    data["summaries"][0]["id"] = json!("doc_long_sum");
+    let mut events = standard_events();
+    events.push(event.to_string());
+    let world = World::new(&events).await;
+
+    assert_eq!(world.get("/v1/meetings?limit=1", ALICE).await.ids(), std::slice::from_ref(&meeting_id));
+    let detail = world.get(&format!("/v1/meetings/{}", encode(&meeting_id)), ALICE).await;
+    assert_eq!(detail.status, 200);
+    assert_eq!(detail.json["data"]["id"], meeting_id);
+    assert_eq!(detail.json["data"]["action_items"][0]["assignee_human_id"], assignee);
+    assert_eq!(world.get(&format!("/v1/action-items?meeting_id={}", encode(&meeting_id)), ALICE).await.ids(), ["ai_long"]);
+    assert_eq!(world.get(&format!("/v1/action-items?assignee_human_id={}", encode(&assignee)), ALICE).await.ids(), ["ai_long"]);
 }
 
 #[tokio::test]
