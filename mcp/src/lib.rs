@@ -40,7 +40,9 @@
 //!   `--mcp-public-url` pins it. An origin derived from the Host header is not trusted:
 //!   under DNS rebinding the attacker's page sends its own name as both.
 //! - **Arguments**: see `tools/mod.rs` (numbers and numeric strings are clamped, other
-//!   types are an isError invalid_argument; blank required strings are missing).
+//!   types are an isError invalid_argument; blank required strings are missing). So the
+//!   advertised `inputSchema` gives limits and offsets no `minimum`/`maximum`: every
+//!   integer is a valid argument, and the clamping range is in the description.
 //! - **Pagination**: list_meetings and list_pending_action_items have `total: null`
 //!   (counting would read everything); search_meetings counts matches; the history
 //!   counts the series; the transcript counts words. `next_offset` is null on the last

@@ -178,6 +178,26 @@ async fn tools_list_names_the_eight_tools_in_the_spec_order_with_annotations() {
     assert_eq!(required("list_meetings"), Value::Null);
 }
 
+// "Out-of-range limit and offset values are clamped, not rejected." So the advertised
+// schemas must accept them too: a client that checks arguments against inputSchema
+// would otherwise refuse what the server takes.
+#[tokio::test]
+async fn limit_and_offset_schemas_accept_out_of_range_values_since_they_are_clamped() {
+    let world = World::new().await;
+    let tools = world.rpc("tools/list", json!({})).await["result"]["tools"].clone();
+    let mut checked = 0;
+    for tool in tools.as_array().unwrap() {
+        for (name, schema) in tool["inputSchema"]["properties"].as_object().unwrap() {
+            if name == "limit" || name == "offset" {
+                assert_eq!(schema["type"], "integer", "{}.{name}", tool["name"]);
+                assert!(schema.get("minimum").is_none() && schema.get("maximum").is_none(), "{}.{name}: {schema}", tool["name"]);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 11, "limit on six tools, offset on five");
+}
+
 // structuredContent and outputSchema for clients on 2025-06-18 or later (the header names the version).
 #[tokio::test]
 async fn clients_on_2025_06_18_get_output_schemas_and_structured_content() {

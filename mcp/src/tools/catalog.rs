@@ -25,12 +25,11 @@ struct Definition {
     output: Value,
 }
 
-fn integer(description: &str, default: i64, minimum: i64, maximum: Option<i64>) -> Value {
-    let mut schema = json!({"type": "integer", "description": description, "default": default, "minimum": minimum});
-    if let Some(maximum) = maximum {
-        schema["maximum"] = json!(maximum);
-    }
-    schema
+/// An integer argument. No `minimum` or `maximum`: out-of-range values are clamped, not
+/// rejected, so every integer is a valid argument, and a client that checks arguments
+/// against the schema must not refuse one the server accepts. The range is in the text.
+fn integer(description: &str, default: i64) -> Value {
+    json!({"type": "integer", "description": description, "default": default})
 }
 
 fn string(description: &str) -> Value {
@@ -81,8 +80,8 @@ fn document() -> Value {
 }
 
 fn definitions() -> Vec<Definition> {
-    let limit_200 = || integer("Page size; values outside 1..200 are clamped.", 20, 1, Some(200));
-    let offset = || integer("Number of results to skip.", 0, 0, None);
+    let limit_200 = || integer("Page size; values outside 1..200 are clamped.", 20);
+    let offset = || integer("Number of results to skip; a negative value counts as 0, one above 100000 as 100000.", 0);
     vec![
         Definition {
             name: "list_meetings",
@@ -127,8 +126,8 @@ fn definitions() -> Vec<Definition> {
                 "type": "object",
                 "properties": {
                     "meeting_id": string("A meeting identifier returned by the service."),
-                    "offset": integer("Word offset.", 0, 0, None),
-                    "limit": integer("Words per page; values outside 1..500 are clamped.", 200, 1, Some(500))
+                    "offset": integer("Word offset; a negative value counts as 0.", 0),
+                    "limit": integer("Words per page; values outside 1..500 are clamped.", 200)
                 },
                 "required": ["meeting_id"]
             }),
@@ -194,7 +193,7 @@ fn definitions() -> Vec<Definition> {
                 "type": "object",
                 "properties": {
                     "query": string("Words that must all appear in the note."),
-                    "limit": integer("Number of results; values outside 1..20 are clamped.", 10, 1, Some(20))
+                    "limit": integer("Number of results; values outside 1..20 are clamped.", 10)
                 },
                 "required": ["query"]
             }),
