@@ -404,7 +404,8 @@ fn refused(status: u16, code: &'static str) -> Expected {
 }
 
 fn identifier_ok(value: Option<&str>) -> bool {
-    value.is_some_and(|text| (1..=256).contains(&text.len()))
+    // The events' bound on identifiers, in bytes.
+    value.is_some_and(|text| (1..=recap_schemas::MAX_ID_BYTES).contains(&text.len()))
 }
 
 const STATUSES: [&str; 3] = ["todo", "in_progress", "done"];
