@@ -82,6 +82,10 @@ pub enum LimiterError {
 
 /// Checks the per-minute limit, then the period quota, and counts the request in both
 /// only when both admit it, as one atomic step. A refused request counts nowhere.
+///
+/// An implementation answers within a bound of its own (a shared limiter decides
+/// locally when its backend does not answer in time): callers put no further time
+/// bound on it, so a limiter's trouble never turns into a 5xx.
 #[async_trait]
 pub trait Limiter: Send + Sync + 'static {
     async fn admit(&self, account_id: &str, limits: &Limits) -> Result<Decision, LimiterError>;

@@ -19,7 +19,9 @@
 //! The local limiter goes on from each account's period count as Redis last reported
 //! it to this process, so an account that used up its quota stays refused (402) during
 //! an outage; its minute window starts empty. Counting in Redis resumes by itself once
-//! it answers; requests decided locally are not added to Redis. Never a 5xx.
+//! it answers; requests decided locally are not sent to Redis afterwards (calls already
+//! written to a Redis that stalled run when it resumes, and so count there too). Never a
+//! 5xx: callers put no time bound of their own on [`Limiter::admit`].
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;

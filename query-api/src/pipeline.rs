@@ -100,7 +100,9 @@ async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<Ve
     let limits = Limits { per_minute: state.inner.per_minute, period_quota: state.inner.plans.quota(plan), billing_cycle_anchor: plan.billing_cycle_anchor };
     let query = request.uri.query().unwrap_or("");
     let endpoint = Endpoint::parse(route, query, &caller.account_id, &state.inner.cursors)?;
-    let admit = bounded(state.inner.store_timeout, "limiter", state.inner.limiter.admit(&caller.account_id, &limits));
+    // Not under the store's bound: a limiter bounds itself and, past its bound, decides
+    // locally (fails open), so Redis in trouble never turns a request into a 5xx.
+    let admit = async { state.inner.limiter.admit(&caller.account_id, &limits).await.map_err(ApiError::from) };
     if !state.inner.limiter.admits_likely(&caller.account_id) {
         admitted(admit.await?, trace)?;
         return endpoints::execute(state, &caller.account_id, endpoint).await;
