@@ -414,19 +414,44 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
+    stop_the_projector_while_the_store_is_away("stop", "start", true);
+}
+
+// "bounded timeouts" (issue #5): a store that accepts requests and never answers (paused
+// with SIGSTOP) holds no call past its bound, the preparing of a statement the projector
+// has not used yet included, so the projector still stops when told to.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_projector_told_to_stop_while_the_store_hangs_stops_and_loses_nothing() {
+    stop_the_projector_while_the_store_is_away("pause", "resume", false);
+}
+
+/// Takes Cassandra away (`halt`), produces a meeting, stops the projector, brings
+/// Cassandra back (`restart`) and checks that a new projector applies the meeting. A
+/// `warm` projector has applied an account first; a cold one has used no statement yet,
+/// so its first batch starts by preparing one while Cassandra is away.
+fn stop_the_projector_while_the_store_is_away(halt: &str, restart: &str, warm: bool) {
     let mut cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
     let token = new_token();
-    cluster.produce(&world("acc_t", &token));
-    cluster.wait_projected();
-    engine("cassandra.sh", "stop");
+    if warm {
+        cluster.produce(&world("acc_t", &token));
+        cluster.wait_projected();
+    } else {
+        wait_until(Duration::from_secs(60), || cluster.projectors[0].progress().0 >= 9, || "the projector never held the 9 partitions".into());
+    }
+    engine("cassandra.sh", halt);
+    if !warm {
+        cluster.produce(&world("acc_t", &token));
+    }
     cluster.produce(&[meeting("acc_t", "mtg_pending", "Written after the stop", 5, 1)]);
     // Let the projector receive the event and start retrying its batch.
     std::thread::sleep(Duration::from_secs(3));
     let asked = Instant::now();
-    let status = cluster.projectors[0].stop().expect("the projector was running");
-    assert!(asked.elapsed() < Duration::from_secs(15), "stopped while the store was down, in {:?}", asked.elapsed());
-    assert!(status.success(), "{status:?}");
-    engine("cassandra.sh", "start");
+    let (status, by_itself) = cluster.projectors[0].stop_within(Duration::from_secs(15)).expect("the projector was running");
+    let elapsed = asked.elapsed();
+    engine("cassandra.sh", restart);
+    assert!(by_itself, "the projector did not stop within 15 s after `cassandra.sh {halt}`");
+    assert!(status.success(), "stopped after `cassandra.sh {halt}`, in {elapsed:?}: {status:?}");
     cluster.add_projector();
     wait_until(
         Duration::from_secs(120),

@@ -166,7 +166,12 @@ impl ScyllaDriver {
         if let Some(found) = self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&cql) {
             return Ok(found.clone());
         }
-        let mut statement = self.session.prepare(cql.clone()).await.map_err(unavailable)?;
+        // The driver bounds requests but not a PREPARE: a node that accepts it and never
+        // answers would hold the caller (a projector's batch, its drain) indefinitely.
+        let mut statement = tokio::time::timeout(self.config.timeout, self.session.prepare(cql.clone()))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("preparing a statement took over {} ms", self.config.timeout.as_millis())))?
+            .map_err(unavailable)?;
         statement.set_consistency(self.config.consistency);
         statement.set_is_idempotent(true);
         statement.set_request_timeout(Some(self.config.timeout));

@@ -129,16 +129,22 @@ impl Role {
     }
 
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        self.stop_within(Duration::from_secs(60)).map(|(status, _)| status)
+    }
+
+    /// SIGTERM, then waits up to `limit` for the exit: the status and whether the
+    /// process exited by itself (past `limit` it is killed). None if it was not running.
+    pub fn stop_within(&mut self, limit: Duration) -> Option<(std::process::ExitStatus, bool)> {
         let mut child = self.child.take()?;
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + limit;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
+                return Some((status, true));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                return child.wait().ok();
+                return child.wait().ok().map(|status| (status, false));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
