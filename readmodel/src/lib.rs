@@ -13,6 +13,7 @@ pub mod scylla;
 pub mod snapshot;
 pub mod table;
 pub mod tables;
+pub mod testing;
 pub mod views;
 pub mod words;
 

@@ -152,6 +152,15 @@ impl ScyllaDriver {
         Ok(applied)
     }
 
+    /// Empties every table of the read model (test and staging clean-up). TRUNCATE
+    /// leaves no tombstone, so rows written afterwards count whatever their timestamps.
+    pub async fn truncate_all(&self) -> Result<usize, StoreError> {
+        for table in crate::tables::ALL {
+            self.session.query_unpaged(format!("TRUNCATE {}", table.name), ()).await.map_err(unavailable)?;
+        }
+        Ok(crate::tables::ALL.len())
+    }
+
     /// Drops a keyspace and everything in it (test and staging clean-up).
     pub async fn drop_keyspace(nodes: &[String], keyspace: &str, timeout: Duration) -> Result<(), StoreError> {
         let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())

@@ -1,5 +1,6 @@
-//! A seeded world for router tests: a temporary embedded store filled through the real
-//! projection, the REST router over it, and a manual clock driving the limiter.
+//! A seeded world for router tests: a store filled through the real projection (a
+//! temporary embedded store, or with `RECAP_TEST_STORE=scylla` a keyspace of its own on
+//! the real cluster), the REST router over it, and a manual clock driving the limiter.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -278,6 +279,7 @@ impl Driver for FaultyDriver {
 #[allow(dead_code)]
 pub struct World {
     _dir: tempfile::TempDir,
+    _keyspace: Option<recap_readmodel::testing::ScyllaStore>,
     pub driver: Arc<dyn Driver>,
     pub fault: Arc<std::sync::atomic::AtomicU8>,
     /// Scans the router's reads have started.
@@ -305,14 +307,21 @@ impl World {
     /// its count of started scans.
     pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
+        let keyspace = match recap_readmodel::testing::wants_scylla() {
+            true => Some(recap_readmodel::testing::scylla_store("rest").await.unwrap()),
+            false => None,
+        };
+        let driver: Arc<dyn Driver> = match &keyspace {
+            Some(store) => store.driver.clone(),
+            None => Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap()),
+        };
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
         let scans = Arc::new(AtomicU64::new(0));
         let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone(), scans: scans.clone() }));
         let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());
         let limiter = limiter(clock.clone(), scans.clone());
         let state = RestState::new(readmodel.clone(), Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
-        let mut world = World { _dir: dir, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
+        let mut world = World { _dir: dir, _keyspace: keyspace, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
         world.apply(events).await;
         world
     }

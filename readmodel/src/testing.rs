@@ -1,0 +1,66 @@
+//! Stores for the suites that run against either driver. With `RECAP_TEST_STORE=scylla`
+//! (and `RECAP_SCYLLA_NODES`, as `make up` writes it) each caller gets a keyspace of its
+//! own on the real cluster, emptied for it; otherwise the suites keep their embedded
+//! store. Keyspaces are kept and reused, emptied, by the next run: their names carry the
+//! suite, a hash of the schema and a slot number, so a run adds none unless the schema
+//! changed, and two suites never share one (two runs of one suite at once on the same
+//! cluster would).
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::scylla::{Consistency, ScyllaConfig, ScyllaDriver};
+use crate::{Driver, StoreError};
+
+const SCHEMA: &str = include_str!("../../schemas/cql/recap.cql");
+
+/// Keyspaces this process has migrated and nobody holds.
+static FREE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether this run's suites use the real cluster (`RECAP_TEST_STORE=scylla`).
+pub fn wants_scylla() -> bool {
+    std::env::var("RECAP_TEST_STORE").is_ok_and(|store| store == "scylla")
+}
+
+/// A keyspace of the real cluster, empty when leased; back to the pool when dropped.
+pub struct ScyllaStore {
+    pub driver: Arc<dyn Driver>,
+    _lease: Lease,
+}
+
+/// A keyspace name held by one caller.
+struct Lease(String);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        FREE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(std::mem::take(&mut self.0));
+    }
+}
+
+/// Leases an empty keyspace for `suite` (lowercase letters, digits and `_`).
+pub async fn scylla_store(suite: &str) -> Result<ScyllaStore, StoreError> {
+    let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES")
+        .map_err(|_| StoreError::Unavailable("RECAP_SCYLLA_NODES is not set (run `make up`)".into()))?
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let timeout = Duration::from_secs(10);
+    let free = FREE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+    let lease = match free {
+        Some(keyspace) => Lease(keyspace),
+        None => {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            SCHEMA.hash(&mut hasher);
+            let keyspace = format!("recap_t_{suite}_{:08x}_{}", hasher.finish() as u32, NEXT_SLOT.fetch_add(1, Ordering::Relaxed));
+            ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", SCHEMA, timeout).await?;
+            Lease(keyspace)
+        }
+    };
+    let config = ScyllaConfig { nodes, keyspace: lease.0.clone(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 64 };
+    let driver = ScyllaDriver::connect(config).await?;
+    driver.truncate_all().await?;
+    Ok(ScyllaStore { driver: Arc::new(driver), _lease: lease })
+}
