@@ -111,7 +111,10 @@ pub enum Op {
 impl Op {
     /// What the LWW rule of both drivers compares for this write at `ts`, the greater
     /// winning: the timestamp; on a tie a tombstone, then the greater body (CQL's rule for
-    /// equal timestamps).
+    /// equal timestamps between cells without a TTL). Between expiring cells CQL prefers
+    /// the later expiry before comparing values, which the embedded driver does not
+    /// model: only the OAuth rows expire, and their one tie (single-use claims) needs any
+    /// rule that every reader sees alike, not this one.
     pub fn precedence(&self, ts: i64) -> (i64, bool, &[u8]) {
         match self {
             Op::Delete => (ts, true, b""),

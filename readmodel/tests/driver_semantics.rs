@@ -50,6 +50,19 @@ async fn tombstones_shadow_older_writes_and_win_ties(driver: Arc<dyn Driver>) {
     assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v6"), "a newer write brings it back");
 }
 
+/// Two rows of one key written at one timestamp (two entities writing one row, the
+/// projector's case: its rows never expire): the greater body wins, whatever the order,
+/// in separate writes or in one.
+async fn a_tie_between_writes_keeps_the_greater_body(driver: Arc<dyn Driver>) {
+    driver.write(vec![put("acc", 1, "m", "b", 5)]).await.unwrap();
+    driver.write(vec![put("acc", 1, "m", "a", 5)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("b"), "a smaller body at the same timestamp does not replace it");
+    driver.write(vec![put("acc", 1, "m", "c", 5)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("c"), "a greater body at the same timestamp does");
+    driver.write(vec![put("acc", 2, "n", "x", 7), put("acc", 2, "n", "w", 7)]).await.unwrap();
+    assert_eq!(body(&driver, 2, "n").await.as_deref(), Some("x"), "within one write too");
+}
+
 async fn scans_follow_clustering_order_and_bounds(driver: Arc<dyn Driver>) {
     let mut writes: Vec<Mutation> = (1..=5).map(|created| put("acc", created, &format!("m{created}"), &format!("b{created}"), 1)).collect();
     writes.push(put("acc", 3, "m3b", "b3b", 1));
@@ -238,6 +251,7 @@ macro_rules! for_each_driver {
 for_each_driver!(
     last_write_wins,
     tombstones_shadow_older_writes_and_win_ties,
+    a_tie_between_writes_keeps_the_greater_body,
     scans_follow_clustering_order_and_bounds,
     rows_expire,
     text_keys_with_any_characters_round_trip,

@@ -120,8 +120,10 @@ pub fn put<T: Serialize>(table: &'static Table, key: &str, record: &T, ttl_micro
 /// clock skew between pods included. Nothing writes a revoked grant on purpose.
 pub const REVOCATION_MARGIN_MICROS: i64 = 24 * 3600 * 1_000_000;
 
-/// Every racer writes its claim at this same timestamp, so the last-write-wins tie
-/// rule (the greater body wins) picks the claim, not the arrival order.
+/// Every racer writes its claim at this same timestamp, so the store's tie rule picks
+/// the claim, not the arrival order: the greater body on the embedded driver; on CQL the
+/// later expiry (one-second resolution), then the greater body. Either way every reader
+/// sees the same claim, which is all the splitter needs.
 const CLAIM_TS: i64 = 1;
 
 /// Whether a request won the single use of a code or token.
@@ -191,8 +193,8 @@ impl Inner {
     /// Moir and Anderson's splitter over two cells, `<key>:claim` and `<key>:door`:
     ///
     /// 1. write `claim` := my ticket (all racers write the same cell at [`CLAIM_TS`];
-    ///    the greatest ticket wins the tie, and tickets start with the inverted clock so
-    ///    that the earliest racer's is the greatest);
+    ///    the tie rule keeps one ticket, on the embedded driver the greatest, and tickets
+    ///    start with the inverted clock so that the earliest racer's is the greatest);
     /// 2. read `door`: already set → lost (someone is past it);
     /// 3. write `door` := set;
     /// 4. read `claim`: my ticket → won, anything else → lost.
@@ -200,8 +202,8 @@ impl Inner {
     /// At most one racer wins, whatever the interleaving, timestamps or clock skew: were
     /// there two, each read `door` unset before the other's `door` write completed, so
     /// both `claim` writes had completed before either final read, and both final
-    /// reads return the same greatest ticket. A racer alone wins. Under contention all
-    /// may lose (the greatest ticket's owner found the door set); the secret is then
+    /// reads return the same ticket, the tie's winner. A racer alone wins. Under contention
+    /// all may lose (the winning ticket's owner found the door set); the secret is then
     /// spent, which for two uses of one single-use secret is the reuse rule's outcome.
     pub async fn claim_once(&self, table: &'static Table, key: &str, ttl_micros: i64) -> Result<Claim, StoreError> {
         let now = now_micros();
