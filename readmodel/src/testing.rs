@@ -1,18 +1,19 @@
 //! Stores for the suites that run against either driver. With `RECAP_TEST_STORE=scylla`
 //! (and `RECAP_SCYLLA_NODES`, as `make up` writes it) each caller gets a keyspace of its
-//! own on the real cluster, emptied for it; otherwise the suites keep their embedded
-//! store. Keyspaces are kept and reused, emptied, by the next run: their names carry the
+//! own on the real cluster, emptied for it; otherwise an embedded store at the path it
+//! names. Keyspaces are kept and reused, emptied, by the next run: their names carry the
 //! suite, a hash of the schema and a slot number, so a run adds none unless the schema
 //! changed, and two suites never share one (two runs of one suite at once on the same
 //! cluster would).
 
 use std::hash::{Hash, Hasher};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::scylla::{Consistency, ScyllaConfig, ScyllaDriver};
-use crate::{Driver, StoreError};
+use crate::{Driver, EmbeddedDriver, StoreError};
 
 const SCHEMA: &str = include_str!("../../schemas/cql/recap.cql");
 
@@ -21,14 +22,14 @@ static FREE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether this run's suites use the real cluster (`RECAP_TEST_STORE=scylla`).
-pub fn wants_scylla() -> bool {
+fn wants_scylla() -> bool {
     std::env::var("RECAP_TEST_STORE").is_ok_and(|store| store == "scylla")
 }
 
-/// A keyspace of the real cluster, empty when leased; back to the pool when dropped.
-pub struct ScyllaStore {
+/// A test's store: while it lives, a keyspace of the real cluster is its alone.
+pub struct TestStore {
     pub driver: Arc<dyn Driver>,
-    _lease: Lease,
+    _lease: Option<Lease>,
 }
 
 /// A keyspace name held by one caller.
@@ -40,8 +41,12 @@ impl Drop for Lease {
     }
 }
 
-/// Leases an empty keyspace for `suite` (lowercase letters, digits and `_`).
-pub async fn scylla_store(suite: &str) -> Result<ScyllaStore, StoreError> {
+/// An empty store for one test of `suite` (lowercase letters, digits and `_`): a leased
+/// keyspace with `RECAP_TEST_STORE=scylla`, else an embedded store at `embedded_path`.
+pub async fn test_store(suite: &str, embedded_path: &Path) -> Result<TestStore, StoreError> {
+    if !wants_scylla() {
+        return Ok(TestStore { driver: Arc::new(EmbeddedDriver::open(embedded_path)?), _lease: None });
+    }
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES")
         .map_err(|_| StoreError::Unavailable("RECAP_SCYLLA_NODES is not set (run `make up`)".into()))?
         .split(',')
@@ -62,5 +67,5 @@ pub async fn scylla_store(suite: &str) -> Result<ScyllaStore, StoreError> {
     let config = ScyllaConfig { nodes, keyspace: lease.0.clone(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 64 };
     let driver = ScyllaDriver::connect(config).await?;
     driver.truncate_all().await?;
-    Ok(ScyllaStore { driver: Arc::new(driver), _lease: lease })
+    Ok(TestStore { driver: Arc::new(driver), _lease: Some(lease) })
 }

@@ -19,7 +19,7 @@ use axum::Router;
 use recap_access::Plans;
 use recap_mcp::{router, McpConfig, McpState};
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -102,7 +102,7 @@ impl Driver for FaultyDriver {
 
 pub struct World {
     _dir: tempfile::TempDir,
-    _keyspace: Option<recap_readmodel::testing::ScyllaStore>,
+    _store: recap_readmodel::testing::TestStore,
     pub driver: Arc<FaultyDriver>,
     pub readmodel: ReadModel,
     pub app: Router,
@@ -196,21 +196,14 @@ impl World {
     pub async fn with_config(config: McpConfig) -> World {
         let dir = tempfile::tempdir().unwrap();
         // With `RECAP_TEST_STORE=scylla`, a keyspace of its own on the real cluster.
-        let keyspace = match recap_readmodel::testing::wants_scylla() {
-            true => Some(recap_readmodel::testing::scylla_store("mcp").await.unwrap()),
-            false => None,
-        };
-        let store: Arc<dyn Driver> = match &keyspace {
-            Some(store) => store.driver.clone(),
-            None => Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap()),
-        };
-        let driver = Arc::new(FaultyDriver { inner: store, faults: Mutex::new(Faults::default()) });
+        let store = recap_readmodel::testing::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
+        let driver = Arc::new(FaultyDriver { inner: store.driver.clone(), faults: Mutex::new(Faults::default()) });
         let readmodel = ReadModel::new(driver.clone());
         let clock_offset = Arc::new(AtomicI64::new(0));
         let offset = clock_offset.clone();
         let clock: recap_mcp::Clock = Arc::new(move || recap_readmodel::driver::now_micros() + offset.load(Ordering::SeqCst));
         let state = McpState::with_clock(readmodel.clone(), Plans::default(), &config, clock);
-        let world = World { _dir: dir, _keyspace: keyspace, driver, readmodel, app: router(state), clock_offset, position: AtomicI64::new(0) };
+        let world = World { _dir: dir, _store: store, driver, readmodel, app: router(state), clock_offset, position: AtomicI64::new(0) };
         world.feed(&seed_events()).await;
         world
     }

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use recap_access::{InProcessLimiter, Limiter, ManualClock, Plans};
 use recap_query_api::{router, RestConfig, RestState};
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::Timestamp;
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -279,7 +279,7 @@ impl Driver for FaultyDriver {
 #[allow(dead_code)]
 pub struct World {
     _dir: tempfile::TempDir,
-    _keyspace: Option<recap_readmodel::testing::ScyllaStore>,
+    _store: recap_readmodel::testing::TestStore,
     pub driver: Arc<dyn Driver>,
     pub fault: Arc<std::sync::atomic::AtomicU8>,
     /// Scans the router's reads have started.
@@ -307,21 +307,15 @@ impl World {
     /// its count of started scans.
     pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let keyspace = match recap_readmodel::testing::wants_scylla() {
-            true => Some(recap_readmodel::testing::scylla_store("rest").await.unwrap()),
-            false => None,
-        };
-        let driver: Arc<dyn Driver> = match &keyspace {
-            Some(store) => store.driver.clone(),
-            None => Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap()),
-        };
+        let store = recap_readmodel::testing::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
+        let driver = store.driver.clone();
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
         let scans = Arc::new(AtomicU64::new(0));
         let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone(), scans: scans.clone() }));
         let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());
         let limiter = limiter(clock.clone(), scans.clone());
         let state = RestState::new(readmodel.clone(), Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
-        let mut world = World { _dir: dir, _keyspace: keyspace, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
+        let mut world = World { _dir: dir, _store: store, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
         world.apply(events).await;
         world
     }
