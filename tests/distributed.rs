@@ -427,7 +427,7 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
-    stop_the_projector_while_the_store_is_away("stop", "start", true);
+    stop_the_projector_while_the_store_is_away(false);
 }
 
 // "bounded timeouts" (issue #5): a store that accepts requests and never answers (paused
@@ -436,14 +436,16 @@ fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_told_to_stop_while_the_store_hangs_stops_and_loses_nothing() {
-    stop_the_projector_while_the_store_is_away("pause", "resume", false);
+    stop_the_projector_while_the_store_is_away(true);
 }
 
-/// Takes Cassandra away (`halt`), produces a meeting, stops the projector, brings
-/// Cassandra back (`restart`) and checks that a new projector applies the meeting. A
-/// `warm` projector has applied an account first; a cold one has used no statement yet,
-/// so its first batch starts by preparing one while Cassandra is away.
-fn stop_the_projector_while_the_store_is_away(halt: &str, restart: &str, warm: bool) {
+/// Takes Cassandra away, produces a meeting, stops the projector, brings Cassandra back
+/// and checks that a new projector applies the meeting. Cassandra is stopped, with a
+/// projector that has applied an account first (its statements are prepared, their
+/// requests are refused), or `hung` (paused), with a projector that has used no
+/// statement yet, so that its first batch starts by preparing one.
+fn stop_the_projector_while_the_store_is_away(hung: bool) {
+    let (halt, restart, warm) = if hung { ("pause", "resume", false) } else { ("stop", "start", true) };
     let mut cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
     let token = new_token();
     if warm {

@@ -150,8 +150,7 @@ pub struct MutationRef<'a> {
 }
 
 impl MutationRef<'_> {
-    /// The LWW rule of both drivers: higher timestamp wins; on a tie a tombstone wins,
-    /// then the greater body (CQL's rule for equal timestamps).
+    /// The LWW rule of both drivers (see [`Op::precedence`]).
     pub fn supersedes(&self, ts: i64, tombstone: bool, body: &[u8]) -> bool {
         self.op.precedence(self.ts) > (ts, tombstone, body)
     }

@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::scylla::{Consistency, ScyllaConfig, ScyllaDriver};
+use crate::tables::cql_schema;
 use crate::{Driver, EmbeddedDriver, StoreError};
-
-const SCHEMA: &str = include_str!("../../schemas/cql/recap.cql");
 
 /// Keyspaces this process has migrated and nobody holds.
 static FREE: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -57,10 +56,11 @@ pub async fn test_store(suite: &str, embedded_path: &Path) -> Result<TestStore, 
     let lease = match free {
         Some(keyspace) => Lease(keyspace),
         None => {
+            let schema = cql_schema();
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            SCHEMA.hash(&mut hasher);
+            schema.hash(&mut hasher);
             let keyspace = format!("recap_t_{suite}_{:08x}_{}", hasher.finish() as u32, NEXT_SLOT.fetch_add(1, Ordering::Relaxed));
-            ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", SCHEMA, timeout).await?;
+            ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", &schema, timeout).await?;
             Lease(keyspace)
         }
     };

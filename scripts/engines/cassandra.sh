@@ -178,15 +178,15 @@ JVM17_OPTIONS=(
 )
 
 launch() {
-  local jamm java
+  local jamm
   refuse_foreign_ports
   configure
   jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -n 1)
-  java=$(java17)
+  need_java17
   log "starting Cassandra $VERSION on $BIND:$CQL_PORT"
   # The bin/cassandra launcher (which wants -R as root) is not used: the daemon class is
   # started directly, in the foreground of its own process.
-  nohup "$java" -Xms256m -Xmx1g -Xss512k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
+  nohup "$JAVA17" -Xms256m -Xmx1g -Xss512k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
     -XX:MaxGCPauseMillis=300 -XX:MaxDirectMemorySize=512m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem \
     "${JVM17_OPTIONS[@]}" -javaagent:"$jamm" -Djava.net.preferIPv4Stack=true \
     -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \

@@ -56,21 +56,24 @@ resolve_jars() {
   with_lock maven _resolve_jars "$dir" "$@"
 }
 
-# java17: prints the path of a Java 17 runtime, the JVM the engines are started on (their
+# need_java17: sets JAVA17 to a Java 17 runtime, the JVM the engines are started on (their
 # JVM options are Java 17's): RECAP_JAVA, JAVA_HOME's, the one on PATH or an installed
 # one, in that order; Debian's openjdk-17-jre-headless is installed when there is none.
-java17() {
+# Resolved once per script run (readiness probes call the admin tool repeatedly).
+JAVA17=""
+need_java17() {
+  [ -n "$JAVA17" ] && return 0
   local candidate
   for candidate in "${RECAP_JAVA:-}" "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java 2>/dev/null || true)" /usr/lib/jvm/*17*/bin/java; do
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
     if "$candidate" -version 2>&1 | head -n 1 | grep -q 'version "17[."]'; then
-      echo "$candidate"
+      JAVA17=$candidate
       return 0
     fi
   done
   apt_install openjdk-17-jre-headless
   for candidate in /usr/lib/jvm/*17*/bin/java; do
-    [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+    [ -x "$candidate" ] && { JAVA17=$candidate; return 0; }
   done
   die "no Java 17 runtime, even after installing openjdk-17-jre-headless"
 }

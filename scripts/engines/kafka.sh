@@ -63,10 +63,9 @@ PROPS
 
 # The admin tools: a small, quickly started JVM.
 tool() {
-  local java
-  java=$(java17)
+  need_java17
   tool_configs
-  timeout 60 "$java" -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.awt.headless=true \
+  timeout 60 "$JAVA17" -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$DIR/tools-log4j2.properties" -Dlog4j.configuration="file:$DIR/tools-log4j.properties" \
     -cp "$HOME_DIR/libs/*" "$@"
 }
@@ -170,12 +169,11 @@ ensure_topics() {
 }
 
 launch() {
-  local java
   refuse_foreign_ports
   configure
   log "starting Kafka $VERSION (KRaft, broker+controller) on $BIND:$KAFKA_PORT"
-  java=$(java17)
-  nohup "$java" -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+  need_java17
+  nohup "$JAVA17" -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
     -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dlog4j.configuration="file:$DIR/log4j.properties" \
     -Dkafka.logs.dir="$DIR" -cp "$HOME_DIR/libs/*" kafka.Kafka "$DIR/server.properties" \
