@@ -18,9 +18,6 @@ use crate::telemetry::Telemetry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// The CQL schema, as committed (`make schemas` regenerates it from the table catalog).
-pub const CQL_SCHEMA: &str = include_str!("../schemas/cql/recap.cql");
-
 /// How to reach ScyllaDB (or Cassandra standing in for it).
 #[derive(Args, Debug, Clone)]
 pub struct ScyllaArgs {
@@ -84,10 +81,11 @@ pub struct MigrateConfig {
 
 /// `recap migrate`: creates or upgrades the keyspace and tables; idempotent.
 pub async fn migrate(config: MigrateConfig) -> anyhow::Result<()> {
-    let applied = ScyllaDriver::migrate(&config.scylla.scylla_nodes, &config.scylla.keyspace, &config.replication, CQL_SCHEMA, config.scylla.timeout())
-        .await
-        .context("migrating the read model")?;
-    println!("keyspace {} is up to date ({applied} tables)", config.scylla.keyspace);
+    let migration =
+        ScyllaDriver::migrate(&config.scylla.scylla_nodes, &config.scylla.keyspace, &config.replication, recap_readmodel::tables::ALL, config.scylla.timeout())
+            .await
+            .context("migrating the read model")?;
+    println!("keyspace {} is up to date: {migration}", config.scylla.keyspace);
     Ok(())
 }
 

@@ -116,6 +116,104 @@ fn slice(table: &Table, bound: &Bound<Vec<Val>>, is_start: bool, clause: &mut St
     values.extend(prefix.iter().map(cql_value));
 }
 
+/// What [`ScyllaDriver::migrate`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Migration {
+    pub keyspace_created: bool,
+    pub tables_created: Vec<String>,
+    /// `table.column` of each column added to an existing table.
+    pub columns_added: Vec<String>,
+    /// Tables that were already as recap needs them.
+    pub tables_unchanged: usize,
+}
+
+impl std::fmt::Display for Migration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |items: &[String]| if items.is_empty() { "none".to_string() } else { items.join(", ") };
+        write!(
+            f,
+            "keyspace {}; tables created: {}; columns added: {}; tables already up to date: {}",
+            if self.keyspace_created { "created" } else { "already there" },
+            list(&self.tables_created),
+            list(&self.columns_added),
+            self.tables_unchanged
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The keyspace holds tables that cannot be upgraded in place; nothing was changed.
+    #[error("keyspace {keyspace} cannot be upgraded in place, nothing was changed: {}", conflicts.join("; "))]
+    Incompatible { keyspace: String, conflicts: Vec<String> },
+}
+
+/// One column as `system_schema.columns` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ColumnSpec {
+    /// `partition_key`, `clustering`, `regular` or `static`.
+    kind: String,
+    /// Place in the partition key or the clustering key; -1 for other columns.
+    position: i32,
+    kind_type: String,
+    /// `asc` or `desc` for clustering columns, else `none`.
+    order: String,
+}
+
+impl std::fmt::Display for ColumnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind.as_str() {
+            "partition_key" => write!(f, "partition key column {} of type {}", self.position, self.kind_type),
+            "clustering" => write!(f, "clustering column {} of type {}, {}", self.position, self.kind_type, self.order),
+            kind => write!(f, "{kind} column of type {}", self.kind_type),
+        }
+    }
+}
+
+/// The columns `table` has in CQL, by name.
+fn expected_columns(table: &Table) -> Vec<(&'static str, ColumnSpec)> {
+    let spec = |kind: &str, position: usize, kind_type: ColumnType, order: &str| ColumnSpec {
+        kind: kind.to_string(),
+        position: position as i32,
+        kind_type: crate::table::cql_type(kind_type).to_string(),
+        order: order.to_string(),
+    };
+    let mut columns: Vec<(&'static str, ColumnSpec)> =
+        table.partition.iter().enumerate().map(|(position, column)| (column.name, spec("partition_key", position, column.kind, "none"))).collect();
+    columns.extend(
+        table
+            .clustering
+            .iter()
+            .enumerate()
+            .map(|(position, column)| (column.name, spec("clustering", position, column.kind, if column.order == Order::Desc { "desc" } else { "asc" }))),
+    );
+    let regular = |kind_type: ColumnType| ColumnSpec { position: -1, ..spec("regular", 0, kind_type, "none") };
+    columns.push(("body", regular(ColumnType::Text)));
+    columns.push(("expires_at", regular(ColumnType::BigInt)));
+    columns
+}
+
+/// Every column of every table of `keyspace`, by table then column name.
+async fn existing_columns(session: &Session, keyspace: &str) -> Result<HashMap<String, HashMap<String, ColumnSpec>>, StoreError> {
+    let cql = "SELECT table_name, column_name, kind, position, type, clustering_order FROM system_schema.columns WHERE keyspace_name = ?";
+    let result = session.query_unpaged(cql, (keyspace.to_ascii_lowercase(),)).await.map_err(unavailable)?;
+    let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    let mut tables: HashMap<String, HashMap<String, ColumnSpec>> = HashMap::new();
+    for row in rows.rows::<(String, String, String, i32, String, String)>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
+        let (table, column, kind, position, kind_type, order) = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        tables.entry(table).or_default().insert(column, ColumnSpec { kind, position, kind_type, order });
+    }
+    Ok(tables)
+}
+
+async fn keyspace_exists(session: &Session, keyspace: &str) -> Result<bool, StoreError> {
+    let cql = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?";
+    let result = session.query_unpaged(cql, (keyspace.to_ascii_lowercase(),)).await.map_err(unavailable)?;
+    Ok(result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?.rows_num() > 0)
+}
+
 impl ScyllaDriver {
     pub async fn connect(config: ScyllaConfig) -> Result<ScyllaDriver, StoreError> {
         let session = tokio::time::timeout(
@@ -128,28 +226,82 @@ impl ScyllaDriver {
         Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()) })
     }
 
-    /// Creates (or upgrades) the keyspace and every table of `schema` (the statements of
-    /// `schemas/cql/recap.cql`). Idempotent: every statement is `IF NOT EXISTS`.
-    pub async fn migrate(nodes: &[String], keyspace: &str, replication: &str, schema: &str, timeout: Duration) -> Result<usize, StoreError> {
+    /// Creates or upgrades the keyspace and the tables of `tables` (whose statements are
+    /// `schemas/cql/recap.cql`). Idempotent, and safe to run from several processes at
+    /// once:
+    ///
+    /// - a missing keyspace is created with `replication`; an existing one keeps its own
+    ///   (changing it is an `ALTER KEYSPACE` and a repair, an operator's decision);
+    /// - a missing table is created;
+    /// - a table missing a regular column (`body`, `expires_at`) gets it (`ALTER TABLE ADD`);
+    ///   columns it has beyond them are left alone;
+    /// - a table whose key differs (partition or clustering columns, their types or
+    ///   order) cannot be upgraded in place: every such difference is reported and
+    ///   nothing at all is changed.
+    pub async fn migrate(nodes: &[String], keyspace: &str, replication: &str, tables: &[&Table], timeout: Duration) -> Result<Migration, MigrateError> {
         let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())
             .await
             .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
             .map_err(unavailable)?;
-        let create = format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}");
-        session.query_unpaged(create, ()).await.map_err(unavailable)?;
+        let mut migration = Migration::default();
+        let existing = existing_columns(&session, keyspace).await?;
+        let mut alters = Vec::new();
+        let mut conflicts = Vec::new();
+        for table in tables {
+            let Some(columns) = existing.get(table.name) else {
+                continue;
+            };
+            let expected_columns = expected_columns(table);
+            for (name, expected) in &expected_columns {
+                match columns.get(*name) {
+                    Some(found) if found == expected => {}
+                    None if expected.kind == "regular" => alters.push((table.name, *name, expected.kind_type.clone())),
+                    found => conflicts.push(format!(
+                        "{}.{name}: found {}, recap needs {expected}",
+                        table.name,
+                        found.map_or("no such column".into(), ToString::to_string)
+                    )),
+                }
+            }
+            for (name, found) in columns {
+                if found.kind != "regular" && !expected_columns.iter().any(|(expected, _)| expected == name) {
+                    conflicts.push(format!("{}.{name}: found {found}, recap's key has no such column", table.name));
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(MigrateError::Incompatible { keyspace: keyspace.to_string(), conflicts });
+        }
+        if existing.is_empty() && !keyspace_exists(&session, keyspace).await? {
+            let create = format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}");
+            session.query_unpaged(create, ()).await.map_err(unavailable)?;
+            migration.keyspace_created = true;
+        }
         session.use_keyspace(keyspace, false).await.map_err(unavailable)?;
-        let mut applied = 0;
-        // Comments may contain semicolons: drop them before splitting statements.
-        let without_comments: String = schema.lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
-        for statement in without_comments.split(';') {
-            if statement.trim().is_empty() {
+        for table in tables {
+            if existing.contains_key(table.name) {
                 continue;
             }
-            session.query_unpaged(statement.trim().to_string(), ()).await.map_err(unavailable)?;
-            applied += 1;
+            // The statement's comment line is dropped: only the CREATE goes out.
+            let statement: String = table.cql().lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+            session.query_unpaged(statement.trim().trim_end_matches(';').to_string(), ()).await.map_err(unavailable)?;
+            migration.tables_created.push(table.name.to_string());
         }
+        for (table, column, kind_type) in alters {
+            let added = session.query_unpaged(format!("ALTER TABLE {table} ADD {column} {kind_type}"), ()).await;
+            if let Err(error) = added {
+                // Another migrate may have added it since the columns were read.
+                let now = existing_columns(&session, keyspace).await?;
+                if now.get(table).and_then(|columns| columns.get(column)).map(|found| found.kind_type.as_str()) != Some(kind_type.as_str()) {
+                    return Err(unavailable(error).into());
+                }
+            }
+            migration.columns_added.push(format!("{table}.{column}"));
+        }
+        let altered: std::collections::HashSet<&str> = migration.columns_added.iter().filter_map(|added| added.split('.').next()).collect();
+        migration.tables_unchanged = tables.len() - migration.tables_created.len() - altered.len();
         session.await_schema_agreement().await.map_err(unavailable)?;
-        Ok(applied)
+        Ok(migration)
     }
 
     /// Empties every table of the read model (test and staging clean-up). TRUNCATE

@@ -163,7 +163,7 @@ impl Table {
     }
 }
 
-fn cql_type(kind: ColumnType) -> &'static str {
+pub(crate) fn cql_type(kind: ColumnType) -> &'static str {
     match kind {
         ColumnType::Text => "text",
         ColumnType::BigInt => "bigint",

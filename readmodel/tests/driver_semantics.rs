@@ -204,14 +204,13 @@ async fn body_pages_are_the_scans_bodies_joined(driver: Arc<dyn Driver>) {
 }
 
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
-/// `make up`), migrated from `schemas/cql/recap.cql`.
+/// `make up`), migrated to the tables of `schemas/cql/recap.cql`.
 async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
     use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
     let keyspace = format!("recap_test_{}", uuid_like());
-    let schema = std::fs::read_to_string(std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../schemas/cql/recap.cql")).unwrap();
     let timeout = std::time::Duration::from_secs(10);
-    ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", &schema, timeout).await.unwrap();
+    ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", recap_readmodel::tables::ALL, timeout).await.unwrap();
     let config = ScyllaConfig {
         nodes: nodes.clone(),
         keyspace: keyspace.clone(),
