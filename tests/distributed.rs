@@ -180,6 +180,82 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
 
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let cluster = Cluster::start(&[]);
+    let token = new_token();
+    let mut lines = world("acc_d", &token);
+    lines.push(meeting("acc_d", "mtg_before", "Before the poison", 1, 1));
+    cluster.produce(&lines);
+    cluster.wait_projected();
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _context = runtime.enter();
+    let client = |group: &str| {
+        let mut config = rdkafka::config::ClientConfig::new();
+        config.set("bootstrap.servers", &cluster.engines.brokers).set("group.id", group).set("auto.offset.reset", "earliest");
+        config
+    };
+    let meetings_topic = format!("{}recap.meetings.v1", cluster.topic_prefix);
+    let dead_letter_topic = format!("{}recap.deadletter.v1", cluster.topic_prefix);
+    // The projector's group, read without joining it: committed offsets only.
+    let group: BaseConsumer = client(&format!("{}-projector", cluster.id)).create().unwrap();
+    let ends = || -> Vec<i64> { (0..3).map(|partition| group.fetch_watermarks(&meetings_topic, partition, Duration::from_secs(10)).unwrap().1).collect() };
+    let committed = |partition: i32| {
+        let mut list = TopicPartitionList::new();
+        list.add_partition(&meetings_topic, partition);
+        group.committed_offsets(list, Duration::from_secs(10)).unwrap().find_partition(&meetings_topic, partition).unwrap().offset()
+    };
+    let admin: AdminClient<DefaultClientContext> = client("unused").create().unwrap();
+    let set_max_message_bytes = |bytes: &str| {
+        let alter = AlterConfig::new(ResourceSpecifier::Topic(&dead_letter_topic)).set("max.message.bytes", bytes);
+        let results = runtime.block_on(admin.alter_configs(&[alter], &AdminOptions::new())).unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    };
+
+    // The dead-letter topic refuses any record: the letter cannot be written.
+    set_max_message_bytes("64");
+    let before = ends();
+    let poison = envelope("meeting.upserted", 2, serde_json::json!({"account_id": "acc_d"}));
+    let after = vec![poison.clone(), meeting("acc_d", "mtg_after", "After the poison", 2, 1)];
+    cluster.produce(&after);
+    lines.extend(after);
+    let grown = ends();
+    let partition = (0..3).find(|&partition| grown[partition] == before[partition] + 2).expect("both events on the key's partition") as i32;
+    let poison_offset = before[partition as usize];
+    // Everything before the poison is committed (asynchronously, just after its write).
+    wait_until(Duration::from_secs(10), || committed(partition) == Offset::Offset(poison_offset), || format!("committed {:?}", committed(partition)));
+    // Several failed attempts (each a refused produce, then a backoff), until the lag
+    // figures (refreshed every 2 s) show both events waiting.
+    let lag_key = format!("{meetings_topic}/{partition}");
+    std::thread::sleep(Duration::from_secs(4));
+    wait_until(
+        Duration::from_secs(20),
+        || cluster.projectors[0].progress_json()["partition_lag"][&lag_key] == 2,
+        || format!("the lag of {lag_key} is not 2: {}", cluster.projectors[0].progress_json()),
+    );
+    assert_eq!(committed(partition), Offset::Offset(poison_offset), "the offset holds while the letter cannot be written");
+    let progress = cluster.projectors[0].progress_json();
+    assert_eq!(progress["dead_lettered"], 0, "{progress}");
+
+    // The topic takes records again: the letter goes out once, the offset moves past both.
+    set_max_message_bytes("1048588");
+    cluster.wait_projected();
+    wait_until(Duration::from_secs(30), || committed(partition) == Offset::Offset(poison_offset + 2), || format!("committed {:?}", committed(partition)));
+    let reader: StreamConsumer = client(&format!("{}-inspect", cluster.id)).create().unwrap();
+    reader.subscribe(&[&dead_letter_topic]).unwrap();
+    let letter = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), reader.recv()).await }).expect("the dead letter").unwrap();
+    assert_eq!(letter.payload(), Some(poison.as_bytes()));
+    assert!(runtime.block_on(async { tokio::time::timeout(Duration::from_secs(3), reader.recv()).await }).is_err(), "one letter, written once");
+    wait_until_equal(&cluster, &lines);
+}
+
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     let mut cluster = Cluster::start(&[]);
     let lines = stream(6_000, 1);
