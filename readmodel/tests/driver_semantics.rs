@@ -203,6 +203,55 @@ async fn body_pages_are_the_scans_bodies_joined(driver: Arc<dyn Driver>) {
     assert_eq!((out.as_slice(), page.count, page.last_key, page.has_more), (&b""[..], 0, None, false));
 }
 
+/// Partitions larger than one page of the ScyllaDriver (1,000 rows): scans, counted
+/// scans and body pages read on past it, with tombstones and expired rows on both sides
+/// of the page boundary, and a LIMIT just inside and just past one page.
+async fn reads_past_the_first_page_of_rows(driver: Arc<dyn Driver>) {
+    const ROWS: i64 = 2_345;
+    let now = recap_readmodel::driver::now_micros();
+    let mut writes: Vec<Mutation> = (1..=ROWS).map(|created| put("acc", created, &format!("m{created}"), &format!("{{\"n\":{created}}}"), 1)).collect();
+    // Newest first: created 1345 is the 1,001st row, the first of the second page.
+    let expired = [1_344, 1_345, 1_346];
+    for created in expired {
+        writes.push(Mutation { op: Op::Put { body: "{}".into(), expires_at: Some(now - 1) }, ..put("acc", created, &format!("m{created}"), "", 3) });
+    }
+    writes.extend((1..=ROWS).filter(|created| created % 100 == 0).map(|created| delete("acc", created, &format!("m{created}"), 2)));
+    for chunk in writes.chunks(500) {
+        driver.write(chunk.to_vec()).await.unwrap();
+    }
+    let live: Vec<i64> = (1..=ROWS).rev().filter(|created| created % 100 != 0 && !expired.contains(created)).collect();
+    let key = |created: i64| vec![Val::Int(created), Val::text(format!("m{created}"))];
+    let partition = [Val::text("acc")];
+    let created_of = |rows: &[recap_readmodel::Row]| {
+        rows.iter()
+            .map(|row| match row.clustering[0] {
+                Val::Int(created) => created,
+                _ => unreachable!(),
+            })
+            .collect::<Vec<_>>()
+    };
+
+    for limit in [999, 1_000, 1_001, 2_200, 10_000] {
+        let rows = driver.scan(&MEETINGS_BY_ACCOUNT, &partition, &ScanRange::all(), limit).await.unwrap();
+        assert_eq!(created_of(&rows), live.iter().copied().take(limit).collect::<Vec<_>>(), "scan, limit {limit}");
+        let (counted, total) = driver.scan_counted(&MEETINGS_BY_ACCOUNT, &partition, &ScanRange::all(), limit).await.unwrap();
+        assert_eq!((counted, total), (rows, live.len()), "counted scan, limit {limit}");
+    }
+    let after = driver.scan(&MEETINGS_BY_ACCOUNT, &partition, &ScanRange::after(Some(&key(live[1_499]))), 10_000).await.unwrap();
+    assert_eq!(created_of(&after), live[1_500..].to_vec(), "strictly after a key past the first page");
+
+    for (skip, limit) in [(0, 1_200), (990, 50), (995, 1_000), (2_000, 500)] {
+        let mut out = Vec::new();
+        let page = driver.scan_bodies(&MEETINGS_BY_ACCOUNT, &partition, &ScanRange::all(), skip, limit, &mut out).await.unwrap();
+        let expected: Vec<i64> = live.iter().copied().skip(skip).take(limit).collect();
+        let joined = expected.iter().map(|created| format!("{{\"n\":{created}}}")).collect::<Vec<_>>().join(",");
+        assert_eq!(String::from_utf8(out).unwrap(), joined, "bodies, skip {skip} limit {limit}");
+        let expected_page =
+            recap_readmodel::BodiesPage { count: expected.len(), last_key: expected.last().map(|&created| key(created)), has_more: live.len() > skip + limit };
+        assert_eq!(page, expected_page, "page, skip {skip} limit {limit}");
+    }
+}
+
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
 /// `make up`), migrated to the tables of `schemas/cql/recap.cql`.
 async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
@@ -254,7 +303,8 @@ for_each_driver!(
     scans_follow_clustering_order_and_bounds,
     rows_expire,
     text_keys_with_any_characters_round_trip,
-    body_pages_are_the_scans_bodies_joined
+    body_pages_are_the_scans_bodies_joined,
+    reads_past_the_first_page_of_rows
 );
 
 #[tokio::test]
