@@ -696,6 +696,14 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
         |point| point.value == 0.0,
     );
     assert_eq!(lag.kind, MetricKind::Gauge, "{lag:?}");
+    // Freshness: the age of the newest applied event (its occurred_at), as of the
+    // gauge's collection (at most a few export intervals ago).
+    let age = collector.wait_point("recap.projector.newest_event_age", "from the projector", |point| point.resource.str("recap.role") == Some("projector"));
+    assert_eq!((age.kind, age.unit.as_str()), (MetricKind::Gauge, "s"), "{age:?}");
+    let newest =
+        lines.iter().filter_map(|line| recap_schemas::Envelope::decode(line.as_bytes()).ok()).map(|envelope| envelope.occurred_at.micros()).max().unwrap();
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() - newest as f64 / 1e6;
+    assert!(age.value <= since + 1.0 && age.value >= since - 300.0, "age {} s, the newest event occurred {since} s ago: {age:?}", age.value);
 
     // Every query-api: its server span, a Cassandra SELECT and a Redis EVALSHA in the
     // request's trace.
