@@ -23,9 +23,41 @@ use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
 use recap_schemas::Envelope;
 
 fn engine(script: &str, action: &str) {
+    assert!(engine_status(script, action), "{script} {action} failed");
+}
+
+fn engine_status(script: &str, action: &str) -> bool {
     let path = format!("{}/scripts/engines/", std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let status = Command::new("bash").arg(format!("{path}{script}")).arg(action).status().expect("run engine script");
-    assert!(status.success(), "{script} {action} failed");
+    Command::new("bash").arg(format!("{path}{script}")).arg(action).status().is_ok_and(|status| status.success())
+}
+
+/// An engine a fault test takes away (`halt`), brought back (`restore`) when the test
+/// ends the outage, or when the test fails before that: one failure must not leave an
+/// engine stopped or paused under the tests that follow.
+struct Outage {
+    script: &'static str,
+    restore: &'static str,
+    ended: bool,
+}
+
+impl Outage {
+    fn begin(script: &'static str, halt: &str, restore: &'static str) -> Outage {
+        engine(script, halt);
+        Outage { script, restore, ended: false }
+    }
+
+    fn end(mut self) {
+        self.ended = true;
+        engine(self.script, self.restore);
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if !self.ended && !engine_status(self.script, self.restore) {
+            eprintln!("could not {} after a failed test: run scripts/engines/{} {}", self.restore, self.script, self.restore);
+        }
+    }
 }
 
 fn world(account: &str, token: &str) -> Vec<String> {
@@ -36,16 +68,34 @@ fn account_line(account_id: &str) -> String {
     account(account_id, Some("flow"), None, 1)
 }
 
+/// The accounts of [`stream`], each with the token it creates for it.
+const STREAM_OWNERS: [&str; 6] = ["acc_a", "acc_b", "acc_c", "acc_d", "acc_e", "acc_f"];
+
+fn stream_token(account_id: &str) -> String {
+    format!("svc_pat_stream_{account_id}_0123456789abcdef")
+}
+
+fn stream_tokens() -> Vec<String> {
+    STREAM_OWNERS.iter().map(|account_id| stream_token(account_id)).collect()
+}
+
+/// The query-api's per-minute limit for the tests that read every endpoint of a
+/// stream's six accounts at the end (over a thousand requests).
+fn unlimited() -> (String, String) {
+    ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000".into())
+}
+
 /// A stream of many events of every kind over a few accounts and one team.
 fn stream(count: usize, seed: usize) -> Vec<String> {
     // Six owners and direct shares beside the team's: keys (account_id, share_id) that
     // land on every partition of the 3-partition topics, so that every projector of a
     // rebalanced group has events to apply.
-    const OWNERS: [&str; 6] = ["acc_a", "acc_b", "acc_c", "acc_d", "acc_e", "acc_f"];
+    const OWNERS: [&str; 6] = STREAM_OWNERS;
     let owner = |n: usize| OWNERS[n % OWNERS.len()];
     let mut lines = vec![team("team_1", "Team", Some("business"), true, 1)];
     for (index, account_id) in OWNERS.iter().enumerate() {
         lines.push(account(account_id, Some(if index % 2 == 0 { "flow" } else { "enterprise" }), None, 1));
+        lines.push(token_created(account_id, &format!("tok_{account_id}"), &stream_token(account_id), 1));
     }
     lines.push(member("team_1", "acc_a", 1));
     lines.push(member("team_1", "acc_b", 1));
@@ -175,7 +225,7 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
     assert!(header("source_partition").unwrap().parse::<i32>().is_ok());
     assert!(header("source_offset").unwrap().parse::<i64>().is_ok());
     assert!(header("reason").unwrap().contains("missing field `meeting`"));
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, std::slice::from_ref(&token));
 }
 
 #[test]
@@ -251,13 +301,74 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
     let letter = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), reader.recv()).await }).expect("the dead letter").unwrap();
     assert_eq!(letter.payload(), Some(poison.as_bytes()));
     assert!(runtime.block_on(async { tokio::time::timeout(Duration::from_secs(3), reader.recv()).await }).is_err(), "one letter, written once");
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, std::slice::from_ref(&token));
+}
+
+// `recap events append --kafka` publishes every event type to its contract topic with
+// its contract key (contract/events.md, transport table): account_id for account.* and
+// token.*; the meeting's owner for meeting.* and action_item.*; team_id for anything of
+// a team and share_id for a direct share on the sharing topic.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::Message;
+    let cluster = Cluster::start(&[]);
+    let (accounts, meetings, sharing) = ("recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1");
+    let share = |id, team, recipients| ShareSpec { id, title: "Shared", owner_account_id: "acc_o", team, recipients, text: "x", published_minute: 1 };
+    let (of_team, direct) = (share("shr_team", Some(("team_k", "Team")), vec![]), share("shr_direct", None, vec!["acc_r"]));
+    let expected: Vec<(String, &str, &str)> = vec![
+        (account("acc_k", Some("flow"), None, 1), accounts, "acc_k"),
+        (token_created("acc_k", "tok_k", &new_token(), 1), accounts, "acc_k"),
+        (token_revoked("acc_k", "tok_k", 2), accounts, "acc_k"),
+        (meeting("acc_k", "mtg_k", "Keyed", 1, 1), meetings, "acc_k"),
+        (transcript("acc_k", "mtg_k", "hello", None, 2), meetings, "acc_k"),
+        (action_item("acc_k", item("ai_k", "todo", None, 1), 1), meetings, "acc_k"),
+        (action_item_deleted("acc_k", "ai_k", 2), meetings, "acc_k"),
+        (meeting_deleted("acc_k", "mtg_k", 3), meetings, "acc_k"),
+        (team("team_k", "Team", Some("business"), true, 1), sharing, "team_k"),
+        (member("team_k", "acc_k", 1), sharing, "team_k"),
+        (member_removed("team_k", "acc_k", 2), sharing, "team_k"),
+        (team_item("team_k", "tai_k", "todo", 1, 1), sharing, "team_k"),
+        (envelope("team_action_item.deleted", 2, serde_json::json!({"team_id": "team_k", "item_id": "tai_k"})), sharing, "team_k"),
+        (of_team.event(1), sharing, "team_k"),
+        (direct.event(1), sharing, "shr_direct"),
+        (unshared("shr_direct", 2), sharing, "shr_direct"),
+        (team_deleted("team_k", 2), sharing, "team_k"),
+    ];
+    let types: std::collections::BTreeSet<String> =
+        expected.iter().map(|(line, _, _)| serde_json::from_str::<serde_json::Value>(line).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(types.len(), recap_schemas::KNOWN_TYPES.len(), "one event of every type: {types:?}");
+    let lines: Vec<String> = expected.iter().map(|(line, _, _)| line.clone()).collect();
+    cluster.produce(&lines);
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _context = runtime.enter();
+    let consumer: StreamConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", &cluster.engines.brokers)
+        .set("group.id", format!("{}-keys", cluster.id))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    let topics: Vec<String> = [accounts, meetings, sharing].iter().map(|topic| format!("{}{topic}", cluster.topic_prefix)).collect();
+    consumer.subscribe(&topics.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    let mut published = std::collections::HashMap::new();
+    while published.len() < expected.len() {
+        let message = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await }).expect("every event published").unwrap();
+        let payload = String::from_utf8(message.payload().unwrap().to_vec()).unwrap();
+        let key = String::from_utf8(message.key().expect("a key").to_vec()).unwrap();
+        let topic = message.topic().strip_prefix(&cluster.topic_prefix).unwrap().to_string();
+        assert!(published.insert(payload, (topic, key)).is_none(), "published once");
+    }
+    for (line, topic, key) in &expected {
+        assert_eq!(published.get(line), Some(&(topic.to_string(), key.to_string())), "{line}");
+    }
 }
 
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
-    let mut cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[unlimited()]);
     let lines = stream(6_000, 1);
     cluster.produce(&lines);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -271,13 +382,13 @@ fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     // The restarted projector replays from the committed offsets: its own counters
     // start again, so wait on the read model instead of the counters.
     cluster.produced.store(0, std::sync::atomic::Ordering::SeqCst);
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
-    let mut cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[unlimited()]);
     let lines = stream(6_000, 2);
     cluster.produce(&lines[..3_000]);
     cluster.add_projector();
@@ -290,19 +401,18 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
         || format!("the second projector never applied an event: {} / first: {}", cluster.projectors[1].progress_json(), cluster.projectors[0].progress_json()),
     );
     cluster.projectors[1].stop();
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn kafka_broker_killed_and_restarted_loses_nothing() {
-    let cluster = Cluster::start(&[]);
+    let cluster = Cluster::start(&[unlimited()]);
     let lines = stream(3_000, 3);
     cluster.produce(&lines[..1_500]);
-    engine("kafka.sh", "kill9");
-    engine("kafka.sh", "start");
+    Outage::begin("kafka.sh", "kill9", "start").end();
     cluster.produce(&lines[1_500..]);
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
 #[test]
@@ -322,7 +432,7 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
         assert_eq!(get(&url, Some(&spent_token)).0, expected);
     }
     for (stop, resume) in [("stop", "start"), ("pause", "resume")] {
-        engine("redis.sh", stop);
+        let outage = Outage::begin("redis.sh", stop, resume);
         for _ in 0..5 {
             let started = Instant::now();
             let (status, headers, _) = get(&url, Some(&token));
@@ -335,11 +445,11 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
         assert_eq!(status, 402, "quota_exhausted while redis is {stop}ped: {body}");
         assert!(body.contains("quota_exhausted"), "{body}");
         assert!(fail_open_total(&cluster.query_apis[0].admin_url) > 0, "counted as fail-open");
-        engine("redis.sh", resume);
+        outage.end();
         // Counting in Redis resumes by itself: requests stop being decided locally.
         wait_until_counted_in_redis(&cluster, &url, &token);
     }
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, std::slice::from_ref(&token));
 }
 
 /// Waits until requests to `url` are decided in Redis again (the fail-open counter of
@@ -362,7 +472,7 @@ fn wait_until_counted_in_redis(cluster: &Cluster, url: &str, token: &str) {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_query_api_started_while_redis_is_away_serves_and_counts_once_it_returns() {
-    engine("redis.sh", "stop");
+    let outage = Outage::begin("redis.sh", "stop", "start");
     let cluster = Cluster::start(&[("RECAP_REDIS_TIMEOUT_MS".into(), "100".into())]);
     let token = new_token();
     cluster.produce(&world("acc_w", &token));
@@ -370,7 +480,7 @@ fn a_query_api_started_while_redis_is_away_serves_and_counts_once_it_returns() {
     let url = format!("{}/meetings", cluster.query_apis[0].url);
     let served = get(&url, Some(&token)).0;
     let failed_open = fail_open_total(&cluster.query_apis[0].admin_url);
-    engine("redis.sh", "start");
+    outage.end();
     assert_eq!(served, 200, "served while redis was away");
     assert!(failed_open > 0, "decided locally while redis was away");
     wait_until_counted_in_redis(&cluster, &url, &token);
@@ -472,7 +582,7 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
     cluster.wait_projected();
     let url = format!("{}/meetings", cluster.query_apis[0].url);
     assert_eq!(get(&url, Some(&token)).0, 200);
-    engine("cassandra.sh", "stop");
+    let outage = Outage::begin("cassandra.sh", "stop", "start");
     let started = Instant::now();
     let (status, _, body) = get(&url, Some(&token));
     assert_eq!(status, 503, "{body}");
@@ -489,13 +599,13 @@ fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
     assert_eq!(cluster.accounted(), accounted_before, "nothing accounted for while the store is down: {progress}");
     let lag: i64 = progress["partition_lag"].as_object().expect("partition_lag").values().filter_map(serde_json::Value::as_i64).sum();
     assert_eq!(lag, 1, "the event waits in Kafka, its offset not committed: {progress}");
-    engine("cassandra.sh", "start");
+    outage.end();
     wait_until(
         Duration::from_secs(120),
         || get(&format!("{}/meetings/mtg_during", cluster.query_apis[0].url), Some(&token)).0 == 200,
         || "the API and the projector recover by themselves".into(),
     );
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, std::slice::from_ref(&token));
 }
 
 // "drains on SIGTERM", also while the store refuses its batch: the projector stops
@@ -530,7 +640,7 @@ fn stop_the_projector_while_the_store_is_away(hung: bool) {
     } else {
         wait_until(Duration::from_secs(60), || cluster.projectors[0].progress().0 >= 9, || "the projector never held the 9 partitions".into());
     }
-    engine("cassandra.sh", halt);
+    let outage = Outage::begin("cassandra.sh", halt, restart);
     if !warm {
         cluster.produce(&world("acc_t", &token));
     }
@@ -540,7 +650,7 @@ fn stop_the_projector_while_the_store_is_away(hung: bool) {
     let asked = Instant::now();
     let (status, by_itself) = cluster.projectors[0].stop_within(Duration::from_secs(15)).expect("the projector was running");
     let elapsed = asked.elapsed();
-    engine("cassandra.sh", restart);
+    outage.end();
     assert!(by_itself, "the projector did not stop within 15 s after `cassandra.sh {halt}`");
     assert!(status.success(), "stopped after `cassandra.sh {halt}`, in {elapsed:?}: {status:?}");
     cluster.add_projector();
@@ -557,7 +667,7 @@ fn stop_the_projector_while_the_store_is_away(hung: bool) {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_stopped_with_sigterm_leaves_nothing_to_replay() {
-    let mut cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[unlimited()]);
     let lines = stream(3_000, 4);
     cluster.produce(&lines);
     cluster.wait_projected();
@@ -572,7 +682,75 @@ fn a_projector_stopped_with_sigterm_leaves_nothing_to_replay() {
     assert_eq!(accounted, 0, "the successor applied {accounted} events again: {progress}");
     let lags = progress["partition_lag"].as_object().expect("partition_lag");
     assert!(lags.values().all(|lag| lag == 0), "every partition committed to its end: {progress}");
-    wait_until_equal(&cluster, &lines);
+    wait_until_equal(&cluster, &lines, &stream_tokens());
+}
+
+// "drains on SIGTERM" for the serving roles: a request in flight when SIGTERM arrives
+// (held in the store, Cassandra paused) is answered in full, the listener takes no new
+// connection meanwhile, and the process then exits by itself with success.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn query_api_and_mcp_answer_requests_in_flight_on_sigterm_then_exit_cleanly() {
+    let timeouts = [("RECAP_STORE_TIMEOUT_MS".to_string(), "15000".to_string()), ("RECAP_REST_STORE_TIMEOUT_MS".to_string(), "15000".to_string())];
+    let mut cluster = Cluster::start(&timeouts);
+    let token = new_token();
+    let mut lines = world("acc_g", &token);
+    lines.push(meeting("acc_g", "mtg_drain", "Held across the drain", 1, 1));
+    cluster.produce(&lines);
+    cluster.wait_projected();
+    let rest_url = format!("{}/meetings/mtg_drain", cluster.query_apis[0].url);
+    let mcp_url = cluster.mcp.url.clone();
+    let (status, _, expected) = get(&rest_url, Some(&token));
+    assert_eq!(status, 200, "{expected}");
+
+    let outage = Outage::begin("cassandra.sh", "pause", "resume");
+    let rest = {
+        let (url, token) = (rest_url.clone(), token.clone());
+        std::thread::spawn(move || get(&url, Some(&token)))
+    };
+    let mcp = {
+        let (url, token) = (mcp_url.clone(), token.clone());
+        std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_meeting", "arguments": {"meeting_id": "mtg_drain"}}});
+            let mut response = agent
+                .post(&url)
+                .header("Authorization", &format!("Bearer {token}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream")
+                .send(body.to_string())
+                .expect("MCP request");
+            (response.status().as_u16(), response.body_mut().read_to_string().unwrap_or_default())
+        })
+    };
+    // Both requests are waiting on the paused store; then SIGTERM reaches both roles.
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!rest.is_finished() && !mcp.is_finished(), "the requests were answered while the store was paused");
+    cluster.query_apis[0].terminate();
+    cluster.mcp.terminate();
+    std::thread::sleep(Duration::from_millis(700));
+    for url in [&rest_url, &mcp_url] {
+        let address = url.trim_start_matches("http://").split('/').next().unwrap().to_string();
+        assert!(std::net::TcpStream::connect(&address).is_err(), "{address} still takes new connections while draining");
+    }
+    assert!(!rest.is_finished() && !mcp.is_finished(), "the requests in flight were dropped by the drain");
+    outage.end();
+
+    let (status, _, body) = rest.join().unwrap();
+    assert_eq!((status, body), (200, expected), "the REST request in flight is answered in full");
+    let (status, body) = mcp.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let data = body.lines().find_map(|line| line.strip_prefix("data:")).unwrap_or(&body);
+    let reply: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_else(|_| panic!("a JSON-RPC reply: {body}"));
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(reply["result"]["content"][0]["text"].as_str().unwrap_or_default().contains("Held across the drain"), "{reply}");
+    for role in [&mut cluster.query_apis[0], &mut cluster.mcp] {
+        let name = role.name.clone();
+        let (status, by_itself) = role.stop_within(Duration::from_secs(15)).expect("still running until its requests were answered");
+        assert!(by_itself && status.success(), "{name} after draining: {status:?}, exited by itself: {by_itself}");
+    }
+    // The other query-api serves on.
+    assert_eq!(get(&format!("{}/meetings/mtg_drain", cluster.query_apis[1].url), Some(&token)).0, 200);
 }
 
 /// Polls `done` until it holds; past `within`, fails with `failure()`.
@@ -584,16 +762,93 @@ fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl Fn
     }
 }
 
-/// Waits until the read model in Cassandra equals the reference fold of `lines`.
-fn wait_until_equal(cluster: &Cluster, lines: &[String]) {
+/// Waits until the read model in Cassandra equals the reference fold of `lines`, then
+/// compares every REST endpoint `tokens` read, over HTTP, between the cluster's
+/// query-api and the embedded edition fed `lines` (the reference fold served).
+fn wait_until_equal(cluster: &Cluster, lines: &[String], tokens: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         match difference(cluster, lines) {
-            None => return,
+            None => break,
             Some(difference) if Instant::now() > deadline => panic!("{difference}"),
             Some(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+    let reference = common::Server::builder()
+        .embedded()
+        .env("RECAP_CURSOR_SECRET", cluster.env("RECAP_CURSOR_SECRET").expect("the cluster's cursor secret"))
+        .env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000")
+        .start();
+    reference.feed(lines);
+    for token in tokens {
+        let expected = rest_walk(&reference.base_url, token);
+        let actual = rest_walk(&cluster.query_apis[0].url, token);
+        assert!(expected.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {expected:?}");
+        if let Some((path, answer)) = expected.iter().find(|(path, answer)| actual.get(*path) != Some(answer)) {
+            panic!("GET {path} differs from the reference fold:\n  reference: {answer}\n  cluster:   {:?}", actual.get(path));
+        }
+        assert_eq!(
+            actual.len(),
+            expected.len(),
+            "the cluster's walk reached other paths: {:?}",
+            actual.keys().filter(|path| !expected.contains_key(*path)).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Every REST endpoint `token` reads, each page and each detail its lists lead to, as
+/// path → "status body" (an error as its status and code: its message and request id
+/// are each server's own).
+fn rest_walk(base_url: &str, token: &str) -> std::collections::BTreeMap<String, String> {
+    let mut answers = std::collections::BTreeMap::new();
+    let meetings = paged(&mut answers, base_url, token, "/meetings");
+    for id in ids(&meetings) {
+        fetch(&mut answers, base_url, token, &format!("/meetings/{id}?include=transcript"));
+    }
+    paged(&mut answers, base_url, token, "/action-items");
+    let notes = paged(&mut answers, base_url, token, "/shared-notes");
+    for id in ids(&notes) {
+        fetch(&mut answers, base_url, token, &format!("/shared-notes/{id}"));
+    }
+    let teams = fetch(&mut answers, base_url, token, "/teams");
+    for id in ids(teams["data"].as_array().map(Vec::as_slice).unwrap_or_default()) {
+        fetch(&mut answers, base_url, token, &format!("/teams/{id}/action-items?limit=200"));
+    }
+    answers
+}
+
+fn ids(items: &[serde_json::Value]) -> Vec<String> {
+    items.iter().filter_map(|item| item["id"].as_str().map(str::to_string)).collect()
+}
+
+fn fetch(answers: &mut std::collections::BTreeMap<String, String>, base_url: &str, token: &str, path: &str) -> serde_json::Value {
+    let (status, _, body) = get(&format!("{base_url}{path}"), Some(token));
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let shown = if status == 200 { body } else { json["error"]["code"].to_string() };
+    answers.insert(path.to_string(), format!("{status} {shown}"));
+    if status == 200 {
+        json
+    } else {
+        serde_json::Value::Null
+    }
+}
+
+/// A list endpoint's items, 200 a page, following next_cursor to the end.
+fn paged(answers: &mut std::collections::BTreeMap<String, String>, base_url: &str, token: &str, path: &str) -> Vec<serde_json::Value> {
+    let (mut items, mut cursor) = (Vec::new(), None::<String>);
+    for _ in 0..1_000 {
+        let page_path = match &cursor {
+            None => format!("{path}?limit=200"),
+            Some(cursor) => format!("{path}?limit=200&cursor={cursor}"),
+        };
+        let page = fetch(answers, base_url, token, &page_path);
+        items.extend(page["data"].as_array().cloned().unwrap_or_default());
+        match (&page["has_more"], page["next_cursor"].as_str()) {
+            (serde_json::Value::Bool(true), Some(next)) => cursor = Some(next.to_string()),
+            _ => return items,
+        }
+    }
+    panic!("{path}: over 1,000 pages");
 }
 
 /// The query-api's count of requests decided locally because Redis did not answer.

@@ -128,6 +128,13 @@ impl Role {
         }
     }
 
+    /// Sends SIGTERM and returns at once (the process keeps running while it drains).
+    pub fn terminate(&self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        }
+    }
+
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         self.stop_within(Duration::from_secs(60)).map(|(status, _)| status)
     }
@@ -206,6 +213,11 @@ impl Cluster {
         let query_apis = (0..2).map(|_| Role::spawn("query-api", vec!["query-api".into()], common.clone())).collect();
         let mcp = Role::spawn("mcp", vec!["mcp".into()], common.clone());
         Cluster { id, engines, projectors, query_apis, mcp, produced: AtomicU64::new(0), topic_prefix, keyspace, common_envs: common }
+    }
+
+    /// A setting every role of the cluster was started with.
+    pub fn env(&self, key: &str) -> Option<&str> {
+        self.common_envs.iter().rev().find(|(name, _)| name == key).map(|(_, value)| value.as_str())
     }
 
     /// Another projector in the same consumer group (rebalance tests).
