@@ -437,7 +437,8 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
             let started = Instant::now();
             let (status, headers, _) = get(&url, Some(&token));
             assert_eq!(status, 200, "served while redis is {stop}ped");
-            assert!(started.elapsed() < Duration::from_millis(1_000), "latency bounded by twice the limiter timeout: {:?}", started.elapsed());
+            // At most twice the limiter's timeout (300 ms), plus the request's own work.
+            assert!(started.elapsed() < Duration::from_millis(700), "latency bounded by twice the limiter timeout: {:?}", started.elapsed());
             assert!(headers.iter().any(|(name, _)| name == "x-quota-remaining"));
         }
         // Failing open goes on from the count Redis last reported: a used-up quota stays used up.
