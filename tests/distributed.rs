@@ -60,6 +60,13 @@ impl Drop for Outage {
     }
 }
 
+/// A Kafka client of the cluster's brokers in consumer group `group`, from the start.
+fn kafka_client(cluster: &Cluster, group: &str) -> rdkafka::config::ClientConfig {
+    let mut config = rdkafka::config::ClientConfig::new();
+    config.set("bootstrap.servers", &cluster.engines.brokers).set("group.id", group).set("auto.offset.reset", "earliest");
+    config
+}
+
 fn world(account: &str, token: &str) -> Vec<String> {
     vec![account_line(account), token_created(account, &format!("tok_{account}"), token, 1)]
 }
@@ -209,12 +216,7 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _context = runtime.enter();
-    let consumer: StreamConsumer = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", &cluster.engines.brokers)
-        .set("group.id", format!("{}-inspect", cluster.id))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
+    let consumer: StreamConsumer = kafka_client(&cluster, &format!("{}-inspect", cluster.id)).create().unwrap();
     consumer.subscribe(&[&format!("{}recap.deadletter.v1", cluster.topic_prefix)]).unwrap();
     let message = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await }).expect("a dead letter").unwrap();
     assert_eq!(message.payload(), Some(poison.as_bytes()), "the raw bytes, whole");
@@ -245,22 +247,17 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _context = runtime.enter();
-    let client = |group: &str| {
-        let mut config = rdkafka::config::ClientConfig::new();
-        config.set("bootstrap.servers", &cluster.engines.brokers).set("group.id", group).set("auto.offset.reset", "earliest");
-        config
-    };
     let meetings_topic = format!("{}recap.meetings.v1", cluster.topic_prefix);
     let dead_letter_topic = format!("{}recap.deadletter.v1", cluster.topic_prefix);
     // The projector's group, read without joining it: committed offsets only.
-    let group: BaseConsumer = client(&format!("{}-projector", cluster.id)).create().unwrap();
+    let group: BaseConsumer = kafka_client(&cluster, &format!("{}-projector", cluster.id)).create().unwrap();
     let ends = || -> Vec<i64> { (0..3).map(|partition| group.fetch_watermarks(&meetings_topic, partition, Duration::from_secs(10)).unwrap().1).collect() };
     let committed = |partition: i32| {
         let mut list = TopicPartitionList::new();
         list.add_partition(&meetings_topic, partition);
         group.committed_offsets(list, Duration::from_secs(10)).unwrap().find_partition(&meetings_topic, partition).unwrap().offset()
     };
-    let admin: AdminClient<DefaultClientContext> = client("unused").create().unwrap();
+    let admin: AdminClient<DefaultClientContext> = kafka_client(&cluster, "unused").create().unwrap();
     let set_max_message_bytes = |bytes: &str| {
         let alter = AlterConfig::new(ResourceSpecifier::Topic(&dead_letter_topic)).set("max.message.bytes", bytes);
         let results = runtime.block_on(admin.alter_configs(&[alter], &AdminOptions::new())).unwrap();
@@ -296,7 +293,7 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
     set_max_message_bytes("1048588");
     cluster.wait_projected();
     wait_until(Duration::from_secs(30), || committed(partition) == Offset::Offset(poison_offset + 2), || format!("committed {:?}", committed(partition)));
-    let reader: StreamConsumer = client(&format!("{}-inspect", cluster.id)).create().unwrap();
+    let reader: StreamConsumer = kafka_client(&cluster, &format!("{}-inspect", cluster.id)).create().unwrap();
     reader.subscribe(&[&dead_letter_topic]).unwrap();
     let letter = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), reader.recv()).await }).expect("the dead letter").unwrap();
     assert_eq!(letter.payload(), Some(poison.as_bytes()));
@@ -344,12 +341,7 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _context = runtime.enter();
-    let consumer: StreamConsumer = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", &cluster.engines.brokers)
-        .set("group.id", format!("{}-keys", cluster.id))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
+    let consumer: StreamConsumer = kafka_client(&cluster, &format!("{}-keys", cluster.id)).create().unwrap();
     let topics: Vec<String> = [accounts, meetings, sharing].iter().map(|topic| format!("{}{topic}", cluster.topic_prefix)).collect();
     consumer.subscribe(&topics.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
     let mut published = std::collections::HashMap::new();
