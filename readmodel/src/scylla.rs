@@ -68,6 +68,10 @@ fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
+fn corrupt(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(error.to_string())
+}
+
 fn cql_value(value: &Val) -> CqlValue {
     match value {
         Val::Text(text) => CqlValue::Text(text.clone()),
@@ -174,35 +178,30 @@ impl std::fmt::Display for ColumnSpec {
 
 /// The columns `table` has in CQL, by name.
 fn expected_columns(table: &Table) -> Vec<(&'static str, ColumnSpec)> {
-    let spec = |kind: &str, position: usize, kind_type: ColumnType, order: &str| ColumnSpec {
+    let spec = |kind: &str, position: i32, kind_type: ColumnType, order: &str| ColumnSpec {
         kind: kind.to_string(),
-        position: position as i32,
+        position,
         kind_type: crate::table::cql_type(kind_type).to_string(),
         order: order.to_string(),
     };
-    let mut columns: Vec<(&'static str, ColumnSpec)> =
-        table.partition.iter().enumerate().map(|(position, column)| (column.name, spec("partition_key", position, column.kind, "none"))).collect();
-    columns.extend(
-        table
-            .clustering
-            .iter()
-            .enumerate()
-            .map(|(position, column)| (column.name, spec("clustering", position, column.kind, if column.order == Order::Desc { "desc" } else { "asc" }))),
-    );
-    let regular = |kind_type: ColumnType| ColumnSpec { position: -1, ..spec("regular", 0, kind_type, "none") };
-    columns.push(("body", regular(ColumnType::Text)));
-    columns.push(("expires_at", regular(ColumnType::BigInt)));
-    columns
+    let partition = table.partition.iter().zip(0..).map(|(column, position)| (column.name, spec("partition_key", position, column.kind, "none")));
+    let clustering = table
+        .clustering
+        .iter()
+        .zip(0..)
+        .map(|(column, position)| (column.name, spec("clustering", position, column.kind, if column.order == Order::Desc { "desc" } else { "asc" })));
+    let regular = [("body", spec("regular", -1, ColumnType::Text, "none")), ("expires_at", spec("regular", -1, ColumnType::BigInt, "none"))];
+    partition.chain(clustering).chain(regular).collect()
 }
 
 /// Every column of every table of `keyspace`, by table then column name.
 async fn existing_columns(session: &Session, keyspace: &str) -> Result<HashMap<String, HashMap<String, ColumnSpec>>, StoreError> {
     let cql = "SELECT table_name, column_name, kind, position, type, clustering_order FROM system_schema.columns WHERE keyspace_name = ?";
     let result = session.query_unpaged(cql, (keyspace.to_ascii_lowercase(),)).await.map_err(unavailable)?;
-    let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    let rows = result.into_rows_result().map_err(corrupt)?;
     let mut tables: HashMap<String, HashMap<String, ColumnSpec>> = HashMap::new();
-    for row in rows.rows::<(String, String, String, i32, String, String)>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
-        let (table, column, kind, position, kind_type, order) = row.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    for row in rows.rows::<(String, String, String, i32, String, String)>().map_err(corrupt)? {
+        let (table, column, kind, position, kind_type, order) = row.map_err(corrupt)?;
         tables.entry(table).or_default().insert(column, ColumnSpec { kind, position, kind_type, order });
     }
     Ok(tables)
@@ -211,7 +210,7 @@ async fn existing_columns(session: &Session, keyspace: &str) -> Result<HashMap<S
 async fn keyspace_exists(session: &Session, keyspace: &str) -> Result<bool, StoreError> {
     let cql = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?";
     let result = session.query_unpaged(cql, (keyspace.to_ascii_lowercase(),)).await.map_err(unavailable)?;
-    Ok(result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?.rows_num() > 0)
+    Ok(result.into_rows_result().map_err(corrupt)?.rows_num() > 0)
 }
 
 impl ScyllaDriver {
@@ -282,11 +281,11 @@ impl ScyllaDriver {
             if existing.contains_key(table.name) {
                 continue;
             }
-            // The statement's comment line is dropped: only the CREATE goes out.
-            let statement: String = table.cql().lines().filter(|line| !line.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
-            session.query_unpaged(statement.trim().trim_end_matches(';').to_string(), ()).await.map_err(unavailable)?;
+            session.query_unpaged(table.create_statement(), ()).await.map_err(unavailable)?;
             migration.tables_created.push(table.name.to_string());
         }
+        let altered: std::collections::HashSet<&str> = alters.iter().map(|(table, _, _)| *table).collect();
+        migration.tables_unchanged = tables.len() - migration.tables_created.len() - altered.len();
         for (table, column, kind_type) in alters {
             let added = session.query_unpaged(format!("ALTER TABLE {table} ADD {column} {kind_type}"), ()).await;
             if let Err(error) = added {
@@ -298,8 +297,6 @@ impl ScyllaDriver {
             }
             migration.columns_added.push(format!("{table}.{column}"));
         }
-        let altered: std::collections::HashSet<&str> = migration.columns_added.iter().filter_map(|added| added.split('.').next()).collect();
-        migration.tables_unchanged = tables.len() - migration.tables_created.len() - altered.len();
         session.await_schema_agreement().await.map_err(unavailable)?;
         Ok(migration)
     }
@@ -427,9 +424,9 @@ impl Driver for ScyllaDriver {
         }
         let statement = self.prepared(cql).await?;
         let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
-        let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let rows = result.into_rows_result().map_err(corrupt)?;
         let now = now_micros();
-        let first = rows.maybe_first_row::<CqlRow>().map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let first = rows.maybe_first_row::<CqlRow>().map_err(corrupt)?;
         match first {
             Some(row) => Ok(Self::to_row(table, row, now)?.ok()),
             None => Ok(None),
@@ -527,10 +524,10 @@ fn visit_rows<F>(result: QueryResult, read: &mut usize, visit: &mut F) -> Result
 where
     F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
 {
-    let rows = result.into_rows_result().map_err(|error| StoreError::Corrupt(error.to_string()))?;
-    for row in rows.rows::<ColumnIterator>().map_err(|error| StoreError::Corrupt(error.to_string()))? {
+    let rows = result.into_rows_result().map_err(corrupt)?;
+    for row in rows.rows::<ColumnIterator>().map_err(corrupt)? {
         *read += 1;
-        if visit(row.map_err(|error| StoreError::Corrupt(error.to_string()))?)?.is_break() {
+        if visit(row.map_err(corrupt)?)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }
     }
@@ -589,7 +586,7 @@ impl ScyllaDriver {
         let (mut found, mut dropped_last) = (Vec::<Row>::new(), None);
         let read = self
             .select_rows(table, partition, range, limit, |columns| {
-                let row = CqlRow::deserialize(columns).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                let row = CqlRow::deserialize(columns).map_err(corrupt)?;
                 match Self::to_row(table, row, now)? {
                     Ok(row) => {
                         dropped_last = None;

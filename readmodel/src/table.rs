@@ -133,10 +133,15 @@ impl Table {
         Ordering::Equal
     }
 
-    /// The CQL statement creating this table (valid on ScyllaDB and Cassandra 5).
+    /// This table's entry of `schemas/cql/recap.cql`: its doc comment and its
+    /// [`Table::create_statement`].
     pub fn cql(&self) -> String {
+        format!("-- {}\n{};\n", self.doc, self.create_statement())
+    }
+
+    /// The CQL statement creating this table (valid on ScyllaDB and Cassandra 5).
+    pub fn create_statement(&self) -> String {
         let mut cql = String::new();
-        let _ = writeln!(cql, "-- {}", self.doc);
         let _ = writeln!(cql, "CREATE TABLE IF NOT EXISTS {} (", self.name);
         for column in self.partition {
             let _ = writeln!(cql, "    {} {},", column.name, cql_type(column.kind));
@@ -158,7 +163,6 @@ impl Table {
                 self.clustering.iter().map(|column| format!("{} {}", column.name, if column.order == Order::Desc { "DESC" } else { "ASC" })).collect();
             let _ = write!(cql, " WITH CLUSTERING ORDER BY ({})", order.join(", "));
         }
-        cql.push_str(";\n");
         cql
     }
 }
