@@ -142,8 +142,8 @@ impl Role {
     /// SIGTERM, then waits up to `limit` for the exit: the status and whether the
     /// process exited by itself (past `limit` it is killed). None if it was not running.
     pub fn stop_within(&mut self, limit: Duration) -> Option<(std::process::ExitStatus, bool)> {
+        self.terminate();
         let mut child = self.child.take()?;
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let deadline = Instant::now() + limit;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
