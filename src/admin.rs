@@ -55,6 +55,7 @@ async fn progress(State(state): State<AdminState>) -> Response {
         "stale": snapshot.stale,
         "skipped_unknown": snapshot.skipped_unknown,
         "dead_lettered": snapshot.dead_lettered,
+        "fenced": state.stats.fenced.load(std::sync::atomic::Ordering::Relaxed),
     });
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }

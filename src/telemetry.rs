@@ -294,7 +294,8 @@ async fn observe(request: Request, next: Next) -> Response {
 }
 
 /// Publishes a projector's live counters: `recap.projector.events{outcome}`,
-/// `recap.projector.partition_lag{partition}` (Kafka), `recap.projector.log_lag`
+/// `recap.projector.fenced` and `recap.projector.partition_lag{partition}` (Kafka),
+/// `recap.projector.log_lag`
 /// (bytes of the embedded log not applied yet) and `recap.projector.newest_event_age`.
 pub fn observe_projector(stats: Arc<recap_projector::Stats>, log: Option<recap_projector::EventLog>) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -312,6 +313,15 @@ pub fn observe_projector(stats: Arc<recap_projector::Stats>, log: Option<recap_p
             observer.observe(snapshot.dead_lettered, &[KeyValue::new("outcome", "dead_lettered")]);
         })
         .build();
+    if log.is_none() {
+        let fenced = stats.clone();
+        meter
+            .u64_observable_counter("recap.projector.fenced")
+            .with_unit("{message}")
+            .with_description("Kafka messages dropped unapplied because their partition was revoked; its next holder applies them")
+            .with_callback(move |observer| observer.observe(fenced.fenced.load(Relaxed), &[]))
+            .build();
+    }
     let lags = stats.clone();
     meter
         .i64_observable_gauge("recap.projector.partition_lag")

@@ -396,6 +396,47 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
     wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
+// "on revoke, in-flight writes of the lost partitions are finished or fenced before the
+// rebalance completes" (issue #5), with the revoke forced while a batch waits for the
+// store: both projectors hold a batch Cassandra refuses when one of them leaves. The
+// other keeps serving the group between attempts, so the rebalance completes while
+// Cassandra is still away (rather than when the store returns, or when
+// `max.poll.interval.ms` runs out); its held batch loses the messages of the revoked
+// partitions, and the new assignment applies them from the committed offsets.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_revoke_while_a_batch_waits_for_the_store_fences_it_and_the_rebalance_completes() {
+    let mut cluster = Cluster::start(&[unlimited(), ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
+    let lines = stream(3_000, 5);
+    cluster.produce(&lines[..1_500]);
+    cluster.add_projector();
+    wait_until(
+        Duration::from_secs(60),
+        || cluster.projectors[0].progress().0 + cluster.projectors[1].progress().0 == 9 && cluster.projectors[1].progress().0 > 0,
+        || format!("the group never shared the 9 partitions: {} / {}", cluster.projectors[0].progress_json(), cluster.projectors[1].progress_json()),
+    );
+    cluster.wait_projected();
+    let held_before = cluster.projectors[0].progress().0;
+
+    let outage = Outage::begin("cassandra.sh", "stop", "start");
+    cluster.produce(&lines[1_500..]);
+    // Time for both to receive a batch and fail its first attempts.
+    std::thread::sleep(Duration::from_secs(4));
+    let accounted = cluster.projectors[0].progress().1;
+    let (status, by_itself) = cluster.projectors[1].stop_within(Duration::from_secs(15)).expect("the second projector was running");
+    assert!(by_itself && status.success(), "the second projector leaves while the store is away: {status:?}");
+    wait_until(
+        Duration::from_secs(30),
+        || cluster.projectors[0].progress().0 == 9,
+        || format!("the rebalance did not complete while the store was away (held {held_before} before): {}", cluster.projectors[0].progress_json()),
+    );
+    let progress = cluster.projectors[0].progress_json();
+    assert!(progress["fenced"].as_u64().unwrap_or(0) > 0, "the held batch's messages of the revoked partitions were fenced: {progress}");
+    assert_eq!(common::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
+    outage.end();
+    wait_until_equal(&cluster, &lines, &stream_tokens());
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn kafka_broker_killed_and_restarted_loses_nothing() {

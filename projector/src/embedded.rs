@@ -55,6 +55,9 @@ pub struct Stats {
     pub dead_lettered: AtomicU64,
     /// Micros since epoch of the newest applied event's occurred_at (freshness).
     pub newest_occurred_at_us: AtomicU64,
+    /// Kafka: messages received and then dropped unapplied because their partition was
+    /// revoked (its next holder applies them from the committed offset).
+    pub fenced: AtomicU64,
     /// Kafka: events not yet applied per `topic/partition`.
     pub partition_lag: std::sync::Mutex<std::collections::BTreeMap<String, i64>>,
 }

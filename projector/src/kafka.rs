@@ -11,11 +11,16 @@
 //!   held, so one that fails is covered by the next; the last is made again,
 //!   synchronously, before partitions are revoked and before the projector stops.
 //! - Rebalances happen only inside `recv()`, and `recv()` is called only between
-//!   batches, so no write is in flight when partitions are revoked. Messages already
-//!   buffered from a revoked partition are fenced: dropped unprocessed and uncommitted
-//!   (the partition's next owner reads them from the committed offset).
-//! - A transient store error retries the whole batch with backoff without storing any
-//!   offset; the projection is idempotent, so retrying is safe.
+//!   batches and between the attempts of a batch the store refused, so no write is in
+//!   flight when partitions are revoked. Messages received from a revoked partition are
+//!   fenced: dropped unprocessed and uncommitted, whether they wait for the next batch
+//!   or belong to the batch being retried (the partition's next owner reads them from
+//!   the committed offset).
+//! - A transient store error retries the batch with backoff without storing any
+//!   offset; the projection is idempotent, so retrying is safe. While it waits, the
+//!   consumer keeps polling with its partitions paused: it stays in the group however
+//!   long the store is away (`max.poll.interval.ms` never runs out), and a rebalance
+//!   completes within one attempt instead of waiting for the store to return.
 //! - Invalid events go to the dead-letter topic with their raw bytes and headers naming
 //!   the source topic, partition, offset and reason; if that produce fails, the batch
 //!   is retried and no offset advances.
@@ -87,6 +92,47 @@ impl Written {
             offsets.add_partition_offset(topic, *partition, rdkafka::Offset::Offset(*offset))?;
         }
         Ok(offsets)
+    }
+}
+
+/// Messages received and not yet written, each with the sequence number it was
+/// received at (see [`Fence::revoked_at`]).
+#[derive(Default)]
+struct Held {
+    sequences: Vec<u64>,
+    messages: Vec<OwnedMessage>,
+}
+
+impl Held {
+    fn push(&mut self, fence: &Fence, message: OwnedMessage) {
+        self.sequences.push(fence.received.fetch_add(1, Ordering::SeqCst));
+        self.messages.push(message);
+    }
+
+    fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Drops the messages received before their partition's last revocation; returns
+    /// how many.
+    fn fence(&mut self, fence: &Fence) -> usize {
+        let revoked = fence.revoked_at.lock().map(|revoked| revoked.clone()).unwrap_or_default();
+        if revoked.is_empty() {
+            return 0;
+        }
+        let before = self.messages.len();
+        let held = std::mem::take(self);
+        for (sequence, message) in held.sequences.into_iter().zip(held.messages) {
+            if revoked.get(&(message.topic().to_string(), message.partition())).is_none_or(|at| sequence >= *at) {
+                self.sequences.push(sequence);
+                self.messages.push(message);
+            }
+        }
+        before - self.messages.len()
     }
 }
 
@@ -312,74 +358,154 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
     // events or retries a batch the store refuses (when it matters most).
     let lag_refresher = tokio::spawn(refresh_lag(consumer.clone(), stats.clone()));
     let _stop_refresher = AbortOnDrop(lag_refresher);
+    // Messages received while a refused batch waited, for the next batch.
+    let mut carried = Held::default();
     loop {
         // Collect a batch: wait for one message, then take what arrives within batch_wait.
-        let mut received: Vec<(u64, OwnedMessage)> = Vec::new();
-        let first = tokio::select! {
-            message = consumer.recv() => message,
-            _ = shutdown.changed() => break,
-        };
-        match first {
-            Ok(message) => received.push((fence.received.fetch_add(1, Ordering::SeqCst), message.detach())),
-            Err(error) => {
-                tracing::warn!(%error, "kafka consumer error");
-                continue;
+        let mut batch = std::mem::take(&mut carried);
+        if batch.is_empty() {
+            let first = tokio::select! {
+                message = consumer.recv() => message,
+                _ = shutdown.changed() => break,
+            };
+            match first {
+                Ok(message) => batch.push(&fence, message.detach()),
+                Err(error) => {
+                    tracing::warn!(%error, "kafka consumer error");
+                    continue;
+                }
             }
         }
         let deadline = tokio::time::Instant::now() + config.batch_wait;
-        while received.len() < config.max_batch {
+        while batch.len() < config.max_batch {
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
-                Ok(Ok(message)) => received.push((fence.received.fetch_add(1, Ordering::SeqCst), message.detach())),
+                Ok(Ok(message)) => batch.push(&fence, message.detach()),
                 Ok(Err(error)) => tracing::warn!(%error, "kafka consumer error"),
                 Err(_) => break,
             }
         }
         // Fence what was received from partitions revoked since.
-        let messages: Vec<OwnedMessage> = {
-            let revoked = fence.revoked_at.lock().map(|revoked| revoked.clone()).unwrap_or_default();
-            received
-                .into_iter()
-                .filter(|(sequence, message)| revoked.get(&(message.topic().to_string(), message.partition())).is_none_or(|at| sequence >= at))
-                .map(|(_, message)| message)
-                .collect()
-        };
-        if messages.is_empty() {
+        stats.fenced.fetch_add(batch.fence(&fence) as u64, Ordering::Relaxed);
+        if batch.is_empty() {
             continue;
         }
-        let spans = batch_spans(&messages);
+        let mut spans = batch_spans(&batch.messages);
+        let mut paused = Paused::default();
         let mut backoff = Duration::from_millis(50);
-        loop {
+        let written = loop {
             // The store's spans hang under the batch's first partition span.
-            match apply_batch(&driver, &producer, &config, &messages, &stats).instrument(spans.first().cloned().unwrap_or_else(tracing::Span::none)).await {
-                Ok(()) => break,
+            match apply_batch(&driver, &producer, &config, &batch.messages, &stats).instrument(spans.first().cloned().unwrap_or_else(tracing::Span::none)).await
+            {
+                Ok(()) => break true,
                 Err(error) => {
-                    tracing::warn!(%error, backoff_ms = backoff.as_millis() as u64, events = messages.len(), "batch not written; retrying without advancing");
+                    tracing::warn!(%error, backoff_ms = backoff.as_millis() as u64, events = batch.len(), "batch not written; retrying without advancing");
+                    paused.assignment(consumer.as_ref());
                     // A stop asked for while the store refuses is not held up by it: the
                     // batch's offsets are not committed, so whoever owns its partitions
                     // next applies it again (the projection is idempotent).
-                    let stopping = *shutdown.borrow()
-                        || tokio::select! {
-                            _ = tokio::time::sleep(backoff) => false,
-                            _ = shutdown.changed() => true,
-                        };
+                    let stopping = *shutdown.borrow() || serve_group(consumer.as_ref(), &fence, backoff, &mut shutdown, &mut carried, &mut paused).await;
                     if stopping {
-                        tracing::info!(events = messages.len(), "stopping with a batch not written; it is applied again from the committed offsets");
+                        tracing::info!(events = batch.len(), "stopping with a batch not written; it is applied again from the committed offsets");
                         fence.commit_pending(consumer.as_ref());
                         return Ok(());
+                    }
+                    // Partitions revoked meanwhile belong to another member now: their
+                    // messages leave the batch before the next attempt.
+                    let fenced = batch.fence(&fence);
+                    stats.fenced.fetch_add(fenced as u64, Ordering::Relaxed);
+                    if fenced > 0 {
+                        tracing::info!(fenced, events = batch.len(), "partitions of the batch were revoked while it waited; their messages are fenced");
+                        spans = batch_spans(&batch.messages);
+                    }
+                    if batch.is_empty() {
+                        break false;
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
+        };
+        if written {
+            // Every write of the batch is acknowledged: commit each partition's next offset.
+            fence.commit_written(consumer.as_ref(), &batch.messages);
         }
-        // Every write of the batch is acknowledged: commit each partition's next offset.
-        fence.commit_written(consumer.as_ref(), &messages);
         drop(spans);
+        paused.resume(consumer.as_ref());
         if *shutdown.borrow() {
             break;
         }
     }
     fence.commit_pending(consumer.as_ref());
     Ok(())
+}
+
+/// Partitions paused while a refused batch waits, so that polling the consumer for the
+/// group's sake delivers (almost) no message.
+#[derive(Default)]
+struct Paused {
+    partitions: Option<TopicPartitionList>,
+}
+
+impl Paused {
+    /// Pauses every assigned partition, once per batch.
+    fn assignment<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C) {
+        if self.partitions.is_some() {
+            return;
+        }
+        let assignment = consumer.assignment().unwrap_or_default();
+        if let Err(error) = consumer.pause(&assignment) {
+            tracing::warn!(%error, "pausing the assignment failed");
+        }
+        self.partitions = Some(assignment);
+    }
+
+    /// Pauses one more partition (assigned while the batch waited).
+    fn one<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C, topic: &str, partition: i32) {
+        let mut one = TopicPartitionList::new();
+        one.add_partition(topic, partition);
+        if let Err(error) = consumer.pause(&one) {
+            tracing::warn!(%error, topic, partition, "pausing a partition failed");
+        }
+        self.partitions.get_or_insert_with(TopicPartitionList::new).add_partition(topic, partition);
+    }
+
+    /// Resumes what was paused, and the whole assignment: a pause outlives a revocation,
+    /// and a partition given back later must not stay paused.
+    fn resume<C: Consumer<X>, X: ConsumerContext>(self, consumer: &C) {
+        let Some(paused) = self.partitions else { return };
+        for partitions in [paused, consumer.assignment().unwrap_or_default()] {
+            if let Err(error) = consumer.resume(&partitions) {
+                tracing::warn!(%error, "resuming partitions failed");
+            }
+        }
+    }
+}
+
+/// Polls the consumer for `wait` (or until a stop is asked for: true), so that the
+/// member keeps its place in the group and takes part in rebalances while a batch waits
+/// for the store. A message that still arrives (from a partition assigned meanwhile, or
+/// received just before the pause) is kept for the next batch and its partition paused.
+async fn serve_group<C: ConsumerContext + 'static>(
+    consumer: &StreamConsumer<C>,
+    fence: &Fence,
+    wait: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+    carried: &mut Held,
+    paused: &mut Paused,
+) -> bool {
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        tokio::select! {
+            message = consumer.recv() => match message {
+                Ok(message) => {
+                    paused.one(consumer, message.topic(), message.partition());
+                    carried.push(fence, message.detach());
+                }
+                Err(error) => tracing::warn!(%error, "kafka consumer error"),
+            },
+            _ = tokio::time::sleep_until(until) => return false,
+            _ = shutdown.changed() => return true,
+        }
+    }
 }
 
 /// How often the per-partition lag is refreshed, busy or idle.
