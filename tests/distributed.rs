@@ -6,7 +6,8 @@
 //!
 //! Every fault ends with the read model compared against a reference fold of everything
 //! produced (the same events projected once, in order, into an embedded store): nothing
-//! lost, nothing doubled.
+//! lost, nothing doubled. Then every REST endpoint and MCP tool the stream's accounts
+//! read is compared over HTTP with the embedded edition serving that fold.
 
 mod common;
 
@@ -126,6 +127,9 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
                 let id = format!("mtg_{n}");
                 let mut spec = MeetingSpec::new(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
                 spec.items = vec![item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
+                if n.is_multiple_of(4) {
+                    spec.series_id = Some(["ser_a", "ser_b"][n / 4 % 2]);
+                }
                 spec.event(next(id.clone()))
             }
             6 => transcript(owner(n), &format!("mtg_{n}"), "hello world", Some(vec![word("hello", 0)]), next(format!("mtg_{n}"))),
@@ -853,8 +857,9 @@ fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl Fn
 }
 
 /// Waits until the read model in Cassandra equals the reference fold of `lines`, then
-/// compares every REST endpoint `tokens` read, over HTTP, between the cluster's
-/// query-api and the embedded edition fed `lines` (the reference fold served).
+/// compares every REST endpoint and every MCP tool `tokens` read, over HTTP, between the
+/// cluster's query-api and mcp processes and the embedded edition fed `lines` (the
+/// reference fold served).
 fn wait_until_equal(cluster: &Cluster, lines: &[String], tokens: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
@@ -870,19 +875,111 @@ fn wait_until_equal(cluster: &Cluster, lines: &[String], tokens: &[String]) {
         .env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000")
         .start();
     reference.feed(lines);
+    let mut mcp_answered = 0;
     for token in tokens {
         let expected = rest_walk(&reference.base_url, token);
         let actual = rest_walk(&cluster.query_apis[0].url, token);
         assert!(expected.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {expected:?}");
-        if let Some((path, answer)) = expected.iter().find(|(path, answer)| actual.get(*path) != Some(answer)) {
-            panic!("GET {path} differs from the reference fold:\n  reference: {answer}\n  cluster:   {:?}", actual.get(path));
+        same_walk("GET", &expected, &actual);
+        // (Accounts on a plan without MCP get the same 402 from both.)
+        let expected = McpWalk::of(&reference.mcp_url, token);
+        let actual = McpWalk::of(&cluster.mcp.url, token);
+        mcp_answered += expected.values().filter(|answer| !answer.starts_with("error ")).count();
+        same_walk("MCP", &expected, &actual);
+    }
+    assert!(mcp_answered >= 5 || tokens.len() == 1, "the MCP walks of the reference answered {mcp_answered} calls");
+}
+
+/// Fails on the first request whose answer differs between the two walks, or when one
+/// walk went where the other did not.
+fn same_walk(kind: &str, expected: &std::collections::BTreeMap<String, String>, actual: &std::collections::BTreeMap<String, String>) {
+    if let Some((request, answer)) = expected.iter().find(|(request, answer)| actual.get(*request) != Some(answer)) {
+        panic!("{kind} {request} differs from the reference fold:\n  reference: {answer}\n  cluster:   {:?}", actual.get(request));
+    }
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "the cluster's {kind} walk reached other requests: {:?}",
+        actual.keys().filter(|request| !expected.contains_key(*request)).collect::<Vec<_>>()
+    );
+}
+
+/// Every MCP tool a token can call on what its lists and searches return: each page of
+/// the paginated tools (following `next_offset`), and for every listed meeting its
+/// detail, transcript pages and recurring history; for every shared note found, the note.
+/// As "tool arguments" → the result's text (an error as its code: messages may differ).
+struct McpWalk {
+    agent: ureq::Agent,
+    url: String,
+    token: String,
+    answers: std::collections::BTreeMap<String, String>,
+}
+
+impl McpWalk {
+    fn of(url: &str, token: &str) -> std::collections::BTreeMap<String, String> {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut walk = McpWalk { agent, url: url.to_string(), token: token.to_string(), answers: Default::default() };
+        let meetings = walk.paged("list_meetings", serde_json::json!({"limit": 200}), "meetings");
+        for id in ids(&meetings) {
+            walk.call("get_meeting", serde_json::json!({"meeting_id": id}));
+            walk.paged("get_meeting_transcript", serde_json::json!({"meeting_id": id, "limit": 500}), "words");
+            walk.paged("get_recurring_meeting_history", serde_json::json!({"meeting_id": id, "limit": 200}), "meetings");
         }
-        assert_eq!(
-            actual.len(),
-            expected.len(),
-            "the cluster's walk reached other paths: {:?}",
-            actual.keys().filter(|path| !expected.contains_key(*path)).collect::<Vec<_>>()
-        );
+        for query in ["budget", "DESIGN sync", "review"] {
+            walk.paged("search_meetings", serde_json::json!({"query": query, "limit": 200}), "meetings");
+        }
+        walk.paged("list_pending_action_items", serde_json::json!({"limit": 200}), "action_items");
+        for query in ["budget decisions", "planning", "nowhere"] {
+            let found = walk.call("search_shared_notes", serde_json::json!({"query": query, "limit": 20}));
+            for result in found["results"].as_array().cloned().unwrap_or_default() {
+                if let Some(share_id) = result["share_id"].as_str() {
+                    walk.call("get_shared_note", serde_json::json!({"share_id": share_id}));
+                }
+            }
+        }
+        walk.answers
+    }
+
+    /// One `tools/call`; its result's JSON (null for an error).
+    fn call(&mut self, name: &str, arguments: serde_json::Value) -> serde_json::Value {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+        let mut response = self
+            .agent
+            .post(&self.url)
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .send(body.to_string())
+            .expect("MCP request");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let data = text.lines().find_map(|line| line.strip_prefix("data:")).unwrap_or(&text);
+        let reply: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
+        let result_text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
+        let result: serde_json::Value = serde_json::from_str(&result_text).unwrap_or_default();
+        let (shown, value) = if status != 200 || reply["result"].is_null() {
+            (format!("error {status} {}", reply["error"]["code"]), serde_json::Value::Null)
+        } else if reply["result"]["isError"] == true {
+            (format!("error {}", result["error"]["code"]), serde_json::Value::Null)
+        } else {
+            (result_text, result)
+        };
+        self.answers.insert(format!("{name} {arguments}"), shown);
+        value
+    }
+
+    /// A paginated tool's items, following `pagination.next_offset` to the end.
+    fn paged(&mut self, name: &str, arguments: serde_json::Value, items: &str) -> Vec<serde_json::Value> {
+        let (mut all, mut arguments) = (Vec::new(), arguments);
+        for _ in 0..1_000 {
+            let page = self.call(name, arguments.clone());
+            all.extend(page[items].as_array().cloned().unwrap_or_default());
+            match page["pagination"]["next_offset"].as_u64() {
+                Some(next) => arguments["offset"] = next.into(),
+                None => return all,
+            }
+        }
+        panic!("{name}: over 1,000 pages");
     }
 }
 
