@@ -173,6 +173,9 @@ impl Envelope {
         if raw.version == 0 || raw.version > MAX_VERSION {
             return Err(DecodeError::Invalid(format!("envelope: version {} is outside 1..2^53", raw.version)));
         }
+        if raw.id.is_empty() {
+            return Err(DecodeError::Invalid("envelope: id is empty".into()));
+        }
         if raw.id.len() > MAX_ID_BYTES {
             return Err(DecodeError::Invalid(format!("envelope: id is {} bytes, longer than {MAX_ID_BYTES}", raw.id.len())));
         }
@@ -232,7 +235,9 @@ pub fn decode_data(event_type: &str, data: &str) -> Result<Event, DecodeError> {
 /// so a longer one is refused with the event, named, instead of failing its write.
 pub const MAX_ID_BYTES: usize = 256;
 
-/// Every identifier of the event, with its field name, is at most [`MAX_ID_BYTES`].
+/// Every identifier of the event, with its field name, is 1 to [`MAX_ID_BYTES`] bytes:
+/// an empty one names nothing (no request could ask for it: a path segment or filter is
+/// at least one byte), so the event is refused rather than projected under it.
 fn check_ids(event_type: &str, event: &Event) -> Result<(), DecodeError> {
     let mut ids: Vec<(&str, &str)> = Vec::with_capacity(8);
     match event {
@@ -280,7 +285,8 @@ fn check_ids(event_type: &str, event: &Event) -> Result<(), DecodeError> {
         }
         Event::TeamActionItemDeleted(e) => ids.extend([("team_id", e.team_id.as_str()), ("item_id", &e.item_id)]),
     }
-    match ids.into_iter().find(|(_, id)| id.len() > MAX_ID_BYTES) {
+    match ids.into_iter().find(|(_, id)| id.is_empty() || id.len() > MAX_ID_BYTES) {
+        Some((field, "")) => Err(DecodeError::Invalid(format!("{event_type}: data: {field} is empty"))),
         Some((field, id)) => Err(DecodeError::Invalid(format!("{event_type}: data: {field} is {} bytes, longer than {MAX_ID_BYTES}", id.len()))),
         None => Ok(()),
     }

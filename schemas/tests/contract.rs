@@ -266,6 +266,32 @@ fn id_paths(value: &Value, path: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
 }
 
 #[test]
+fn an_empty_identifier_makes_the_event_invalid_naming_the_field() {
+    let mut checked = 0;
+    for example in examples() {
+        let event_type = example["type"].as_str().unwrap().to_string();
+        let mut paths = Vec::new();
+        id_paths(&example, &mut Vec::new(), &mut paths);
+        for path in paths {
+            let mut empty = example.clone();
+            *at_path(&mut empty, &path) = json!("");
+            match decode(&empty) {
+                Err(DecodeError::Invalid(reason)) => {
+                    let field = path.iter().rev().find_map(Value::as_str).unwrap();
+                    assert!(reason.ends_with("is empty") && reason.contains(field), "{event_type} {path:?}: the reason {reason:?} must name {field}");
+                }
+                other => panic!("{event_type}: an empty id at {path:?} must be invalid, got {other:?}"),
+            }
+            checked += 1;
+        }
+        let mut no_event_id = example.clone();
+        no_event_id["id"] = json!("");
+        assert!(matches!(decode(&no_event_id), Err(DecodeError::Invalid(reason)) if reason == "envelope: id is empty"), "{event_type}: an empty event id");
+    }
+    assert!(checked >= 30, "only {checked} identifiers checked");
+}
+
+#[test]
 fn identifiers_longer_than_256_bytes_make_the_event_invalid_naming_the_field() {
     let mut checked = 0;
     for example in examples() {
