@@ -1,6 +1,13 @@
 //! A seeded world for router tests: a store filled through the real projection (a
 //! temporary embedded store, or with `RECAP_TEST_STORE=scylla` a keyspace of its own on
 //! the real cluster), the REST router over it, and a manual clock driving the limiter.
+//!
+//! The same suite also runs against the distributed edition (`tests/rest_router.rs` at
+//! the workspace root): there `crate::remote::start` gives each world a cluster of its
+//! own (one projector, two query-api processes over Kafka, Cassandra and Redis); its
+//! events are produced to Kafka and its requests go over HTTP to the two processes in
+//! turn. Tests that drive the clock, inject store faults or supply their own limiter
+//! build their world with `World::in_process` and run in this process in both runs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -276,17 +283,27 @@ impl Driver for FaultyDriver {
     }
 }
 
-#[allow(dead_code)]
+/// A distributed edition a world runs against instead of the in-process router.
+pub trait Remote: Send + Sync {
+    /// Publishes the events to Kafka and returns once the projector accounted for them.
+    fn apply(&self, events: &[String]);
+    /// `http://127.0.0.1:<port>` of each query-api process.
+    fn origins(&self) -> Vec<String>;
+}
+
+enum Backend {
+    Router { _dir: tempfile::TempDir, _store: recap_readmodel::testing::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
+    Remote { remote: Box<dyn Remote>, next: AtomicU64, sticky: bool },
+}
+
 pub struct World {
-    _dir: tempfile::TempDir,
-    _store: recap_readmodel::testing::TestStore,
-    pub driver: Arc<dyn Driver>,
+    backend: Backend,
+    /// The store fault the in-process router's reads meet (`set_fault`).
     pub fault: Arc<std::sync::atomic::AtomicU8>,
-    /// Scans the router's reads have started.
+    /// Scans the in-process router's reads have started.
     pub scans: Arc<AtomicU64>,
-    pub readmodel: ReadModel,
+    /// The in-process limiter's clock.
     pub clock: ManualClock,
-    pub router: axum::Router,
     position: i64,
 }
 
@@ -299,12 +316,35 @@ impl World {
         World::new(&standard_events()).await
     }
 
+    /// The router with `config` over the seeded store, in this process or, in the
+    /// distributed run, served by a cluster started with the same settings.
     pub async fn with_config(events: &[String], config: RestConfig) -> World {
+        match crate::remote::start(&config) {
+            Some(remote) => {
+                // A token cache is per process: such a world asks one process only.
+                let sticky = config.token_cache_ms > 0;
+                let mut world = World {
+                    backend: Backend::Remote { remote, next: AtomicU64::new(0), sticky },
+                    fault: Arc::default(),
+                    scans: Arc::default(),
+                    clock: ManualClock::at(Timestamp::parse(NOW).unwrap()),
+                    position: 0,
+                };
+                world.apply(events).await;
+                world
+            }
+            None => World::in_process(events, config).await,
+        }
+    }
+
+    /// The router in this process in every run: for tests that drive its clock, make its
+    /// store fail, or time a per-process cache.
+    pub async fn in_process(events: &[String], config: RestConfig) -> World {
         World::with_limiter(events, config, |clock, _| Arc::new(InProcessLimiter::new(Arc::new(clock)))).await
     }
 
     /// A world whose router asks the limiter `limiter` makes from the world's clock and
-    /// its count of started scans.
+    /// its count of started scans (in this process in every run).
     pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
         let store = recap_readmodel::testing::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
@@ -314,30 +354,50 @@ impl World {
         let readmodel = ReadModel::new(Arc::new(FaultyDriver { inner: driver.clone(), fault: fault.clone(), scans: scans.clone() }));
         let clock = ManualClock::at(Timestamp::parse(NOW).unwrap());
         let limiter = limiter(clock.clone(), scans.clone());
-        let state = RestState::new(readmodel.clone(), Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
-        let mut world = World { _dir: dir, _store: store, driver, fault, scans, readmodel, clock, router: router(state), position: 0 };
+        let state = RestState::new(readmodel, Plans::default(), limiter, b"test cursor secret, 32 bytes long!".to_vec(), &config);
+        let backend = Backend::Router { _dir: dir, _store: store, driver, router: router(state) };
+        let mut world = World { backend, fault, scans, clock, position: 0 };
         world.apply(events).await;
         world
     }
 
     pub async fn apply(&mut self, events: &[String]) {
-        let mut batch = Batch::new(self.driver.clone());
-        for line in events {
-            self.position += 1;
-            let envelope = recap_schemas::Envelope::decode(line.as_bytes()).unwrap_or_else(|error| panic!("{error}: {line}"));
-            batch.apply(&envelope, self.position).await.unwrap();
+        match &self.backend {
+            Backend::Router { driver, .. } => {
+                let mut batch = Batch::new(driver.clone());
+                for line in events {
+                    self.position += 1;
+                    let envelope = recap_schemas::Envelope::decode(line.as_bytes()).unwrap_or_else(|error| panic!("{error}: {line}"));
+                    batch.apply(&envelope, self.position).await.unwrap();
+                }
+                driver.write(batch.into_mutations()).await.unwrap();
+            }
+            Backend::Remote { remote, .. } => remote.apply(events),
         }
-        self.driver.write(batch.into_mutations()).await.unwrap();
+    }
+
+    /// The router's answer: from the router in this process, or over HTTP from the next
+    /// query-api process.
+    async fn answer(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
+        match &self.backend {
+            Backend::Router { router, .. } => {
+                let response = router.clone().oneshot(request).await.unwrap();
+                let (parts, body) = response.into_parts();
+                (parts.status, parts.headers, body.collect().await.unwrap().to_bytes().to_vec())
+            }
+            Backend::Remote { remote, next, sticky } => {
+                let origins = remote.origins();
+                let turn = if *sticky { 0 } else { next.fetch_add(1, Ordering::Relaxed) as usize };
+                over_http(&origins[turn % origins.len()], request).await
+            }
+        }
     }
 
     pub async fn send(&self, request: Request<Body>) -> Response {
         let path = request.uri().path().to_string();
         let method = request.method().to_string();
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let (status, headers, bytes) = self.answer(request).await;
+        let text = String::from_utf8(bytes).unwrap();
         // A response to HEAD has no body (HTTP semantics; the server strips it).
         if method == "HEAD" {
             assert!(text.is_empty());
@@ -367,4 +427,18 @@ impl World {
     pub async fn get(&self, uri: &str, token: &str) -> Response {
         self.request(Method::GET, uri, Some(token)).await
     }
+}
+
+/// One request over its own HTTP/1.1 connection to `origin`, as a client sends it: the
+/// request's method, path and query, headers and body, and a Host header.
+async fn over_http(origin: &str, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let authority = origin.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let stream = tokio::net::TcpStream::connect(&authority).await.unwrap_or_else(|error| panic!("connect to {origin}: {error}"));
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("HTTP/1.1 handshake");
+    tokio::spawn(connection);
+    let (mut parts, body) = request.into_parts();
+    parts.headers.insert(axum::http::header::HOST, authority.parse().unwrap());
+    let response = sender.send_request(Request::from_parts(parts, body)).await.unwrap_or_else(|error| panic!("request to {origin}: {error}"));
+    let (parts, body) = response.into_parts();
+    (parts.status, parts.headers, body.collect().await.expect("the response body").to_bytes().to_vec())
 }

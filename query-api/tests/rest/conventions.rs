@@ -161,7 +161,7 @@ async fn check_order_method_before_route_before_token_before_plan_before_params(
 
 #[tokio::test]
 async fn check_order_parameters_before_the_minute_limit_and_the_limit_before_the_quota() {
-    let world = World::with_config(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 3, ..Default::default() }).await;
+    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 3, ..Default::default() }).await;
     for _ in 0..3 {
         assert_eq!(world.get("/v1/teams", SMALL_QUOTA).await.status, 200);
     }

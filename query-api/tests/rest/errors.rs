@@ -64,8 +64,9 @@ async fn auth_5_revocation_takes_effect_on_the_next_request() {
 async fn auth_5_a_configured_token_cache_bounds_how_long_a_revoked_token_keeps_working() {
     // "If you cache token lookups, bound the cache's age and document it": with
     // --token-cache-ms N a revocation takes effect within N ms, never later.
+    // In this process: the cache is per process, and the check is timed.
     let config = recap_query_api::RestConfig { token_cache_ms: 1_500, ..Default::default() };
-    let mut world = World::with_config(&standard_events(), config).await;
+    let mut world = World::in_process(&standard_events(), config).await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
     world.apply(&[revoke("acc_a", "tok_a")]).await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200, "answered from the cache within its age");
@@ -121,7 +122,7 @@ async fn auth_8_the_plan_is_checked_on_every_request() {
 #[tokio::test]
 async fn errors_a_store_that_cannot_be_reached_is_503_unavailable() {
     // "503 unavailable: the service could not check the token or the plan; retry shortly."
-    let world = World::standard().await;
+    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
     world.set_fault(FAULT_UNAVAILABLE);
     world.get("/v1/meetings", ALICE).await.assert_error(503, "unavailable", &[]);
     world.set_fault(FAULT_NONE);
@@ -131,7 +132,7 @@ async fn errors_a_store_that_cannot_be_reached_is_503_unavailable() {
 #[tokio::test]
 async fn errors_a_store_that_hangs_is_503_unavailable_within_the_bound() {
     let config = recap_query_api::RestConfig { store_timeout_ms: Some(100), ..Default::default() };
-    let world = World::with_config(&standard_events(), config).await;
+    let world = World::in_process(&standard_events(), config).await;
     world.set_fault(FAULT_HANG);
     let started = std::time::Instant::now();
     world.get("/v1/meetings", ALICE).await.assert_error(503, "unavailable", &[]);
@@ -141,7 +142,7 @@ async fn errors_a_store_that_hangs_is_503_unavailable_within_the_bound() {
 #[tokio::test]
 async fn errors_internal_error_carries_the_request_id() {
     // "request_id: for internal_error, identifies the request".
-    let world = World::standard().await;
+    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
     world.set_fault(FAULT_CORRUPT);
     let response = world.get("/v1/meetings", ALICE).await;
     response.assert_error(500, "internal_error", &["request_id"]);

@@ -11,3 +11,11 @@ mod limits;
 mod openapi;
 mod pagination;
 mod resources;
+
+/// Where worlds run: in this process. The distributed run of this suite
+/// (`tests/rest_router.rs` at the workspace root) starts a cluster here instead.
+mod remote {
+    pub fn start(_config: &recap_query_api::RestConfig) -> Option<Box<dyn crate::common::Remote>> {
+        None
+    }
+}
