@@ -5,8 +5,8 @@
 #      real OpenTelemetry Collector (built once by scripts/otel-collector.sh);
 #   2. the distributed edition on the real engines (`make up`): the driver semantics
 #      suite on Cassandra, the REST and MCP router suites over Cassandra
-#      (`RECAP_TEST_STORE=scylla`), the REST router suite again with each world a
-#      cluster of its own (`tests/rest_router.rs`), the REST and MCP black-box suites
+#      (`RECAP_TEST_STORE=scylla`), the same router suites again with each world a
+#      cluster of its own (`tests/rest_router.rs`, `tests/mcp_router.rs`), the REST and MCP black-box suites
 #      unchanged against one projector, two query-api and one mcp process fed through
 #      Kafka, then the fault suite (one test at a time: it stops and kills shared
 #      engines), and the distributed roles' telemetry.
@@ -52,7 +52,7 @@ if scripts/engines/up.sh; then
   run cargo test -p recap-projector --test kafka_lag -- --ignored
   run env RECAP_TEST_STORE=scylla cargo test --no-fail-fast -p recap-query-api --test rest
   run env RECAP_TEST_STORE=scylla cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
-  run cargo test --no-fail-fast --test rest_router -- --test-threads=2
+  run cargo test --no-fail-fast --test rest_router --test mcp_router -- --test-threads=2
   run env RECAP_TEST_EDITION=distributed cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
   run cargo test --test distributed -- --ignored --test-threads=1
   run cargo test --test telemetry -- --ignored

@@ -28,42 +28,15 @@ mod pagination;
 #[path = "../query-api/tests/rest/resources.rs"]
 mod resources;
 
-/// Every world a cluster of its own, started with the world's settings.
-mod remote {
+/// The hook the suite's worlds ask (`crate::edition::start`): every world a cluster of
+/// its own, started with the world's settings; requests go to both query-api processes.
+mod edition {
     use recap_query_api::RestConfig;
 
-    use crate::common::Remote;
-    use crate::harness::cluster::Cluster;
+    use crate::common::Edition;
+    use crate::harness::cluster;
 
-    /// The cluster is started and dropped on a thread of its own: both run a runtime of
-    /// their own (topic creation, dropping the keyspace), never inside the test's.
-    struct ClusterWorld(Option<Cluster>);
-
-    impl ClusterWorld {
-        fn cluster(&self) -> &Cluster {
-            self.0.as_ref().expect("running")
-        }
-    }
-
-    impl Drop for ClusterWorld {
-        fn drop(&mut self) {
-            let cluster = self.0.take();
-            let _ = std::thread::spawn(move || drop(cluster)).join();
-        }
-    }
-
-    impl Remote for ClusterWorld {
-        fn apply(&self, events: &[String]) {
-            self.cluster().produce(events);
-            self.cluster().wait_projected();
-        }
-
-        fn origins(&self) -> Vec<String> {
-            self.cluster().query_apis.iter().map(|role| role.url.trim_end_matches('/').trim_end_matches("/v1").to_string()).collect()
-        }
-    }
-
-    pub fn start(config: &RestConfig) -> Option<Box<dyn Remote>> {
+    pub fn start(config: &RestConfig) -> Option<Edition> {
         let mut envs = vec![
             ("RECAP_REST_RATE_LIMIT_PER_MINUTE".to_string(), config.rate_limit_per_minute.to_string()),
             ("RECAP_TOKEN_CACHE_MS".to_string(), config.token_cache_ms.to_string()),
@@ -71,7 +44,8 @@ mod remote {
         if let Some(timeout) = config.store_timeout_ms {
             envs.push(("RECAP_REST_STORE_TIMEOUT_MS".to_string(), timeout.to_string()));
         }
-        let cluster = std::thread::spawn(move || Cluster::start(&envs)).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        Some(Box::new(ClusterWorld(Some(cluster))))
+        Some(cluster::edition(envs, |cluster| {
+            cluster.query_apis.iter().map(|role| role.url.trim_end_matches('/').trim_end_matches("/v1").to_string()).collect()
+        }))
     }
 }

@@ -378,3 +378,13 @@ fn errors_generated_traffic_gets_what_the_rules_say_and_never_a_5xx() {
         panic!("{failure}");
     }
 }
+
+/// Where worlds run: in this process. The distributed run of these tests
+/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
+/// unused there.
+#[allow(dead_code)]
+mod edition {
+    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
+        None
+    }
+}

@@ -250,7 +250,7 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
 // The whole flow: the svc_oat_ token works on /mcp; access tokens last one hour.
 #[tokio::test]
 async fn a_code_exchange_issues_a_working_one_hour_access_token() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let reply = exchange(&world, &client_id, &code).await;
@@ -307,7 +307,7 @@ async fn replaying_a_code_fails_and_revokes_the_tokens_it_issued() {
 // Abuse: codes live at most 10 minutes.
 #[tokio::test]
 async fn an_expired_code_is_invalid_grant() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     world.advance_clock(Duration::from_secs(601));
@@ -350,7 +350,7 @@ async fn a_mismatched_redirect_uri_or_client_is_invalid_grant() {
 // "Refresh tokens last 30 days and rotate on every use."
 #[tokio::test]
 async fn refresh_tokens_rotate_and_last_30_days() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let (client_id, _, refresh_1) = connect(&world, FLOW_PAT).await;
     let reply = refresh(&world, &client_id, &refresh_1).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -432,13 +432,13 @@ async fn revocation_follows_rfc_7009() {
 // 401 points to the protected-resource metadata.
 #[tokio::test]
 async fn oauth_access_tokens_are_held_to_the_plan_the_store_and_revocation() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let (_, access, _) = connect(&world, FLOW_PAT).await;
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::OK);
     world.fail_table("oauth_tokens");
     let (status, body) = mcp_status(&world, &access).await;
     assert_eq!((status, body["error"]["code"].clone()), (StatusCode::SERVICE_UNAVAILABLE, json!("unavailable")));
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let (_, access_2, _) = connect(&world, FLOW_PAT).await;
     world.fail_table("oauth_grants");
     assert_eq!(mcp_status(&world, &access_2).await.0, StatusCode::SERVICE_UNAVAILABLE, "the grant could not be read");
@@ -484,7 +484,7 @@ async fn token_endpoint_errors_follow_rfc_6749() {
 async fn only_hashes_of_tokens_and_codes_are_stored() {
     use recap_readmodel::tables::{OAUTH_CODES, OAUTH_GRANTS, OAUTH_TOKENS};
     use recap_readmodel::Val;
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let tokens = exchange(&world, &client_id, &code).await.json();
@@ -506,7 +506,7 @@ async fn only_hashes_of_tokens_and_codes_are_stored() {
 // OAuth state lives in the store: a second router over the same store continues the flow (any pod serves any step).
 #[tokio::test]
 async fn any_router_over_the_same_store_continues_a_flow() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let second = recap_mcp::router(recap_mcp::McpState::new(world.readmodel.clone(), recap_access::Plans::default(), &recap_mcp::McpConfig::default()));
@@ -737,4 +737,14 @@ async fn the_mcp_endpoint_answers_options_with_405() {
     let world = World::new().await;
     let reply = world.send(options("/mcp", Some("http://localhost:6274"), "content-type")).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// Where worlds run: in this process. The distributed run of these tests
+/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
+/// unused there.
+#[allow(dead_code)]
+mod edition {
+    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
+        None
+    }
 }

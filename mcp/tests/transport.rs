@@ -310,7 +310,7 @@ async fn a_revoked_pat_is_401_token_revoked() {
 #[tokio::test]
 async fn a_configured_token_cache_bounds_how_long_a_revoked_pat_keeps_working() {
     // With --mcp-token-cache-ms N a revocation takes effect within N ms, never later.
-    let world = World::with_config(McpConfig { token_cache_ms: 1_500, ..McpConfig::default() }).await;
+    let world = World::in_process(McpConfig { token_cache_ms: 1_500, ..McpConfig::default() }).await;
     assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::OK);
     world.feed(&[events::token_revoked("acc_flow", "tok_flow2", 2)]).await;
     assert_eq!(world.post_raw(Some(FLOW2_PAT), INITIALIZE, &[]).await.status, StatusCode::OK, "answered from the cache within its age");
@@ -348,7 +348,7 @@ async fn plans_without_mcp_are_402() {
 // 503 "the token or plan could not be verified; retry shortly"
 #[tokio::test]
 async fn an_unreachable_store_is_503() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     world.fail_table("tokens_by_hash");
     let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -360,7 +360,7 @@ async fn an_unreachable_store_is_503() {
 async fn a_stalled_store_is_503_within_the_bound() {
     // The configured bound, not the driver's own (200 ms in these tests), decides: the
     // answer comes no sooner than the configured 1.5 s and well before a stall ends.
-    let world = World::with_config(McpConfig { store_timeout_ms: Some(1_500), ..McpConfig::default() }).await;
+    let world = World::in_process(McpConfig { store_timeout_ms: Some(1_500), ..McpConfig::default() }).await;
     world.stall_table("accounts");
     let started = std::time::Instant::now();
     let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
@@ -388,10 +388,11 @@ async fn an_oversized_body_is_413_payload_too_large_after_the_token_check() {
     assert_eq!(world.post_raw(Some(FLOW_PAT), &fits, &[]).await.status, StatusCode::OK);
 }
 
-// A body the client breaks off is a 400 in the error envelope, never a 500.
+// A body the client breaks off is a 400 in the error envelope, never a 500. (In
+// process: over HTTP, a client that breaks its body off reads no answer.)
 #[tokio::test]
 async fn a_body_broken_off_is_400_invalid_request() {
-    let world = World::new().await;
+    let world = World::in_process(McpConfig::default()).await;
     let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![Ok(br#"{"jsonrpc":"2.0","#), Err(std::io::Error::other("connection reset"))];
     let request = Request::post("/mcp")
         .header("host", "mcp.test:8080")
@@ -423,5 +424,15 @@ async fn garbage_never_causes_a_500() {
     for body in bodies {
         let reply = world.post_raw(Some(FLOW_PAT), body, &[]).await;
         assert!(reply.status.is_success() || reply.status.is_client_error(), "{body}: {}", reply.status);
+    }
+}
+
+/// Where worlds run: in this process. The distributed run of these tests
+/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
+/// unused there.
+#[allow(dead_code)]
+mod edition {
+    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
+        None
     }
 }

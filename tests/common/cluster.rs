@@ -297,3 +297,34 @@ fn create_topics(brokers: &str, prefix: &str) {
         }
     });
 }
+
+/// A cluster for one world of a router suite run against the distributed edition
+/// (`tests/rest_router.rs`, `tests/mcp_router.rs`), started with `envs`: the function
+/// that produces a world's events and waits until they are projected, owning the
+/// cluster, and the origins `origins` picks from it. The cluster starts and stops on a
+/// thread of its own: both run a runtime of their own (creating topics, dropping the
+/// keyspace), never inside the test's.
+pub fn edition(envs: Vec<(String, String)>, origins: impl FnOnce(&Cluster) -> Vec<String>) -> (Apply, Vec<String>) {
+    let cluster = std::thread::spawn(move || Cluster::start(&envs)).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let origins = origins(&cluster);
+    let owned = OwnThread(Some(cluster));
+    let apply = move |events: &[String]| {
+        let cluster = owned.0.as_ref().expect("running");
+        cluster.produce(events);
+        cluster.wait_projected();
+    };
+    (Box::new(apply), origins)
+}
+
+/// Produces a world's events and waits until they are projected.
+pub type Apply = Box<dyn Fn(&[String]) + Send + Sync>;
+
+/// A cluster dropped on a thread of its own.
+struct OwnThread(Option<Cluster>);
+
+impl Drop for OwnThread {
+    fn drop(&mut self) {
+        let cluster = self.0.take();
+        let _ = std::thread::spawn(move || drop(cluster)).join();
+    }
+}

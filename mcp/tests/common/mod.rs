@@ -1,11 +1,21 @@
 //! Router tests' world: a temporary embedded store seeded through the real projection,
 //! the MCP router over it, an adjustable clock, a driver wrapper that fails or stalls
 //! chosen tables, and helpers for JSON-RPC calls and OAuth flows.
+//!
+//! The same tests also run against the distributed edition (`tests/mcp_router.rs` at the
+//! workspace root): there `crate::edition::start` gives each world a cluster of its own
+//! (one projector and one mcp process over Kafka, Cassandra and Redis, beside two
+//! query-api processes); its events are produced to Kafka and its requests go over HTTP
+//! to the mcp process. Tests that move the clock, make tables fail or stall, or read the
+//! store build their world with `World::in_process` and run in this process in both runs.
 
 #![allow(dead_code)]
 
 #[path = "../../../tests/common/events.rs"]
 pub mod events;
+#[path = "../../../tests/common/remote.rs"]
+mod remote;
+pub use remote::{over_http, Edition};
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -109,6 +119,9 @@ pub struct World {
     /// Added to the wall clock the router sees, in microseconds.
     pub clock_offset: Arc<AtomicI64>,
     position: AtomicI64,
+    /// The distributed edition the world's events and requests go to instead of the
+    /// router and store above (which then stay empty).
+    remote: Option<Edition>,
 }
 
 /// The standard world: accounts on each plan, meetings, a series, transcripts, action
@@ -193,7 +206,20 @@ impl World {
         World::with_config(McpConfig::default()).await
     }
 
+    /// The router with `config` over the seeded store, in this process or, in the
+    /// distributed run, served by a cluster started with the same settings.
     pub async fn with_config(config: McpConfig) -> World {
+        let remote = crate::edition::start(&config);
+        World::build(config, remote).await
+    }
+
+    /// The router in this process in every run: for tests that move its clock, make its
+    /// store fail or stall, read the store, or time a per-process cache.
+    pub async fn in_process(config: McpConfig) -> World {
+        World::build(config, None).await
+    }
+
+    async fn build(config: McpConfig, remote: Option<Edition>) -> World {
         let dir = tempfile::tempdir().unwrap();
         // With `RECAP_TEST_STORE=scylla`, a keyspace of its own on the real cluster.
         let store = recap_readmodel::testing::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
@@ -203,13 +229,17 @@ impl World {
         let offset = clock_offset.clone();
         let clock: recap_mcp::Clock = Arc::new(move || recap_readmodel::driver::now_micros() + offset.load(Ordering::SeqCst));
         let state = McpState::with_clock(readmodel.clone(), Plans::default(), &config, clock);
-        let world = World { _dir: dir, _store: store, driver, readmodel, app: router(state), clock_offset, position: AtomicI64::new(0) };
+        let world = World { _dir: dir, _store: store, driver, readmodel, app: router(state), clock_offset, position: AtomicI64::new(0), remote };
         world.feed(&seed_events()).await;
         world
     }
 
     /// Projects events into the store, one batch each, as the projector would.
     pub async fn feed(&self, lines: &[String]) {
+        if let Some((apply, _)) = &self.remote {
+            apply(lines);
+            return;
+        }
         for line in lines {
             let envelope = recap_schemas::Envelope::decode(line.as_bytes()).unwrap();
             let driver: Arc<dyn Driver> = self.driver.inner.clone();
@@ -232,6 +262,10 @@ impl World {
     }
 
     pub async fn send(&self, request: Request<Body>) -> Reply {
+        if let Some((_, origins)) = &self.remote {
+            let (status, headers, bytes) = over_http(&origins[0], request).await;
+            return Reply { status, headers, body: String::from_utf8(bytes).unwrap() };
+        }
         let response = self.app.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();

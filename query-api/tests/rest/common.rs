@@ -3,7 +3,7 @@
 //! the real cluster), the REST router over it, and a manual clock driving the limiter.
 //!
 //! The same suite also runs against the distributed edition (`tests/rest_router.rs` at
-//! the workspace root): there `crate::remote::start` gives each world a cluster of its
+//! the workspace root): there `crate::edition::start` gives each world a cluster of its
 //! own (one projector, two query-api processes over Kafka, Cassandra and Redis); its
 //! events are produced to Kafka and its requests go over HTTP to the two processes in
 //! turn. Tests that drive the clock, inject store faults or supply their own limiter
@@ -22,6 +22,10 @@ use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreE
 use recap_schemas::Timestamp;
 use serde_json::{json, Value};
 use tower::ServiceExt;
+
+#[path = "../../../tests/common/remote.rs"]
+mod remote;
+pub use remote::{over_http, Edition};
 
 pub const ALICE: &str = "svc_pat_alice_0123456789";
 pub const BOB: &str = "svc_pat_bob_0123456789";
@@ -283,17 +287,9 @@ impl Driver for FaultyDriver {
     }
 }
 
-/// A distributed edition a world runs against instead of the in-process router.
-pub trait Remote: Send + Sync {
-    /// Publishes the events to Kafka and returns once the projector accounted for them.
-    fn apply(&self, events: &[String]);
-    /// `http://127.0.0.1:<port>` of each query-api process.
-    fn origins(&self) -> Vec<String>;
-}
-
 enum Backend {
     Router { _dir: tempfile::TempDir, _store: recap_readmodel::testing::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
-    Remote { remote: Box<dyn Remote>, next: AtomicU64, sticky: bool },
+    Remote { edition: Edition, next: AtomicU64, sticky: bool },
 }
 
 pub struct World {
@@ -319,12 +315,12 @@ impl World {
     /// The router with `config` over the seeded store, in this process or, in the
     /// distributed run, served by a cluster started with the same settings.
     pub async fn with_config(events: &[String], config: RestConfig) -> World {
-        match crate::remote::start(&config) {
-            Some(remote) => {
+        match crate::edition::start(&config) {
+            Some(edition) => {
                 // A token cache is per process: such a world asks one process only.
                 let sticky = config.token_cache_ms > 0;
                 let mut world = World {
-                    backend: Backend::Remote { remote, next: AtomicU64::new(0), sticky },
+                    backend: Backend::Remote { edition, next: AtomicU64::new(0), sticky },
                     fault: Arc::default(),
                     scans: Arc::default(),
                     clock: ManualClock::at(Timestamp::parse(NOW).unwrap()),
@@ -372,7 +368,7 @@ impl World {
                 }
                 driver.write(batch.into_mutations()).await.unwrap();
             }
-            Backend::Remote { remote, .. } => remote.apply(events),
+            Backend::Remote { edition: (apply, _), .. } => apply(events),
         }
     }
 
@@ -385,8 +381,7 @@ impl World {
                 let (parts, body) = response.into_parts();
                 (parts.status, parts.headers, body.collect().await.unwrap().to_bytes().to_vec())
             }
-            Backend::Remote { remote, next, sticky } => {
-                let origins = remote.origins();
+            Backend::Remote { edition: (_, origins), next, sticky } => {
                 let turn = if *sticky { 0 } else { next.fetch_add(1, Ordering::Relaxed) as usize };
                 over_http(&origins[turn % origins.len()], request).await
             }
@@ -427,18 +422,4 @@ impl World {
     pub async fn get(&self, uri: &str, token: &str) -> Response {
         self.request(Method::GET, uri, Some(token)).await
     }
-}
-
-/// One request over its own HTTP/1.1 connection to `origin`, as a client sends it: the
-/// request's method, path and query, headers and body, and a Host header.
-async fn over_http(origin: &str, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
-    let authority = origin.trim_start_matches("http://").trim_end_matches('/').to_string();
-    let stream = tokio::net::TcpStream::connect(&authority).await.unwrap_or_else(|error| panic!("connect to {origin}: {error}"));
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("HTTP/1.1 handshake");
-    tokio::spawn(connection);
-    let (mut parts, body) = request.into_parts();
-    parts.headers.insert(axum::http::header::HOST, authority.parse().unwrap());
-    let response = sender.send_request(Request::from_parts(parts, body)).await.unwrap_or_else(|error| panic!("request to {origin}: {error}"));
-    let (parts, body) = response.into_parts();
-    (parts.status, parts.headers, body.collect().await.expect("the response body").to_bytes().to_vec())
 }

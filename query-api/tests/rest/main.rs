@@ -14,8 +14,8 @@ mod resources;
 
 /// Where worlds run: in this process. The distributed run of this suite
 /// (`tests/rest_router.rs` at the workspace root) starts a cluster here instead.
-mod remote {
-    pub fn start(_config: &recap_query_api::RestConfig) -> Option<Box<dyn crate::common::Remote>> {
+mod edition {
+    pub fn start(_config: &recap_query_api::RestConfig) -> Option<crate::common::Edition> {
         None
     }
 }
