@@ -265,57 +265,63 @@ fn id_paths(value: &Value, path: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
     }
 }
 
-#[test]
-fn an_empty_identifier_makes_the_event_invalid_naming_the_field() {
-    let mut checked = 0;
+/// Every identifier of every example event: (event type, the example, the identifier's
+/// path in it, the field it names). At least 30, so that the checks over them cannot
+/// pass on an empty list.
+fn identifiers() -> Vec<(String, Value, Vec<Value>, String)> {
+    let mut cases = Vec::new();
     for example in examples() {
         let event_type = example["type"].as_str().unwrap().to_string();
         let mut paths = Vec::new();
         id_paths(&example, &mut Vec::new(), &mut paths);
         for path in paths {
-            let mut empty = example.clone();
-            *at_path(&mut empty, &path) = json!("");
-            match decode(&empty) {
-                Err(DecodeError::Invalid(reason)) => {
-                    let field = path.iter().rev().find_map(Value::as_str).unwrap();
-                    assert!(reason.ends_with("is empty") && reason.contains(field), "{event_type} {path:?}: the reason {reason:?} must name {field}");
-                }
-                other => panic!("{event_type}: an empty id at {path:?} must be invalid, got {other:?}"),
-            }
-            checked += 1;
+            let field = path.iter().rev().find_map(Value::as_str).unwrap().to_string();
+            cases.push((event_type.clone(), example.clone(), path, field));
         }
+    }
+    assert!(cases.len() >= 30, "only {} identifiers found", cases.len());
+    cases
+}
+
+#[test]
+fn an_empty_identifier_makes_the_event_invalid_naming_the_field() {
+    for (event_type, example, path, field) in identifiers() {
+        let mut empty = example.clone();
+        *at_path(&mut empty, &path) = json!("");
+        match decode(&empty) {
+            Err(DecodeError::Invalid(reason)) => {
+                assert!(reason.ends_with("is empty") && reason.contains(&field), "{event_type} {path:?}: the reason {reason:?} must name {field}")
+            }
+            other => panic!("{event_type}: an empty id at {path:?} must be invalid, got {other:?}"),
+        }
+    }
+    for example in examples() {
         let mut no_event_id = example.clone();
         no_event_id["id"] = json!("");
-        assert!(matches!(decode(&no_event_id), Err(DecodeError::Invalid(reason)) if reason == "envelope: id is empty"), "{event_type}: an empty event id");
+        assert!(
+            matches!(decode(&no_event_id), Err(DecodeError::Invalid(reason)) if reason == "envelope: id is empty"),
+            "{}: an empty event id",
+            example["type"]
+        );
     }
-    assert!(checked >= 30, "only {checked} identifiers checked");
 }
 
 #[test]
 fn identifiers_longer_than_256_bytes_make_the_event_invalid_naming_the_field() {
-    let mut checked = 0;
-    for example in examples() {
-        let event_type = example["type"].as_str().unwrap().to_string();
-        let mut paths = Vec::new();
-        id_paths(&example, &mut Vec::new(), &mut paths);
-        for path in paths {
-            // 256 bytes (multi-byte characters count by their bytes) is accepted...
-            let mut longest = example.clone();
-            *at_path(&mut longest, &path) = json!(format!("{}{}", "é".repeat(127), "xy"));
-            assert!(decode(&longest).is_ok(), "{event_type}: a 256-byte id at {path:?} must be accepted");
-            // ...257 is refused, and the reason names the field.
-            let mut too_long = example.clone();
-            *at_path(&mut too_long, &path) = json!("x".repeat(recap_schemas::MAX_ID_BYTES + 1));
-            match decode(&too_long) {
-                Err(DecodeError::Invalid(reason)) => {
-                    assert!(reason.contains("257 bytes, longer than 256"), "{event_type} {path:?}: {reason}");
-                    let field = path.iter().rev().find_map(Value::as_str).unwrap();
-                    assert!(reason.contains(field), "{event_type} {path:?}: the reason {reason:?} must name {field}");
-                }
-                other => panic!("{event_type}: a 257-byte id at {path:?} must be invalid, got {other:?}"),
+    for (event_type, example, path, field) in identifiers() {
+        // 256 bytes (multi-byte characters count by their bytes) is accepted...
+        let mut longest = example.clone();
+        *at_path(&mut longest, &path) = json!(format!("{}{}", "é".repeat(127), "xy"));
+        assert!(decode(&longest).is_ok(), "{event_type}: a 256-byte id at {path:?} must be accepted");
+        // ...257 is refused, and the reason names the field.
+        let mut too_long = example.clone();
+        *at_path(&mut too_long, &path) = json!("x".repeat(recap_schemas::MAX_ID_BYTES + 1));
+        match decode(&too_long) {
+            Err(DecodeError::Invalid(reason)) => {
+                assert!(reason.contains("257 bytes, longer than 256"), "{event_type} {path:?}: {reason}");
+                assert!(reason.contains(&field), "{event_type} {path:?}: the reason {reason:?} must name {field}");
             }
-            checked += 1;
+            other => panic!("{event_type}: a 257-byte id at {path:?} must be invalid, got {other:?}"),
         }
     }
-    assert!(checked >= 30, "only {checked} identifiers checked");
 }
