@@ -121,6 +121,12 @@ pub struct ProjectorConfig {
     /// How long a batch waits for more events once it has one, in milliseconds.
     #[arg(long, env = "RECAP_PROJECTOR_BATCH_WAIT_MS", default_value_t = 5)]
     pub batch_wait_ms: u64,
+    /// Kafka's `max.poll.interval.ms`: the longest a member may go without polling
+    /// before the group evicts it. The projector polls while a batch waits for the
+    /// store, so a long store outage does not reach it; at least the session timeout
+    /// (10,000).
+    #[arg(long, env = "RECAP_KAFKA_MAX_POLL_INTERVAL_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(10_000..=86_400_000))]
+    pub max_poll_interval_ms: u64,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
@@ -190,6 +196,7 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
         dead_letter_topic: format!("{}{}", config.kafka.topic_prefix, config.dead_letter_topic),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),
+        max_poll_interval: Duration::from_millis(config.max_poll_interval_ms),
     };
     recap_projector::kafka::run(driver, kafka, stats, shutdown).await.context("kafka projector")?;
     let _ = admin.await;

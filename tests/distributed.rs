@@ -496,6 +496,53 @@ fn a_revoke_while_a_batch_waits_for_the_store_fences_it_and_the_rebalance_comple
     wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
+// "max.poll.interval.ms": a member that does not poll for longer is evicted from the
+// group, and its partitions go to others while it still holds the batch it could not
+// write. The projector polls (its partitions paused) while a batch waits for the store,
+// so a store outage of several times that interval leaves its membership alone.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let max_poll = Duration::from_secs(10);
+    let cluster = Cluster::start(&[
+        unlimited(),
+        ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()),
+        ("RECAP_KAFKA_MAX_POLL_INTERVAL_MS".into(), max_poll.as_millis().to_string()),
+    ]);
+    let lines = stream(2_000, 7);
+    cluster.produce(&lines[..1_000]);
+    cluster.wait_projected();
+    let group_id = format!("{}-projector", cluster.id);
+    let client: BaseConsumer = kafka_client(&cluster, &format!("{}-observer", cluster.id)).create().unwrap();
+    // The group's state and its members' ids, as the broker's coordinator has them.
+    let membership = || -> (String, Vec<String>) {
+        let list = client.fetch_group_list(Some(&group_id), Duration::from_secs(5)).expect("the group's description");
+        let group = list.groups().iter().find(|group| group.name() == group_id).expect("the projector's group");
+        (group.state().to_string(), group.members().iter().map(|member| member.id().to_string()).collect())
+    };
+    let before = membership();
+    assert_eq!((before.0.as_str(), before.1.len()), ("Stable", 1), "one projector, settled: {before:?}");
+
+    let outage = Outage::begin("cassandra.sh", "stop", "start");
+    cluster.produce(&lines[1_000..]);
+    let accounted = cluster.projectors[0].progress().1;
+    // Three intervals without a write acknowledged: the member stays, the same one.
+    let until = Instant::now() + max_poll * 3;
+    let mut samples = 0;
+    while Instant::now() < until {
+        assert_eq!(membership(), before, "the group's membership changed while the batch waited ({samples} samples in)");
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let progress = cluster.projectors[0].progress_json();
+    assert_eq!(common::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
+    assert_eq!(progress["fenced"].as_u64(), Some(0), "no partition changed hands: {progress}");
+    outage.end();
+    wait_until_equal(&cluster, &lines, &stream_tokens());
+    assert_eq!(membership(), before, "still the same member after the outage");
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn kafka_broker_killed_and_restarted_loses_nothing() {

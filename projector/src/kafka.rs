@@ -57,6 +57,8 @@ pub struct KafkaConfig {
     pub max_batch: usize,
     /// How long a batch waits for more events once it has one.
     pub batch_wait: Duration,
+    /// Kafka's `max.poll.interval.ms` (at least the 10 s session timeout).
+    pub max_poll_interval: Duration,
 }
 
 /// Why the Kafka projector stopped.
@@ -204,7 +206,7 @@ fn consumer(config: &KafkaConfig, fence: Arc<Fence>) -> Result<StreamConsumer<Fe
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
-        .set("max.poll.interval.ms", "300000")
+        .set("max.poll.interval.ms", config.max_poll_interval.as_millis().to_string())
         // Bounded prefetch: at most ~16 MiB or 20k messages waiting per consumer.
         .set("queued.max.messages.kbytes", "16384")
         .set("queued.min.messages", "20000")

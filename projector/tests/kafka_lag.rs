@@ -87,6 +87,7 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
         dead_letter_topic: format!("{topic}-deadletter"),
         max_batch: 100,
         batch_wait: Duration::from_millis(5),
+        max_poll_interval: Duration::from_secs(300),
     };
     let projector = tokio::spawn(run(gated.clone(), config, stats.clone(), shutdown));
 
