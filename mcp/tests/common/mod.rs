@@ -250,14 +250,23 @@ impl World {
     }
 
     pub fn advance_clock(&self, by: Duration) {
+        self.in_process_only();
         self.clock_offset.fetch_add(by.as_micros() as i64, Ordering::SeqCst);
     }
 
     pub fn fail_table(&self, name: &'static str) {
+        self.in_process_only();
         self.driver.faults.lock().unwrap().fail_tables.insert(name);
     }
 
+    /// The clock and the store's faults are this process's: a world served by a cluster
+    /// has neither.
+    fn in_process_only(&self) {
+        assert!(self.remote.is_none(), "clock moves and store faults are in process only: build the world with World::in_process");
+    }
+
     pub fn stall_table(&self, name: &'static str) {
+        self.in_process_only();
         self.driver.faults.lock().unwrap().stall_tables.insert(name);
     }
 

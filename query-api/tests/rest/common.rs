@@ -416,6 +416,7 @@ impl World {
     }
 
     pub fn set_fault(&self, fault: u8) {
+        assert!(matches!(self.backend, Backend::Router { .. }), "store faults are injected in process only: build the world with World::in_process");
         self.fault.store(fault, Ordering::SeqCst);
     }
 
