@@ -28,10 +28,7 @@ mod transport;
 mod edition {
     use recap_mcp::McpConfig;
 
-    use crate::harness::cluster;
-
-    /// Every copy of the suites' `common` names this same (std) type.
-    type Edition = (cluster::Apply, Vec<String>);
+    use crate::harness::cluster::{self, Edition};
 
     pub fn start(config: &McpConfig) -> Option<Edition> {
         let mut envs = vec![

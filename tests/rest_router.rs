@@ -33,8 +33,7 @@ mod resources;
 mod edition {
     use recap_query_api::RestConfig;
 
-    use crate::common::Edition;
-    use crate::harness::cluster;
+    use crate::harness::cluster::{self, Edition};
 
     pub fn start(config: &RestConfig) -> Option<Edition> {
         let mut envs = vec![

@@ -8,6 +8,11 @@
 
 mod common;
 
+// Where worlds run (`crate::edition`): in this process; unused where
+// `tests/mcp_router.rs` compiles this file with a hook of its own.
+#[allow(unused_imports)]
+use common::in_process_edition as edition;
+
 use axum::body::Body;
 use axum::http::{Method, Request};
 use common::*;
@@ -376,15 +381,5 @@ fn errors_generated_traffic_gets_what_the_rules_say_and_never_a_5xx() {
     });
     if let Err(failure) = result {
         panic!("{failure}");
-    }
-}
-
-/// Where worlds run: in this process. The distributed run of these tests
-/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
-/// unused there.
-#[allow(dead_code)]
-mod edition {
-    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
-        None
     }
 }

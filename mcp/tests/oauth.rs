@@ -4,6 +4,11 @@
 
 mod common;
 
+// Where worlds run (`crate::edition`): in this process; unused where
+// `tests/mcp_router.rs` compiles this file with a hook of its own.
+#[allow(unused_imports)]
+use common::in_process_edition as edition;
+
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -737,14 +742,4 @@ async fn the_mcp_endpoint_answers_options_with_405() {
     let world = World::new().await;
     let reply = world.send(options("/mcp", Some("http://localhost:6274"), "content-type")).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
-}
-
-/// Where worlds run: in this process. The distributed run of these tests
-/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
-/// unused there.
-#[allow(dead_code)]
-mod edition {
-    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
-        None
-    }
 }

@@ -3,6 +3,11 @@
 
 mod common;
 
+// Where worlds run (`crate::edition`): in this process; unused where
+// `tests/mcp_router.rs` compiles this file with a hook of its own.
+#[allow(unused_imports)]
+use common::in_process_edition as edition;
+
 use common::*;
 use serde_json::{json, Value};
 
@@ -349,15 +354,5 @@ async fn get_shared_note_cuts_text_at_12000_characters() {
     for id in ["shr_private", "shr_none"] {
         let error = world.call_err("get_shared_note", json!({"share_id": id})).await;
         assert_eq!(error["error"]["code"], "shared_note_not_found");
-    }
-}
-
-/// Where worlds run: in this process. The distributed run of these tests
-/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
-/// unused there.
-#[allow(dead_code)]
-mod edition {
-    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
-        None
     }
 }

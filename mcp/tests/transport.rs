@@ -4,6 +4,11 @@
 
 mod common;
 
+// Where worlds run (`crate::edition`): in this process; unused where
+// `tests/mcp_router.rs` compiles this file with a hook of its own.
+#[allow(unused_imports)]
+use common::in_process_edition as edition;
+
 use std::time::Duration;
 
 use axum::body::Body;
@@ -424,15 +429,5 @@ async fn garbage_never_causes_a_500() {
     for body in bodies {
         let reply = world.post_raw(Some(FLOW_PAT), body, &[]).await;
         assert!(reply.status.is_success() || reply.status.is_client_error(), "{body}: {}", reply.status);
-    }
-}
-
-/// Where worlds run: in this process. The distributed run of these tests
-/// (`tests/mcp_router.rs` at the workspace root) has a hook of its own, and this one is
-/// unused there.
-#[allow(dead_code)]
-mod edition {
-    pub fn start(_config: &recap_mcp::McpConfig) -> Option<super::common::Edition> {
-        None
     }
 }

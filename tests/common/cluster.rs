@@ -304,7 +304,7 @@ fn create_topics(brokers: &str, prefix: &str) {
 /// cluster, and the origins `origins` picks from it. The cluster starts and stops on a
 /// thread of its own: both run a runtime of their own (creating topics, dropping the
 /// keyspace), never inside the test's.
-pub fn edition(envs: Vec<(String, String)>, origins: impl FnOnce(&Cluster) -> Vec<String>) -> (Apply, Vec<String>) {
+pub fn edition(envs: Vec<(String, String)>, origins: impl FnOnce(&Cluster) -> Vec<String>) -> Edition {
     let cluster = std::thread::spawn(move || Cluster::start(&envs)).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     let origins = origins(&cluster);
     let owned = OwnThread(Some(cluster));
@@ -318,6 +318,9 @@ pub fn edition(envs: Vec<(String, String)>, origins: impl FnOnce(&Cluster) -> Ve
 
 /// Produces a world's events and waits until they are projected.
 pub type Apply = Box<dyn Fn(&[String]) + Send + Sync>;
+
+/// What a suite's `common` calls an `Edition` (`remote.rs`; the same std type).
+pub type Edition = (Apply, Vec<String>);
 
 /// A cluster dropped on a thread of its own.
 struct OwnThread(Option<Cluster>);

@@ -333,6 +333,11 @@ impl World {
         }
     }
 
+    /// The standard world, in this process in every run.
+    pub async fn standard_in_process() -> World {
+        World::in_process(&standard_events(), RestConfig::default()).await
+    }
+
     /// The router in this process in every run: for tests that drive its clock, make its
     /// store fail, or time a per-process cache.
     pub async fn in_process(events: &[String], config: RestConfig) -> World {

@@ -122,7 +122,7 @@ async fn auth_8_the_plan_is_checked_on_every_request() {
 #[tokio::test]
 async fn errors_a_store_that_cannot_be_reached_is_503_unavailable() {
     // "503 unavailable: the service could not check the token or the plan; retry shortly."
-    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
+    let world = World::standard_in_process().await;
     world.set_fault(FAULT_UNAVAILABLE);
     world.get("/v1/meetings", ALICE).await.assert_error(503, "unavailable", &[]);
     world.set_fault(FAULT_NONE);
@@ -142,7 +142,7 @@ async fn errors_a_store_that_hangs_is_503_unavailable_within_the_bound() {
 #[tokio::test]
 async fn errors_internal_error_carries_the_request_id() {
     // "request_id: for internal_error, identifies the request".
-    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
+    let world = World::standard_in_process().await;
     world.set_fault(FAULT_CORRUPT);
     let response = world.get("/v1/meetings", ALICE).await;
     response.assert_error(500, "internal_error", &["request_id"]);

@@ -61,7 +61,7 @@ fn account_v(account_id: &str, version: u64) -> String {
 async fn limits_5_the_121st_request_in_a_minute_is_429_rate_limited_with_retry_after() {
     // "Requests per minute: 120". "Exceeding the per-minute limit returns 429
     // rate_limited with a Retry-After header in seconds."
-    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
+    let world = World::standard_in_process().await;
     for index in 0..120u64 {
         let response = world.get("/v1/teams", ALICE).await;
         assert_eq!(response.status, 200, "request {}", index + 1);
@@ -101,7 +101,7 @@ async fn limits_5_the_per_minute_limit_is_configurable() {
 async fn limits_6_used_up_period_requests_are_402_quota_exhausted_until_the_period_ends() {
     // "When the billing-period requests are used up, the response is 402 quota_exhausted."
     // quota_exhausted carries used, limit and resets_at ("when the quota renews").
-    let world = World::in_process(&standard_events(), recap_query_api::RestConfig { rate_limit_per_minute: 120, ..Default::default() }).await;
+    let world = World::standard_in_process().await;
     for left in [2, 1, 0] {
         let response = world.get("/v1/teams", SMALL_QUOTA).await;
         assert_eq!(response.header("x-quota-limit"), Some("3"), "api_quota of the plan");
