@@ -266,6 +266,35 @@ pub fn cassandra_pid() -> Option<u32> {
     })
 }
 
+/// Every thread of a process held to some cores (`taskset -a`) until dropped, when it
+/// gets back the cores it had, whether the bench finished or panicked: the engines of
+/// `make up` outlive the bench.
+pub struct Pinned {
+    pid: u32,
+    before: String,
+}
+
+fn taskset(args: &[&str]) -> String {
+    let output = Command::new("taskset").args(args).output().expect("run taskset (util-linux)");
+    assert!(output.status.success(), "taskset {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+impl Pinned {
+    pub fn new(pid: u32, cores: &str) -> Pinned {
+        // "pid 42's current affinity list: 0,1"
+        let before = taskset(&["-c", "-p", &pid.to_string()]).rsplit_once(':').map(|(_, list)| list.trim().to_string()).expect("an affinity list");
+        taskset(&["-a", "-c", "-p", cores, &pid.to_string()]);
+        Pinned { pid, before }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = Command::new("taskset").args(["-a", "-c", "-p", &self.before, &self.pid.to_string()]).output();
+    }
+}
+
 /// A GET without credentials (the operations listener); (status, body), 0 on error.
 pub fn http_get(url: &str) -> (u16, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(5))).build().into();
