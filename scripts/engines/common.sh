@@ -192,6 +192,9 @@ adopt_or_launch() {
       log "resuming the paused process (pid $pid)"
       kill -CONT "$pid"
     fi
+    # A benchmark killed mid-round can leave an engine held to one core (`taskset -a`):
+    # an adopted engine gets back every core this script may use.
+    taskset -a -c -p "$(taskset -c -p $$ | sed 's/.*: //')" "$pid" >/dev/null 2>&1 || true
     if ready >/dev/null 2>&1; then
       log "already running (pid $pid) and ready"
       return 0
