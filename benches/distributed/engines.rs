@@ -266,32 +266,69 @@ pub fn cassandra_pid() -> Option<u32> {
     })
 }
 
-/// Every thread of a process held to some cores (`taskset -a`) until dropped, when it
-/// gets back the cores it had, whether the bench finished or panicked: the engines of
-/// `make up` outlive the bench.
-pub struct Pinned {
-    pid: u32,
-    before: String,
+/// The cores a process's threads may run on, each distinct `Cpus_allowed_list` once.
+pub fn thread_cores(pid: u32) -> Vec<String> {
+    let mut lists: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).map(|list| list.trim().to_string())
+        })
+        .collect();
+    lists.sort();
+    lists.dedup();
+    lists
 }
 
-fn taskset(args: &[&str]) -> String {
-    let output = Command::new("taskset").args(args).output().expect("run taskset (util-linux)");
-    assert!(output.status.success(), "taskset {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// The cores this bench may use (its main thread is never pinned): what a pinned engine
+/// gets back.
+pub fn bench_cores() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).map(|list| list.trim().to_string()).expect("Cpus_allowed_list")
+}
+
+/// Every thread of a process held to some cores (`taskset -a`) until dropped, when it
+/// gets back the cores this bench may use, whether the bench finished or panicked (even
+/// partway through pinning): the engines of `make up` outlive the bench.
+pub struct Pinned {
+    pid: u32,
+    restore: String,
+}
+
+fn taskset(args: &[&str]) -> Result<(), String> {
+    let output = Command::new("taskset").args(args).output().map_err(|error| format!("run taskset (util-linux): {error}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
 }
 
 impl Pinned {
     pub fn new(pid: u32, cores: &str) -> Pinned {
-        // "pid 42's current affinity list: 0,1"
-        let before = taskset(&["-c", "-p", &pid.to_string()]).rsplit_once(':').map(|(_, list)| list.trim().to_string()).expect("an affinity list");
-        taskset(&["-a", "-c", "-p", cores, &pid.to_string()]);
-        Pinned { pid, before }
+        let pinned = Pinned { pid, restore: bench_cores() };
+        // A thread that exits while `taskset -a` walks them stops it partway: try again.
+        if let Err(error) = taskset(&["-a", "-c", "-p", cores, &pid.to_string()]).or_else(|_| taskset(&["-a", "-c", "-p", cores, &pid.to_string()])) {
+            panic!("pin process {pid} to cores {cores}: {error}");
+        }
+        pinned
+    }
+
+    /// Whether every thread of the process is still held to `cores` (a `make up`
+    /// meanwhile gives an engine every core back).
+    pub fn holds(&self, cores: &str) -> bool {
+        thread_cores(self.pid) == [cores.to_string()]
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let _ = Command::new("taskset").args(["-a", "-c", "-p", &self.before, &self.pid.to_string()]).output();
+        let (pid, restore) = (self.pid.to_string(), self.restore.as_str());
+        if let Err(error) = taskset(&["-a", "-c", "-p", restore, &pid]).or_else(|_| taskset(&["-a", "-c", "-p", restore, &pid])) {
+            eprintln!("warning: could not give process {pid} its cores {restore} back ({}); `make up` does", error.trim());
+        }
     }
 }
 

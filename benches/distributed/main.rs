@@ -431,7 +431,13 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
     println!("GET /v1/meetings?limit=50, {connections} connections, {seconds} s, the query-api and the raw loop on core 0:");
     let judged = rest_rounds(bench, query_api, Placement::StoreAlone);
     let shared = rest_rounds(bench, query_api, Placement::Shared);
-    println!("  median ratio with the store on a core of its own: {judged:.2} (target >= 0.7); sharing both cores with the client side: {shared:.2}");
+    match (judged, shared) {
+        (Some(judged), Some(shared)) => {
+            println!("  median ratio with the store on a core of its own: {judged:.2} (target >= 0.7); sharing both cores with the client side: {shared:.2}")
+        }
+        (_, Some(shared)) => println!("  median ratio sharing both cores with the client side: {shared:.2} (no store-alone placement here)"),
+        _ => {}
+    }
     time_inside(query_api);
     let (rss, hwm) = engines::memory_mib(query_api.pid());
     println!("  query-api after the load: VmRSS {rss:.0} MiB, VmHWM {hwm:.0} MiB (target <= 100 MiB)");
@@ -454,30 +460,43 @@ enum Placement {
 }
 
 /// Rounds alternating the raw loop and the query-api in one placement; prints them and
-/// returns the median of the rounds' ratios.
-fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> f64 {
+/// returns the median of the rounds' ratios (none when the placement cannot be made:
+/// pinning the store needs it on this machine).
+fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> Option<f64> {
     let (connections, seconds) = (REST_CONNECTIONS, REST_SECONDS);
     let url = format!("{}/meetings?limit=50", query_api.url);
     let cassandra = engines::cassandra_pid();
-    let (_pins, wrk_core) = match placement {
+    let (store_pin, _redis_pin, wrk_core) = match placement {
         Placement::StoreAlone => {
-            let cassandra = cassandra.expect("the Cassandra of make up runs on this machine");
-            (vec![engines::Pinned::new(cassandra, "1"), engines::Pinned::new(bench.redis.pid(), "0")], 0)
+            let Some(cassandra) = cassandra else {
+                println!(" Cassandra does not run on this machine: no store-alone placement");
+                return None;
+            };
+            println!(
+                " Cassandra alone on core 1; the query-api, Redis and wrk on core 0 (the store on a core of its own, as ScyllaDB on nodes of its own; judged):"
+            );
+            (Some(engines::Pinned::new(cassandra, "1")), Some(engines::Pinned::new(bench.redis.pid(), "0")), 0)
         }
-        Placement::Shared => (Vec::new(), 1),
+        Placement::Shared => {
+            println!(" Cassandra and Redis on both cores, wrk on core 1 (the store shares the machine with the client side; diagnosis):");
+            if let Some(cassandra) = cassandra {
+                let (cores, free) = (engines::thread_cores(cassandra), engines::bench_cores());
+                if cores != [free.clone()] {
+                    println!("  warning: Cassandra's threads may use cores {cores:?}, not {free}: these rounds do not share every core");
+                }
+            }
+            (None, None, 1)
+        }
     };
-    match placement {
-        Placement::StoreAlone => println!(" Cassandra alone on core 1; Redis and wrk on core 0 (the store's own core, as in production; judged):"),
-        Placement::Shared => println!(" Cassandra and Redis on both cores, wrk on core 1 (the store shares the machine with the client side; diagnosis):"),
-    }
     load::wrk(&url, connections, 2, wrk_core);
     let period_counter = || -> u64 {
         let keys = bench.redis.cli(&["--scan", "--pattern", &format!("{}:limit:*period*", bench.id)]);
         keys.lines().map(|key| bench.redis.cli(&["GET", key.trim()]).trim().parse::<u64>().unwrap_or(0)).sum()
     };
-    // Where the CPU goes: Cassandra, Redis, the query-api and this process (the raw loop).
-    // With the machine's idle time: both sides keep the two cores busy, so the ratio is
-    // close to the ratio of the CPU each side spends per read.
+    // Where the CPU goes: Cassandra, Redis, the query-api and this process (the raw loop),
+    // with the machine's idle time. Sharing, both sides keep the two cores busy, so the
+    // ratio is close to the ratio of the CPU each side spends per read; with the store
+    // alone, both sides are bound by its core and core 0 keeps idle time, so it is not.
     struct Snapshot {
         processes: [engines::Usage; 4],
         machine: (u64, u64),
@@ -588,7 +607,12 @@ fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> f64 {
     let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
     println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2}", recap_best / raw_best);
     println!("  raw loop issuing every read of a request (token, account, page): {all_reads:.0}/s; recap / that = {:.2}", recap_best / all_reads);
-    median
+    if store_pin.as_ref().is_some_and(|pin| !pin.holds("1")) {
+        println!(
+            "  warning: Cassandra's threads left core 1 during these rounds (a `make up` gives an engine every core back): they are not store-alone rounds"
+        );
+    }
+    Some(median)
 }
 
 /// Where a request's time goes, from the query-api's own histograms (`/metrics`): the

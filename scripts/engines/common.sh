@@ -193,8 +193,11 @@ adopt_or_launch() {
       kill -CONT "$pid"
     fi
     # A benchmark killed mid-round can leave an engine held to one core (`taskset -a`):
-    # an adopted engine gets back every core this script may use.
-    taskset -a -c -p "$(taskset -c -p $$ | sed 's/.*: //')" "$pid" >/dev/null 2>&1 || true
+    # an adopted engine gets every core of the machine back (the kernel keeps it within
+    # its cgroup's cpuset), whatever cores the caller of this script was held to.
+    if ! taskset -a -c -p "0-$(($(nproc --all) - 1))" "$pid" >/dev/null 2>&1; then
+      log "warning: could not give the running process (pid $pid) every core back"
+    fi
     if ready >/dev/null 2>&1; then
       log "already running (pid $pid) and ready"
       return 0
