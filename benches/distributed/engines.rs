@@ -266,68 +266,69 @@ pub fn cassandra_pid() -> Option<u32> {
     })
 }
 
+/// The `Cpus_allowed_list` of a `/proc/.../status` file.
+fn allowed_cores(status_path: &std::path::Path) -> Option<String> {
+    let status = std::fs::read_to_string(status_path).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).map(|list| list.trim().to_string())
+}
+
 /// The cores a process's threads may run on, each distinct `Cpus_allowed_list` once.
 pub fn thread_cores(pid: u32) -> Vec<String> {
-    let mut lists: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|task| {
-            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
-            status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).map(|list| list.trim().to_string())
-        })
-        .collect();
+    let mut lists: Vec<String> =
+        std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().filter_map(|task| allowed_cores(&task.path().join("status"))).collect();
     lists.sort();
     lists.dedup();
     lists
 }
 
+/// Whether every thread of a process is held to `cores` exactly.
+pub fn held_to(pid: u32, cores: &str) -> bool {
+    thread_cores(pid) == [cores]
+}
+
 /// The cores this bench may use (its main thread is never pinned): what a pinned engine
 /// gets back.
 pub fn bench_cores() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).map(|list| list.trim().to_string()).expect("Cpus_allowed_list")
+    allowed_cores(std::path::Path::new("/proc/self/status")).expect("Cpus_allowed_list of this process")
 }
 
-/// Every thread of a process held to some cores (`taskset -a`) until dropped, when it
-/// gets back the cores this bench may use, whether the bench finished or panicked (even
-/// partway through pinning): the engines of `make up` outlive the bench.
+/// Holds every thread of `pid` to `cores` (`taskset -a`). A thread that exits while
+/// taskset walks them stops it partway, so a failure is tried once more.
+fn pin_all_threads(pid: u32, cores: &str) -> Result<(), String> {
+    let pid = pid.to_string();
+    let once = || {
+        let output = Command::new("taskset").args(["-a", "-c", "-p", cores, &pid]).output().map_err(|error| format!("run taskset (util-linux): {error}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+        }
+    };
+    once().or_else(|_| once())
+}
+
+/// Every thread of a process held to some cores until dropped, when it gets back the
+/// cores this bench may use, whether the bench finished or panicked (even partway
+/// through pinning): the engines of `make up` outlive the bench.
 pub struct Pinned {
     pid: u32,
     restore: String,
 }
 
-fn taskset(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("taskset").args(args).output().map_err(|error| format!("run taskset (util-linux): {error}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&output.stderr).into_owned())
-    }
-}
-
 impl Pinned {
     pub fn new(pid: u32, cores: &str) -> Pinned {
         let pinned = Pinned { pid, restore: bench_cores() };
-        // A thread that exits while `taskset -a` walks them stops it partway: try again.
-        if let Err(error) = taskset(&["-a", "-c", "-p", cores, &pid.to_string()]).or_else(|_| taskset(&["-a", "-c", "-p", cores, &pid.to_string()])) {
+        if let Err(error) = pin_all_threads(pid, cores) {
             panic!("pin process {pid} to cores {cores}: {error}");
         }
         pinned
-    }
-
-    /// Whether every thread of the process is still held to `cores` (a `make up`
-    /// meanwhile gives an engine every core back).
-    pub fn holds(&self, cores: &str) -> bool {
-        thread_cores(self.pid) == [cores.to_string()]
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let (pid, restore) = (self.pid.to_string(), self.restore.as_str());
-        if let Err(error) = taskset(&["-a", "-c", "-p", restore, &pid]).or_else(|_| taskset(&["-a", "-c", "-p", restore, &pid])) {
-            eprintln!("warning: could not give process {pid} its cores {restore} back ({}); `make up` does", error.trim());
+        if let Err(error) = pin_all_threads(self.pid, &self.restore) {
+            eprintln!("warning: could not give process {} its cores {} back ({error}); `make up` does", self.pid, self.restore);
         }
     }
 }

@@ -429,8 +429,8 @@ fn rest_vs_raw(bench: &Bench, query_api: &Role) {
         return;
     }
     println!("GET /v1/meetings?limit=50, {connections} connections, {seconds} s, the query-api and the raw loop on core 0:");
-    let judged = rest_rounds(bench, query_api, Placement::StoreAlone);
-    let shared = rest_rounds(bench, query_api, Placement::Shared);
+    let judged = rest_rounds(bench, query_api, &url, Placement::StoreAlone);
+    let shared = rest_rounds(bench, query_api, &url, Placement::Shared);
     match (judged, shared) {
         (Some(judged), Some(shared)) => {
             println!("  median ratio with the store on a core of its own: {judged:.2} (target >= 0.7); sharing both cores with the client side: {shared:.2}")
@@ -462,9 +462,8 @@ enum Placement {
 /// Rounds alternating the raw loop and the query-api in one placement; prints them and
 /// returns the median of the rounds' ratios (none when the placement cannot be made:
 /// pinning the store needs it on this machine).
-fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> Option<f64> {
+fn rest_rounds(bench: &Bench, query_api: &Role, url: &str, placement: Placement) -> Option<f64> {
     let (connections, seconds) = (REST_CONNECTIONS, REST_SECONDS);
-    let url = format!("{}/meetings?limit=50", query_api.url);
     let cassandra = engines::cassandra_pid();
     let (store_pin, _redis_pin, wrk_core) = match placement {
         Placement::StoreAlone => {
@@ -479,16 +478,15 @@ fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> Option<
         }
         Placement::Shared => {
             println!(" Cassandra and Redis on both cores, wrk on core 1 (the store shares the machine with the client side; diagnosis):");
-            if let Some(cassandra) = cassandra {
-                let (cores, free) = (engines::thread_cores(cassandra), engines::bench_cores());
-                if cores != [free.clone()] {
-                    println!("  warning: Cassandra's threads may use cores {cores:?}, not {free}: these rounds do not share every core");
-                }
+            let free = engines::bench_cores();
+            if let Some(cassandra) = cassandra.filter(|&cassandra| !engines::held_to(cassandra, &free)) {
+                let cores = engines::thread_cores(cassandra);
+                println!("  warning: Cassandra's threads may use cores {cores:?}, not {free}: these rounds do not share every core");
             }
             (None, None, 1)
         }
     };
-    load::wrk(&url, connections, 2, wrk_core);
+    load::wrk(url, connections, 2, wrk_core);
     let period_counter = || -> u64 {
         let keys = bench.redis.cli(&["--scan", "--pattern", &format!("{}:limit:*period*", bench.id)]);
         keys.lines().map(|key| bench.redis.cli(&["GET", key.trim()]).trim().parse::<u64>().unwrap_or(0)).sum()
@@ -531,7 +529,7 @@ fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> Option<
         let measure_recap = || {
             let redis_before = RedisCounts { calls: bench.redis.command_calls(), counted: period_counter() };
             let before = usages();
-            let result = load::wrk(&url, connections, seconds, wrk_core);
+            let result = load::wrk(url, connections, seconds, wrk_core);
             let after = usages();
             (Phase { before, result, after }, redis_before, RedisCounts { calls: bench.redis.command_calls(), counted: period_counter() })
         };
@@ -607,7 +605,7 @@ fn rest_rounds(bench: &Bench, query_api: &Role, placement: Placement) -> Option<
     let all_reads = raw_reads(&bench.engines, &bench.keyspace, connections, seconds, true);
     println!("  best of each: {recap_best:.0} / {raw_best:.0} = {:.2}", recap_best / raw_best);
     println!("  raw loop issuing every read of a request (token, account, page): {all_reads:.0}/s; recap / that = {:.2}", recap_best / all_reads);
-    if store_pin.as_ref().is_some_and(|pin| !pin.holds("1")) {
+    if store_pin.is_some() && cassandra.is_some_and(|cassandra| !engines::held_to(cassandra, "1")) {
         println!(
             "  warning: Cassandra's threads left core 1 during these rounds (a `make up` gives an engine every core back): they are not store-alone rounds"
         );
