@@ -110,4 +110,9 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
 
     let _ = stop.send(true);
     projector.await.expect("projector task").expect("projector");
+
+    // The run's topic goes with it (one left by a killed run goes at the next `make up`).
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("admin");
+    let _ = admin.delete_topics(&[&topic], &AdminOptions::new()).await;
 }

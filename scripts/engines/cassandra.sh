@@ -9,6 +9,8 @@
 #
 # usage: cassandra.sh install|start|stop|restart|status|kill9|pause|resume
 #        cassandra.sh cql "<statement>"   runs one statement, prints the rows
+#        cassandra.sh sweep               drops the keyspaces of test and benchmark runs
+#                                         that are gone (common.sh, left_by_gone_runs)
 set -euo pipefail
 ENGINE=cassandra
 # shellcheck source=common.sh
@@ -214,6 +216,26 @@ start() {
   with_lock cassandra _start
 }
 
+# Drops the keyspaces of test and benchmark runs that are gone (common.sh,
+# left_by_gone_runs), ten to a CQL session.
+sweep() {
+  local gone count
+  gone=$(cql "SELECT keyspace_name FROM system_schema.keyspaces" | left_by_gone_runs recap_)
+  count=$(grep -c . <<<"$gone" || true)
+  if [ "$count" -eq 0 ]; then log "no keyspaces left by runs that are gone"; return 0; fi
+  log "dropping $count keyspaces left by test and benchmark runs that are gone"
+  local statements=()
+  while IFS= read -r keyspace; do
+    statements+=("DROP KEYSPACE IF EXISTS \"$keyspace\"")
+    if [ ${#statements[@]} -eq 10 ]; then
+      cql "${statements[@]}" >/dev/null || die "dropping keyspaces failed"
+      statements=()
+    fi
+  done <<<"$gone"
+  [ ${#statements[@]} -eq 0 ] || cql "${statements[@]}" >/dev/null || die "dropping keyspaces failed"
+  log "dropped $count keyspaces"
+}
+
 status() {
   local pid
   if ! pid=$(engine_pid); then echo "cassandra: down"; return 1; fi
@@ -231,5 +253,6 @@ case "${1:-}" in
   pause) pause_engine ;;
   resume) resume_engine ;;
   cql) shift; cql "$@" ;;
+  sweep) sweep ;;
   *) engine_usage ;;
 esac

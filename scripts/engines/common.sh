@@ -283,6 +283,21 @@ _apt_install() {
 }
 
 # usage_and_dispatch: the subcommands every engine script offers.
+# left_by_gone_runs [name-prefix]: reads names (topics, keyspaces) on stdin and prints
+# those a test or benchmark run left behind whose process is gone. Such runs name what
+# they create after their kind and process id (t<pid>_, bench<pid>_, lagtest<pid>_, after
+# the optional prefix, e.g. recap_), and delete it when they end; a run that was killed
+# cannot, so what it made would pile up run after run (a broker holding thousands of
+# test partitions runs out of heap). A running process's names are never printed.
+left_by_gone_runs() {
+  local prefix=${1:-} name
+  while IFS= read -r name; do
+    [[ $name =~ ^${prefix}(t|bench|lagtest)([0-9]+)_ ]] || continue
+    # /proc/<n> exists for a thread's id too: only a process's own Tgid line counts.
+    grep -qx "Tgid:[[:space:]]*${BASH_REMATCH[2]}" "/proc/${BASH_REMATCH[2]}/status" 2>/dev/null || printf '%s\n' "$name"
+  done
+}
+
 engine_usage() {
   echo "usage: $0 install|start|stop|restart|status|kill9|pause|resume" >&2
   exit 2

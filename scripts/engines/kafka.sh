@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Apache Kafka, one KRaft node (broker and controller in one process), from the broker's
 # jars on Maven Central (the distribution tarball is not published there), on
-# 127.0.0.1:9092 (controller 127.0.0.1:9093), heap capped at 512 MiB. Readiness is a
-# real metadata request (the topics tool listing the topics). Automatic topic creation is
-# off: `start` creates the topics recap uses, idempotently.
+# 127.0.0.1:9092 (controller 127.0.0.1:9093), heap capped at 1 GiB (Kafka's own default).
+# Readiness is a real metadata request (the topics tool listing the topics). Automatic
+# topic creation is off: `start` creates the topics recap uses, idempotently.
 #
 # usage: kafka.sh install|start|stop|restart|status|kill9|pause|resume
 #        kafka.sh topics             the topics, one per line
+#        kafka.sh sweep              deletes the topics of test and benchmark runs that
+#                                    are gone (common.sh, left_by_gone_runs)
 set -euo pipefail
 ENGINE=kafka
 # shellcheck source=common.sh
@@ -168,12 +170,35 @@ ensure_topics() {
   if [ ${#created[@]} -gt 0 ]; then log "created topics: ${created[*]}"; else log "topics present: ${TOPICS[*]%%:*}"; fi
 }
 
+# Deletes the topics runs that are gone left behind, 500 to a request (a pattern naming
+# each exactly), then checks that none is left.
+sweep() {
+  local gone count
+  gone=$(admin --list | left_by_gone_runs)
+  count=$(grep -c . <<<"$gone" || true)
+  if [ "$count" -eq 0 ]; then log "no topics left by runs that are gone"; return 0; fi
+  log "deleting $count topics left by test and benchmark runs that are gone"
+  local patterns pattern
+  patterns=$(sed 's/\./\\./g' <<<"$gone" | awk '{ line = line (NR % 500 == 1 ? "" : "|") $0 } NR % 500 == 0 { print line; line = "" } END { if (line != "") print line }')
+  while IFS= read -r pattern; do
+    admin --delete --topic "$pattern" >/dev/null || true
+  done <<<"$patterns"
+  local left attempt
+  for attempt in 1 2 3 4 5; do
+    left=$(admin --list | left_by_gone_runs | grep -c . || true)
+    [ "$left" -eq 0 ] && break
+    sleep 2
+  done
+  [ "$left" -eq 0 ] || die "$left of those topics are still there (Kafka's log: $DIR/server.log)"
+  log "deleted $count topics"
+}
+
 launch() {
   refuse_foreign_ports
   configure
   log "starting Kafka $VERSION (KRaft, broker+controller) on $BIND:$KAFKA_PORT"
   need_java17
-  nohup "$JAVA17" -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+  nohup "$JAVA17" -Xms256m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
     -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dlog4j.configuration="file:$DIR/log4j.properties" \
     -Dkafka.logs.dir="$DIR" -cp "$HOME_DIR/libs/*" kafka.Kafka "$DIR/server.properties" \
@@ -211,5 +236,6 @@ case "${1:-}" in
   pause) pause_engine ;;
   resume) resume_engine ;;
   topics) admin --list ;;
+  sweep) sweep ;;
   *) engine_usage ;;
 esac

@@ -2,7 +2,8 @@
 # Installs (the first time) and starts the real engines on loopback: Kafka, Cassandra
 # (standing in for ScyllaDB) and Redis, in parallel, each one ready only once its probe
 # answers (a metadata request, a CQL query, PING). Safe to run again: running, ready
-# engines are left alone. Writes their addresses to $RECAP_ENGINES_HOME/env (default
+# engines are left alone. Then deletes the topics and keyspaces of test and benchmark
+# runs that are gone. Writes their addresses to $RECAP_ENGINES_HOME/env (default
 # ~/.cache/recap/engines/env), KEY=value lines that a shell can source.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,6 +27,12 @@ if [ ${#failed[@]} -gt 0 ]; then
   log "FAILED: ${failed[*]} (see the lines above; logs under $RUN_DIR)"
   exit 1
 fi
+
+# What killed test and benchmark runs left behind goes: their topics and keyspaces pile
+# up otherwise, until the broker runs out of heap at start-up.
+for engine in kafka cassandra; do
+  bash "$here/$engine.sh" sweep || log "warning: could not sweep $engine (see above); a run that was killed may have left topics or keyspaces behind"
+done
 
 settings="RECAP_KAFKA_BROKERS=$BIND:$KAFKA_PORT
 RECAP_SCYLLA_NODES=$BIND:$CQL_PORT

@@ -262,8 +262,9 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
-    /// Stops every role, then drops the run's keyspace: a node holding hundreds of
-    /// test tables slows down until schema changes time out.
+    /// Stops every role, then drops the run's keyspace and deletes its topics: a node
+    /// holding hundreds of test tables slows down until schema changes time out, and a
+    /// broker holding thousands of test partitions runs out of heap.
     fn drop(&mut self) {
         for role in self.projectors.iter_mut().chain(self.query_apis.iter_mut()).chain(std::iter::once(&mut self.mcp)) {
             role.kill9();
@@ -271,8 +272,30 @@ impl Drop for Cluster {
         let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
         if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
             let _ = runtime.block_on(recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
+            runtime.block_on(delete_topics(&self.engines.brokers, &self.topic_prefix));
         }
     }
+}
+
+/// A run's topics under `prefix`, with their partition counts.
+fn topics(prefix: &str) -> Vec<(String, i32)> {
+    [("recap.accounts.v1", 3), ("recap.meetings.v1", 3), ("recap.sharing.v1", 3), ("recap.deadletter.v1", 1)]
+        .iter()
+        .map(|(name, partitions)| (format!("{prefix}{name}"), *partitions))
+        .collect()
+}
+
+/// Deletes the run's topics; best effort (a run killed before this leaves them to
+/// `make up`, which deletes the topics of runs whose process is gone).
+async fn delete_topics(brokers: &str, prefix: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    let Ok(admin) = ClientConfig::new().set("bootstrap.servers", brokers).create::<AdminClient<DefaultClientContext>>() else { return };
+    let names = topics(prefix);
+    let names: Vec<&str> = names.iter().map(|(name, _)| name.as_str()).collect();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10))).operation_timeout(Some(Duration::from_secs(30)));
+    let _ = admin.delete_topics(&names, &options).await;
 }
 
 /// Creates the run's topics (3 partitions each, the dead-letter topic 1).
@@ -283,10 +306,7 @@ fn create_topics(brokers: &str, prefix: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("kafka admin client");
-        let names: Vec<(String, i32)> = [("recap.accounts.v1", 3), ("recap.meetings.v1", 3), ("recap.sharing.v1", 3), ("recap.deadletter.v1", 1)]
-            .iter()
-            .map(|(name, partitions)| (format!("{prefix}{name}"), *partitions))
-            .collect();
+        let names = topics(prefix);
         let topics: Vec<NewTopic> = names.iter().map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1))).collect();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = admin.create_topics(&topics, &options).await.expect("create topics (are the engines up? `make up`)");
