@@ -1243,3 +1243,97 @@ fn migrate_refuses_a_table_whose_key_differs_names_every_difference_and_changes_
     let columns = keyspace.cql(&["SELECT column_name FROM system_schema.columns WHERE keyspace_name = '{ks}' AND table_name = 'meeting_details'"]);
     assert_eq!(columns.len(), 4, "{columns:?}");
 }
+
+/// The output of an engine script's action (`kafka.sh topics`, `cassandra.sh cql ...`).
+fn engine_output(script: &str, args: &[&str]) -> String {
+    let path = format!("{}/scripts/engines/{script}", std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let output = Command::new("bash").arg(path).args(args).output().expect("run an engine script");
+    assert!(output.status.success(), "{script} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn keyspaces() -> Vec<String> {
+    engine_output("cassandra.sh", &["cql", "SELECT keyspace_name FROM system_schema.keyspaces"]).lines().map(str::to_string).collect()
+}
+
+fn topics() -> Vec<String> {
+    engine_output("kafka.sh", &["topics"]).lines().map(str::to_string).collect()
+}
+
+/// Creates (`true`) or deletes topics of one partition.
+fn admin_topics(create: bool, names: &[&str]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::config::ClientConfig;
+    let brokers = common::cluster::Engines::from_env().brokers;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        if create {
+            let new: Vec<NewTopic> = names.iter().map(|name| NewTopic::new(name, 1, TopicReplication::Fixed(1))).collect();
+            for result in admin.create_topics(&new, &options).await.unwrap() {
+                result.expect("create topic");
+            }
+        } else {
+            let _ = admin.delete_topics(names, &options).await;
+        }
+    });
+}
+
+/// What the sweep test made and must not leave, whether it passes or fails.
+struct Made {
+    topics: Vec<String>,
+    keyspace: String,
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        admin_topics(false, &self.topics.iter().map(String::as_str).collect::<Vec<_>>());
+        // The gone run's keyspace, should the test have failed before `make up` dropped it.
+        let _ = engine_status("cassandra.sh", "sweep");
+        let path = format!("{}/scripts/engines/cassandra.sh", std::env::var("CARGO_MANIFEST_DIR").unwrap());
+        let _ = Command::new("bash").arg(path).args(["cql", &format!("DROP KEYSPACE IF EXISTS {}", self.keyspace)]).output();
+    }
+}
+
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but_never_a_running_ones() {
+    // A cluster that ends takes its topics and keyspace with it.
+    let cluster = Cluster::start(&[]);
+    let (prefix, keyspace) = (cluster.topic_prefix.clone(), cluster.keyspace.clone());
+    assert_eq!(topics().iter().filter(|topic| topic.starts_with(&prefix)).count(), 4, "the run's four topics exist while it runs");
+    drop(cluster);
+    assert!(!topics().iter().any(|topic| topic.starts_with(&prefix)), "the ended run's topics are gone");
+    assert!(!keyspaces().contains(&keyspace), "the ended run's keyspace is gone");
+
+    // What killed runs left (their process is gone), and what a running one holds (ours).
+    let mut exited = Command::new("true").spawn().expect("spawn");
+    let gone = exited.id();
+    exited.wait().expect("wait");
+    let own = std::process::id();
+    let left = [format!("t{gone}_1_0.recap.meetings.v1"), format!("bench{gone}_2_main.recap.sharing.v1"), format!("lagtest{gone}_3.recap.meetings.v1")];
+    let running = format!("t{own}_sweep.recap.meetings.v1");
+    let unlike = format!("tenant{gone}_sweep.recap.meetings.v1");
+    let (left_keyspace, running_keyspace) = (format!("recap_t{gone}_1_0"), format!("recap_t{own}_sweep"));
+    let _made = Made { topics: left.iter().chain([&running, &unlike]).cloned().collect(), keyspace: running_keyspace.clone() };
+    admin_topics(true, &left.iter().chain([&running, &unlike]).map(String::as_str).collect::<Vec<_>>());
+    for name in [&left_keyspace, &running_keyspace] {
+        engine_output("cassandra.sh", &["cql", &format!("CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")]);
+    }
+
+    engine_output("up.sh", &[]);
+
+    let after = topics();
+    for name in &left {
+        assert!(!after.contains(name), "{name}, left by a gone run, is deleted: {after:?}");
+    }
+    assert!(after.contains(&running), "a running process's topic is kept: {after:?}");
+    assert!(after.contains(&unlike), "a topic not named like a run's is kept: {after:?}");
+    for contract in ["recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1", "recap.deadletter.v1"] {
+        assert!(after.iter().any(|topic| topic == contract), "{contract} is kept");
+    }
+    let after = keyspaces();
+    assert!(!after.contains(&left_keyspace), "the gone run's keyspace is dropped: {after:?}");
+    assert!(after.contains(&running_keyspace), "a running process's keyspace is kept: {after:?}");
+}
