@@ -28,8 +28,11 @@ fn engine(script: &str, action: &str) {
 }
 
 fn engine_status(script: &str, action: &str) -> bool {
-    let path = format!("{}/scripts/engines/", std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    Command::new("bash").arg(format!("{path}{script}")).arg(action).status().is_ok_and(|status| status.success())
+    Command::new("bash").arg(engine_script(script)).arg(action).status().is_ok_and(|status| status.success())
+}
+
+fn engine_script(script: &str) -> String {
+    format!("{}/scripts/engines/{script}", std::env::var("CARGO_MANIFEST_DIR").unwrap())
 }
 
 /// An engine a fault test takes away (`halt`), brought back (`restore`) when the test
@@ -1106,8 +1109,12 @@ struct ScratchKeyspace {
 
 impl ScratchKeyspace {
     fn new() -> ScratchKeyspace {
+        ScratchKeyspace::named(format!("recap_{}_migrate", common::cluster::run_id()))
+    }
+
+    fn named(name: String) -> ScratchKeyspace {
         let nodes = common::cluster::Engines::from_env().scylla_nodes.split(',').map(str::to_string).collect();
-        ScratchKeyspace { name: format!("recap_{}_migrate", common::cluster::run_id()), nodes }
+        ScratchKeyspace { name, nodes }
     }
 
     /// Runs CQL statements in order (`{ks}` stands for the keyspace) and returns the
@@ -1135,13 +1142,20 @@ impl ScratchKeyspace {
 
     /// The keyspace's tables, sorted.
     fn tables(&self) -> Vec<String> {
-        let mut tables: Vec<String> = self
-            .cql(&["SELECT table_name FROM system_schema.tables WHERE keyspace_name = '{ks}'"])
-            .into_iter()
-            .map(|row| row[0].clone().unwrap().trim_start_matches("Text(\"").trim_end_matches("\")").to_string())
-            .collect();
-        tables.sort();
-        tables
+        self.names("SELECT table_name FROM system_schema.tables WHERE keyspace_name = '{ks}'")
+    }
+
+    /// Every keyspace of the node, sorted.
+    fn keyspaces(&self) -> Vec<String> {
+        self.names("SELECT keyspace_name FROM system_schema.keyspaces")
+    }
+
+    /// The first column of a query's rows, as text, sorted.
+    fn names(&self, statement: &str) -> Vec<String> {
+        let mut names: Vec<String> =
+            self.cql(&[statement]).into_iter().map(|row| row[0].clone().unwrap().trim_start_matches("Text(\"").trim_end_matches("\")").to_string()).collect();
+        names.sort();
+        names
     }
 
     fn migrate(&self) -> std::process::Output {
@@ -1244,55 +1258,23 @@ fn migrate_refuses_a_table_whose_key_differs_names_every_difference_and_changes_
     assert_eq!(columns.len(), 4, "{columns:?}");
 }
 
-/// The output of an engine script's action (`kafka.sh topics`, `cassandra.sh cql ...`).
+/// The output of an engine script's action (`kafka.sh topics`, `up.sh`).
 fn engine_output(script: &str, args: &[&str]) -> String {
-    let path = format!("{}/scripts/engines/{script}", std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let output = Command::new("bash").arg(path).args(args).output().expect("run an engine script");
+    let output = Command::new("bash").arg(engine_script(script)).args(args).output().expect("run an engine script");
     assert!(output.status.success(), "{script} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn keyspaces() -> Vec<String> {
-    engine_output("cassandra.sh", &["cql", "SELECT keyspace_name FROM system_schema.keyspaces"]).lines().map(str::to_string).collect()
 }
 
 fn topics() -> Vec<String> {
     engine_output("kafka.sh", &["topics"]).lines().map(str::to_string).collect()
 }
 
-/// Creates (`true`) or deletes topics of one partition.
-fn admin_topics(create: bool, names: &[&str]) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::config::ClientConfig;
-    let brokers = common::cluster::Engines::from_env().brokers;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        if create {
-            let new: Vec<NewTopic> = names.iter().map(|name| NewTopic::new(name, 1, TopicReplication::Fixed(1))).collect();
-            for result in admin.create_topics(&new, &options).await.unwrap() {
-                result.expect("create topic");
-            }
-        } else {
-            let _ = admin.delete_topics(names, &options).await;
-        }
-    });
-}
+/// Topics the sweep test made and must not leave, whether it passes or fails.
+struct MadeTopics(Vec<String>);
 
-/// What the sweep test made and must not leave, whether it passes or fails.
-struct Made {
-    topics: Vec<String>,
-    keyspace: String,
-}
-
-impl Drop for Made {
+impl Drop for MadeTopics {
     fn drop(&mut self) {
-        admin_topics(false, &self.topics.iter().map(String::as_str).collect::<Vec<_>>());
-        // The gone run's keyspace, should the test have failed before `make up` dropped it.
-        let _ = engine_status("cassandra.sh", "sweep");
-        let path = format!("{}/scripts/engines/cassandra.sh", std::env::var("CARGO_MANIFEST_DIR").unwrap());
-        let _ = Command::new("bash").arg(path).args(["cql", &format!("DROP KEYSPACE IF EXISTS {}", self.keyspace)]).output();
+        common::cluster::delete_topics(&common::cluster::Engines::from_env().brokers, &self.0);
     }
 }
 
@@ -1305,7 +1287,9 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     assert_eq!(topics().iter().filter(|topic| topic.starts_with(&prefix)).count(), 4, "the run's four topics exist while it runs");
     drop(cluster);
     assert!(!topics().iter().any(|topic| topic.starts_with(&prefix)), "the ended run's topics are gone");
-    assert!(!keyspaces().contains(&keyspace), "the ended run's keyspace is gone");
+    // Our own keyspace, named as a running run's (`recap_t<pid>_…`).
+    let running_keyspace = ScratchKeyspace::new();
+    assert!(!running_keyspace.keyspaces().contains(&keyspace), "the ended run's keyspace is gone");
 
     // What killed runs left (their process is gone), and what a running one holds (ours).
     let mut exited = Command::new("true").spawn().expect("spawn");
@@ -1315,12 +1299,11 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     let left = [format!("t{gone}_1_0.recap.meetings.v1"), format!("bench{gone}_2_main.recap.sharing.v1"), format!("lagtest{gone}_3.recap.meetings.v1")];
     let running = format!("t{own}_sweep.recap.meetings.v1");
     let unlike = format!("tenant{gone}_sweep.recap.meetings.v1");
-    let (left_keyspace, running_keyspace) = (format!("recap_t{gone}_1_0"), format!("recap_t{own}_sweep"));
-    let _made = Made { topics: left.iter().chain([&running, &unlike]).cloned().collect(), keyspace: running_keyspace.clone() };
-    admin_topics(true, &left.iter().chain([&running, &unlike]).map(String::as_str).collect::<Vec<_>>());
-    for name in [&left_keyspace, &running_keyspace] {
-        engine_output("cassandra.sh", &["cql", &format!("CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")]);
-    }
+    let made = MadeTopics(left.iter().chain([&running, &unlike]).cloned().collect());
+    common::cluster::create_topics(&common::cluster::Engines::from_env().brokers, &made.0.iter().map(|name| (name.clone(), 1)).collect::<Vec<_>>());
+    let left_keyspace = ScratchKeyspace::named(format!("recap_t{gone}_1_0"));
+    left_keyspace.cql(&[CREATE_SCRATCH_KEYSPACE]);
+    running_keyspace.cql(&[CREATE_SCRATCH_KEYSPACE]);
 
     engine_output("up.sh", &[]);
 
@@ -1333,7 +1316,7 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     for contract in ["recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1", "recap.deadletter.v1"] {
         assert!(after.iter().any(|topic| topic == contract), "{contract} is kept");
     }
-    let after = keyspaces();
-    assert!(!after.contains(&left_keyspace), "the gone run's keyspace is dropped: {after:?}");
-    assert!(after.contains(&running_keyspace), "a running process's keyspace is kept: {after:?}");
+    let after = running_keyspace.keyspaces();
+    assert!(!after.contains(&left_keyspace.name), "the gone run's keyspace is dropped: {after:?}");
+    assert!(after.contains(&running_keyspace.name), "a running process's keyspace is kept: {after:?}");
 }

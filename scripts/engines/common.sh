@@ -282,7 +282,6 @@ _apt_install() {
   [ $status -eq 0 ] || die "apt-get install $* failed"
 }
 
-# usage_and_dispatch: the subcommands every engine script offers.
 # left_by_gone_runs [name-prefix]: reads names (topics, keyspaces) on stdin and prints
 # those a test or benchmark run left behind whose process is gone. Such runs name what
 # they create after their kind and process id (t<pid>_, bench<pid>_, lagtest<pid>_, after
@@ -298,6 +297,7 @@ left_by_gone_runs() {
   done
 }
 
+# engine_usage: the subcommands every engine script offers.
 engine_usage() {
   echo "usage: $0 install|start|stop|restart|status|kill9|pause|resume" >&2
   exit 2

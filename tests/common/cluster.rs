@@ -186,7 +186,7 @@ impl Cluster {
         let id = run_id();
         let topic_prefix = format!("{id}.");
         let keyspace = format!("recap_{id}");
-        create_topics(&engines.brokers, &topic_prefix);
+        create_topics(&engines.brokers, &topics(&topic_prefix));
         let mut common: Vec<(String, String)> = vec![
             ("RECAP_KAFKA_BROKERS".into(), engines.brokers.clone()),
             ("RECAP_KAFKA_TOPIC_PREFIX".into(), topic_prefix.clone()),
@@ -272,8 +272,8 @@ impl Drop for Cluster {
         let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
         if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
             let _ = runtime.block_on(recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
-            runtime.block_on(delete_topics(&self.engines.brokers, &self.topic_prefix));
         }
+        delete_topics(&self.engines.brokers, &topics(&self.topic_prefix).into_iter().map(|(name, _)| name).collect::<Vec<_>>());
     }
 }
 
@@ -285,37 +285,35 @@ fn topics(prefix: &str) -> Vec<(String, i32)> {
         .collect()
 }
 
-/// Deletes the run's topics; best effort (a run killed before this leaves them to
-/// `make up`, which deletes the topics of runs whose process is gone).
-async fn delete_topics(brokers: &str, prefix: &str) {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-    let Ok(admin) = ClientConfig::new().set("bootstrap.servers", brokers).create::<AdminClient<DefaultClientContext>>() else { return };
-    let names = topics(prefix);
-    let names: Vec<&str> = names.iter().map(|(name, _)| name.as_str()).collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10))).operation_timeout(Some(Duration::from_secs(30)));
-    let _ = admin.delete_topics(&names, &options).await;
+/// A Kafka admin client of the engines at `brokers`, with a runtime of its own to drive it.
+fn admin(brokers: &str) -> (tokio::runtime::Runtime, rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let admin = rdkafka::config::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("kafka admin client");
+    (runtime, admin)
 }
 
-/// Creates the run's topics (3 partitions each, the dead-letter topic 1).
-fn create_topics(brokers: &str, prefix: &str) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("kafka admin client");
-        let names = topics(prefix);
-        let topics: Vec<NewTopic> = names.iter().map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1))).collect();
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let results = admin.create_topics(&topics, &options).await.expect("create topics (are the engines up? `make up`)");
-        for result in results {
-            if let Err((topic, code)) = result {
-                assert_eq!(code, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists, "creating {topic}");
-            }
+/// Deletes topics; best effort (a run killed before this leaves them to `make up`,
+/// which deletes the topics of runs whose process is gone).
+pub fn delete_topics(brokers: &str, names: &[String]) {
+    use rdkafka::admin::AdminOptions;
+    let (runtime, admin) = admin(brokers);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10))).operation_timeout(Some(Duration::from_secs(30)));
+    let _ = runtime.block_on(admin.delete_topics(&names, &options));
+}
+
+/// Creates topics (name, partitions); one that exists already is fine.
+pub fn create_topics(brokers: &str, topics: &[(String, i32)]) {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let (runtime, admin) = admin(brokers);
+    let new: Vec<NewTopic> = topics.iter().map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1))).collect();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = runtime.block_on(admin.create_topics(&new, &options)).expect("create topics (are the engines up? `make up`)");
+    for result in results {
+        if let Err((topic, code)) = result {
+            assert_eq!(code, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists, "creating {topic}");
         }
-    });
+    }
 }
 
 /// A cluster for one world of a router suite run against the distributed edition
