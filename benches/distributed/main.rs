@@ -19,8 +19,8 @@
 //!
 //! The query-api and the raw-driver read loop run on core 0. Elsewhere Cassandra and
 //! Kafka are not pinned (they need both cores); the REST section pins Cassandra for one
-//! placement's rounds and gives its cores back after. Every resource is named after the run (topic
-//! prefix, keyspaces, consumer group, Redis) and removed at the end. Run with
+//! placement's rounds and gives its cores back after. Every resource is named after the
+//! run (topic prefix, keyspaces, consumer group, Redis) and removed at the end. Run with
 //! `make bench` or `cargo bench --bench distributed [section]`.
 
 // The binary's global allocator lives in the recap library: link it, so in-process
