@@ -1,9 +1,10 @@
 //! The roles of the `recap` binary as library functions, so that tests and benchmarks
 //! start them exactly as the binary does: `serve` (the embedded edition), the
 //! operations listener (`admin`), the demo world (`demo`) and the roles of the
-//! distributed edition (`distributed`).
+//! distributed edition (`distributed`), plus the command line that selects them (`cli`).
 
 pub mod admin;
+pub mod cli;
 pub mod demo;
 pub mod distributed;
 pub mod serve;
