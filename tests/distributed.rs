@@ -316,7 +316,7 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
 }
 
 // `recap events append --kafka` publishes every event type to its contract topic with
-// its contract key (contract/events.md, transport table): account_id for account.* and
+// its contract key (docs/events.md, Transport): account_id for account.* and
 // token.*; the meeting's owner for meeting.* and action_item.*; team_id for anything of
 // a team and share_id for a direct share on the sharing topic.
 #[test]

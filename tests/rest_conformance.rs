@@ -1,5 +1,5 @@
 //! The REST API v1 through the real binary (`recap serve`, or the distributed edition
-//! with `RECAP_TEST_EDITION=distributed`): the main rules of `spec/rest-api-v1.md`,
+//! with `RECAP_TEST_EDITION=distributed`): the main rules of `docs/rest.md`,
 //! end to end over HTTP. The router-level suite (`query-api/tests/rest`) checks every
 //! rule in detail; this one checks that the served binary keeps them.
 

@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn hashes_like_the_contract() {
-        // contract/events.md: token_sha256 is the lowercase hex SHA-256 of the token.
+        // docs/events.md, token.created: token_sha256 is the lowercase hex SHA-256 of the token.
         assert_eq!(token_sha256("test"), "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
     }
 

@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_day_the_month_lacks_falls_on_its_last_day() {
-        // contract/events.md: "a day of month that a month lacks falls on its last day".
+        // docs/events.md, account.upserted: "a day of month that a month lacks falls on its last day".
         let anchor = at("2026-01-31T12:00:00Z");
         assert_eq!(billing_period(anchor, at("2026-02-10T00:00:00Z")).end, at("2026-02-28T12:00:00Z"));
         assert_eq!(billing_period(anchor, at("2026-03-01T00:00:00Z")), Period { start: at("2026-02-28T12:00:00Z"), end: at("2026-03-31T12:00:00Z") });

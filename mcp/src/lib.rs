@@ -1,4 +1,4 @@
-//! The remote MCP server of recap (`spec/mcp-server.md`): a stateless Streamable HTTP
+//! The remote MCP server of recap (`docs/mcp.md`): a stateless Streamable HTTP
 //! endpoint with eight read-only tools over the read model, and the OAuth 2.1
 //! authorization server that lets MCP clients connect without copying a token.
 //!

@@ -1,4 +1,4 @@
-//! The OAuth 2.1 authorization server (spec/mcp-server.md: Authentication, OAuth
+//! The OAuth 2.1 authorization server (docs/mcp.md: Authentication, OAuth
 //! details 1–5) and its abuse cases: wrong verifier, code replay, expired code, near-miss
 //! redirect URIs, refresh-token reuse, revoked PAT.
 
@@ -650,7 +650,7 @@ fn options(path: &str, origin: Option<&str>, request_headers: &str) -> axum::htt
     request.body(axum::body::Body::empty()).unwrap()
 }
 
-// CORS (README, MCP decisions): the discovery documents are public, so their preflight
+// CORS (docs/mcp.md, CORS): the discovery documents are public, so their preflight
 // and their responses allow every origin; browsers preflight them because discovery
 // sends MCP-Protocol-Version.
 #[tokio::test]
@@ -673,7 +673,7 @@ async fn discovery_documents_answer_browser_preflights_for_any_origin() {
     }
 }
 
-// CORS (README, MCP decisions): /register, /token and /revoke follow the Origin rule of
+// CORS (docs/mcp.md, CORS): /register, /token and /revoke follow the Origin rule of
 // /mcp ("a present Origin header that is not allowed by config → 403"): an allowed
 // origin's preflight is 204 with the Access-Control-Allow-* headers and the responses
 // carry Access-Control-Allow-Origin; any other origin gets 403 on both.

@@ -1,4 +1,4 @@
-//! Conformance of the eight tools and their results (spec/mcp-server.md: Tools,
+//! Conformance of the eight tools and their results (docs/mcp.md: Tools,
 //! Results, Limits). Each test quotes the rule it checks.
 
 mod common;

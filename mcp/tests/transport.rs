@@ -1,5 +1,5 @@
 //! Conformance of the endpoint, its protocol handling and its authentication
-//! (spec/mcp-server.md: Transport, Errors, Authentication, Versioning). Each test
+//! (docs/mcp.md: Transport, Errors, Authentication, Versioning). Each test
 //! quotes the rule it checks.
 
 mod common;

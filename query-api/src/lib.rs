@@ -1,4 +1,4 @@
-//! The REST API v1 (`spec/rest-api-v1.md`): a read-only JSON API under `/v1`, served by
+//! The REST API v1 (`docs/rest.md`): a read-only JSON API under `/v1`, served by
 //! one axum [`router`] over a [`RestState`].
 //!
 //! Wiring (what a serving role does):

@@ -1,4 +1,4 @@
-//! One request, start to finish, in the order DESIGN.md fixes: request id → method
+//! One request, start to finish, in the order docs/rest.md fixes: request id → method
 //! (405) → route (404 not_found) → token (401) → plan (402 no_plan /
 //! feature_not_included) → parameters (400) → limiter (429 rate_limited, then 402
 //! quota_exhausted) → the endpoint.

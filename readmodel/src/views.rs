@@ -1,6 +1,6 @@
 //! What the rows hold: the resources of the REST spec, rendered once at projection time
 //! so that a read only copies bytes. Field sets, order and nulls follow
-//! `spec/rest-api-v1.md` exactly; timestamps render in UTC with `Z`.
+//! `docs/rest.md` exactly; timestamps render in UTC with `Z`.
 
 use recap_schemas::{ActionItem, Document, Meeting, Participant, Share, Team, TeamActionItem, TeamRef, Timestamp};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! Fidelity: the read model converges to the same answers whatever the interleaving of
-//! message keys, with duplicates and replayed suffixes (contract/events.md, Transport:
+//! message keys, with duplicates and replayed suffixes (docs/events.md, Transport:
 //! "the projector must not rely on order across keys, and must converge to the same
 //! state whatever the interleaving of different keys"; rules 1, 2 and 6). Each event is
 //! applied at its offset in its key's stream, as Kafka offsets are ordered only within a

@@ -1,4 +1,4 @@
-//! The events of the contract (`contract/events.md`) as Rust types.
+//! The events of the contract (`docs/events.md`) as Rust types.
 //!
 //! Validation is the type: a field the contract shows without "null" is required, a
 //! field it documents as nullable may be null or absent (absent reads as null), a

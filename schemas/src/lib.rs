@@ -1,8 +1,8 @@
-//! The contracts of recap, in code: the events of `contract/events.md` as Rust types
+//! The contracts of recap, in code: the events of `docs/events.md` as Rust types
 //! with strict validation, their JSON Schema documents (`schemas/events/*.json`,
 //! generated from those types and checked against them by the tests), and the paths of
 //! the other contract files kept here: the CQL DDL of the read model (`schemas/cql/`)
-//! and the OpenAPI document of REST v1 (`schemas/openapi.yaml`).
+//! and the OpenAPI document of REST v1 (`schemas/openapi.json`).
 
 pub mod events;
 pub mod timestamp;
@@ -41,7 +41,7 @@ pub fn envelope_schema(event_type: &str) -> Option<serde_json::Value> {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": format!("https://recap.invalid/schemas/events/{event_type}.json"),
         "title": event_type,
-        "description": format!("Envelope of a {event_type} event (contract/events.md). Unknown fields are allowed at every level."),
+        "description": format!("Envelope of a {event_type} event (docs/events.md). Unknown fields are allowed at every level."),
         "type": "object",
         "required": ["id", "type", "version", "occurred_at", "data"],
         "properties": {

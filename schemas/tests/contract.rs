@@ -1,4 +1,4 @@
-//! The event contract (contract/events.md) against the types: every example parses,
+//! The event contract (docs/events.md) against the types: every example parses,
 //! each required field when removed makes the event invalid (and each optional one
 //! does not), wrong types and bad timestamps are invalid, unknown fields are accepted
 //! at every level, and the JSON Schema files under `schemas/events/` are the ones the

@@ -147,7 +147,7 @@ async fn convention_7_an_unknown_path_is_404_not_found() {
 
 #[tokio::test]
 async fn check_order_method_before_route_before_token_before_plan_before_params() {
-    // DESIGN.md: method (405) → route (404 not_found) → token (401) → plan (402) →
+    // docs/rest.md, "Order of the checks": method (405) → route (404 not_found) → token (401) → plan (402) →
     // parameters (400) → per-minute limit (429) → period quota (402) → handler.
     let world = World::standard().await;
     world.request(Method::POST, "/v1/nope", None).await.assert_error(405, "method_not_allowed", &[]);

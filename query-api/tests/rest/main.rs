@@ -1,4 +1,4 @@
-//! Conformance of the REST router to `spec/rest-api-v1.md`, rule by rule: each test is
+//! Conformance of the REST router to `docs/rest.md`, rule by rule: each test is
 //! named after the rule it checks and quotes it. The router runs over a temporary
 //! embedded store seeded through the real projection; every response any test
 //! receives is also checked against `schemas/openapi.json` and for CORS headers.
