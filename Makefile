@@ -6,7 +6,7 @@ CARGO ?= cargo
 RECAP_DEBUG := $(CARGO_TARGET_DIR)/debug/recap
 RECAP_RELEASE := $(CARGO_TARGET_DIR)/release/recap
 
-.PHONY: run build test test-clients lint bench schemas toolchain up down down-purge k8s-validate otelcol
+.PHONY: run build test test-clients lint bench schemas docs toolchain up down down-purge k8s-validate otelcol
 
 ## run: build recap and start the embedded edition with a demo world
 run: toolchain
@@ -44,7 +44,8 @@ otelcol:
 k8s-validate:
 	scripts/k8s-validate.sh
 
-## bench: performance figures measured side by side in one run (release build)
+## bench: performance figures measured side by side in one run (release build), also
+## saved to docs/bench-results/<UTC date and time>.md
 bench: toolchain
 	$(CARGO) build --release --workspace --benches --bins
 	scripts/bench.sh
@@ -53,6 +54,11 @@ bench: toolchain
 schemas:
 	RECAP_WRITE_SCHEMAS=1 $(CARGO) test -p recap-schemas --test contract json_schema_files
 	RECAP_WRITE_SCHEMAS=1 $(CARGO) test -p recap-readmodel --test cql_schema
+
+## docs: regenerate docs/configuration.md from the command line's definitions (a test
+## checks it is current)
+docs:
+	RECAP_WRITE_DOCS=1 $(CARGO) test -p recap --test docs configuration
 
 ## toolchain: the Rust components the targets use
 toolchain:

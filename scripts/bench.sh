@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Runs every benchmark and prints its figures; see README.md, "Performance".
+# Runs every benchmark and prints its figures (docs/performance.md says what each
+# measures). What the benchmarks print is also saved, with the commit and the machine, to
+# docs/bench-results/<UTC date and time>.md: the record to commit with the change it
+# measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v wrk >/dev/null 2>&1; then
@@ -7,15 +10,48 @@ if ! command -v wrk >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq wrk
 fi
-echo "== embedded edition: projector, memory, page cost =="
-cargo bench --bench embedded
-echo
-echo "== embedded edition: REST and MCP under load =="
-cargo bench --bench http
-echo
-echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
-# Idempotent: starts Kafka, Cassandra and Redis on loopback unless they already run.
-scripts/engines/up.sh
-# RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
-# on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
-RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
+
+benchmarks() {
+  echo "== embedded edition: projector, memory, page cost =="
+  cargo bench --bench embedded
+  echo
+  echo "== embedded edition: REST and MCP under load =="
+  cargo bench --bench http
+  echo
+  echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
+  # Idempotent: starts Kafka, Cassandra and Redis on loopback unless they already run.
+  scripts/engines/up.sh
+  # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
+  # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
+  RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
+}
+
+results=docs/bench-results
+mkdir -p "$results"
+started=$(date -u +%Y-%m-%dT%H%M%SZ)
+record="$results/$started.md"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")
+git diff --quiet HEAD 2>/dev/null || commit="$commit with uncommitted changes"
+memory=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+{
+  echo "# make bench, $started"
+  echo
+  echo "Commit $commit; $(nproc) cores, $memory of memory, $(uname -sr)."
+  echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}."
+  echo
+  echo '```'
+} >"$record"
+
+# The figures go to the terminal and to the record; cargo's own output (standard error)
+# to the terminal only.
+set +e
+(set -e; benchmarks) | tee -a "$record"
+status=${PIPESTATUS[0]}
+set -e
+echo '```' >>"$record"
+if [ "$status" -ne 0 ]; then
+  echo >>"$record"
+  echo "The run stopped with status $status." >>"$record"
+fi
+echo "saved to $record" >&2
+exit "$status"
