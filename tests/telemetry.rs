@@ -741,7 +741,7 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
     let (server, _) = trace_with(&collector, &trace_id, "tools/call get_meeting");
     assert_eq!(server.resource.str("recap.role"), Some("mcp"), "{server:?}");
     // MCP requests are not counted by the limiter (the MCP spec shows no rate limit or
-    // quota; see the README): the trace reads Cassandra and never calls Redis.
+    // quota; see docs/mcp.md): the trace reads Cassandra and never calls Redis.
     collector.wait_span("a Cassandra SELECT in the MCP request's trace", |span| {
         span.trace_id == trace_id
             && span.kind == SPAN_KIND_CLIENT
