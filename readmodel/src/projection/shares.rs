@@ -35,7 +35,7 @@ impl Batch {
         let stamp = Self::share_stamp(&mut state, stamp);
         let audience = self.audience(share).await?;
         if let Some(previous) = published(&state) {
-            self.unpublish_moved(&previous, share, &audience, stamp).await?;
+            self.withdraw_superseded(&previous, share, &audience, stamp).await?;
         }
         for account in &audience {
             self.grant(account, share, stamp);
@@ -51,7 +51,7 @@ impl Batch {
     /// Withdraws what `share` no longer keeps of `previous`, its published version: its
     /// rows from whoever no longer sees it, or from everybody when its published time
     /// or words changed (their keys hold them), and its entry in a team it left.
-    async fn unpublish_moved(&mut self, previous: &Share, share: &Share, audience: &BTreeSet<String>, stamp: Stamp) -> Result<(), StoreError> {
+    async fn withdraw_superseded(&mut self, previous: &Share, share: &Share, audience: &BTreeSet<String>, stamp: Stamp) -> Result<(), StoreError> {
         let before = self.audience(previous).await?;
         let same_keys = previous.published_at == share.published_at && words_of_share(previous) == words_of_share(share);
         for account in &before {

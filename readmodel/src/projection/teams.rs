@@ -57,7 +57,8 @@ impl Batch {
         // Memberships and team action items are gone; their versions are kept, so
         // only newer member and item events bring them back.
         self.delete_memberships(team_id, stamp).await?;
-        self.delete_team_action_items(team_id, stamp).await
+        self.delete_team_action_items(team_id, stamp).await?;
+        Ok(Applied::Applied)
     }
 
     async fn delete_memberships(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
@@ -73,7 +74,7 @@ impl Batch {
         Ok(())
     }
 
-    async fn delete_team_action_items(&mut self, team_id: &str, stamp: Stamp) -> Result<Applied, StoreError> {
+    async fn delete_team_action_items(&mut self, team_id: &str, stamp: Stamp) -> Result<(), StoreError> {
         for status in ActionItemStatus::ALL {
             let partition = vec![Val::text(team_id), Val::text(status.as_str())];
             for (clustering, _) in self.scan_all(&TEAM_ACTION_ITEMS, &partition).await? {
@@ -87,7 +88,7 @@ impl Batch {
                 }
             }
         }
-        Ok(Applied::Applied)
+        Ok(())
     }
 
     pub(super) async fn member_upserted(&mut self, event: &TeamMemberUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
