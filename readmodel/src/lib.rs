@@ -1,5 +1,5 @@
 //! The read model: its tables (defined once, `tables.rs`), the projection that turns
-//! events into row writes (`projection.rs`), the queries that turn a request into a page
+//! events into row writes (`projection/`), the queries that turn a request into a page
 //! of rows (`queries.rs`), and the drivers they run on: `embedded` (LMDB, in the data
 //! dir) and `scylla` (ScyllaDB, or Cassandra standing in for it) in the distributed edition. Projection and query code see only
 //! the [`Driver`] trait, so both editions keep the same semantics.

@@ -1,0 +1,83 @@
+//! Meetings, transcripts and action items: `meeting.upserted`, `meeting.deleted`,
+//! `meeting.transcript_set`, `action_item.upserted` and `action_item.deleted`. Rule 1
+//! per entity, with the transcript an entity of its own (its versions are compared only
+//! with the last transcript applied and with the meeting's delete); rule 2 across the
+//! two: a meeting delete at version v takes the transcript at or below v with it, also
+//! one that arrives after the delete, and even a delete that is stale for the meeting
+//! itself still shadows such a transcript.
+
+use recap_schemas::{ActionItemDeleted, ActionItemUpserted, MeetingDeleted, MeetingTranscriptSet, MeetingUpserted};
+
+use crate::driver::StoreError;
+
+use super::batch::{Batch, Stamp};
+use super::entities::{EntityKind, Revision};
+use super::rows::{action_item_rows, meeting_rows, transcript_rows};
+use super::Applied;
+
+impl Batch {
+    pub(super) async fn meeting_upserted(&mut self, event: &MeetingUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let meeting_id: &str = &event.meeting.id;
+        self.revise_if_newer(EntityKind::Meeting, meeting_id, version, stamp, || Revision::Present(meeting_rows(&event.account_id, &event.meeting))).await
+    }
+
+    pub(super) async fn meeting_deleted(&mut self, event: &MeetingDeleted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let meeting_id: &str = &event.meeting_id;
+        let Some(mut state) = self.newer(EntityKind::Meeting, meeting_id, version).await? else {
+            return self.stale_meeting_delete(meeting_id, version, stamp).await;
+        };
+        state.last_delete = version;
+        self.revise(EntityKind::Meeting, meeting_id, state, version, Revision::Deleted, stamp);
+        self.shadow_transcript(meeting_id, version, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    pub(super) async fn transcript_set(&mut self, event: &MeetingTranscriptSet, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let meeting_id: &str = &event.meeting_id;
+        let Some(state) = self.newer(EntityKind::Transcript, meeting_id, version).await? else { return Ok(Applied::Stale) };
+        let meeting = self.entity(EntityKind::Meeting, meeting_id).await?.unwrap_or_default();
+        if version <= meeting.last_delete {
+            return Ok(Applied::Stale);
+        }
+        let rows = transcript_rows(&event.account_id, meeting_id, &event.transcript);
+        self.revise(EntityKind::Transcript, meeting_id, state, version, Revision::Present(rows), stamp);
+        Ok(Applied::Applied)
+    }
+
+    pub(super) async fn action_item_upserted(&mut self, event: &ActionItemUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let item_id: &str = &event.item.id;
+        self.revise_if_newer(EntityKind::ActionItem, item_id, version, stamp, || Revision::Present(action_item_rows(&event.account_id, &event.item, None)))
+            .await
+    }
+
+    pub(super) async fn action_item_deleted(&mut self, event: &ActionItemDeleted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        self.revise_if_newer(EntityKind::ActionItem, &event.item_id, version, stamp, || Revision::Deleted).await
+    }
+
+    /// A meeting.deleted at or below the meeting's version changes nothing of the
+    /// meeting, but a delete still shadows what is at or below it ("also one that arrives
+    /// after the delete"): a transcript at or below it goes, and later ones at or below
+    /// it are stale, as in version order.
+    async fn stale_meeting_delete(&mut self, meeting_id: &str, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
+        let Some(mut meeting) = self.entity(EntityKind::Meeting, meeting_id).await? else { return Ok(Applied::Stale) };
+        if version <= meeting.last_delete {
+            return Ok(Applied::Stale);
+        }
+        meeting.last_delete = version;
+        self.save_entity(EntityKind::Meeting, meeting_id, meeting, stamp);
+        self.shadow_transcript(meeting_id, version, stamp).await?;
+        Ok(Applied::Applied)
+    }
+
+    /// A meeting delete at `version` takes the transcript with it unless the transcript
+    /// is newer than the delete.
+    async fn shadow_transcript(&mut self, meeting_id: &str, version: u64, stamp: Stamp) -> Result<(), StoreError> {
+        if let Some(mut transcript) = self.entity(EntityKind::Transcript, meeting_id).await? {
+            if transcript.v <= version && !transcript.rows.is_empty() {
+                transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
+                self.save_entity(EntityKind::Transcript, meeting_id, transcript, stamp);
+            }
+        }
+        Ok(())
+    }
+}
