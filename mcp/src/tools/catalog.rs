@@ -173,3 +173,147 @@ impl Catalog {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use schemars::schema_for;
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::argument_reader::{parse, Args};
+    use crate::tools::ToolError;
+
+    fn listed_tools() -> Vec<Value> {
+        let list: Value = serde_json::from_str(&Catalog::build().list_with_output_schema).expect("tools/list is JSON");
+        list["tools"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `schema` without the keywords the catalog leaves out of an output schema: names,
+    /// doc comments and what schemars says of a Rust integer's width.
+    fn without_annotations(schema: &mut Value) {
+        let Value::Object(object) = schema else { return };
+        for key in ["$schema", "title", "description"] {
+            object.remove(key);
+        }
+        if object.remove("format").is_some_and(|format| format.as_str().is_some_and(|format| format.starts_with("uint"))) {
+            object.remove("minimum");
+        }
+        // Subschemas; the keys of `properties` are names, not keywords.
+        if let Some(Value::Object(properties)) = object.get_mut("properties") {
+            properties.values_mut().for_each(without_annotations);
+        }
+        object.get_mut("items").map(without_annotations);
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(schemas)) = object.get_mut(key) {
+                schemas.iter_mut().for_each(without_annotations);
+            }
+        }
+    }
+
+    fn derived_output<T: JsonSchema>() -> Value {
+        let generator = SchemaSettings::draft2020_12().for_serialize().with(|settings| settings.inline_subschemas = true).into_generator();
+        let mut schema = generator.into_root_schema_for::<T>().to_value();
+        without_annotations(&mut schema);
+        schema
+    }
+
+    fn derived_input(schema: Schema) -> Value {
+        let mut schema = schema.to_value();
+        for key in ["$schema", "title", "description"] {
+            schema.as_object_mut().map(|object| object.remove(key));
+        }
+        schema
+    }
+
+    // Every tool's inputSchema is `schema_for!` of its argument type and its outputSchema
+    // the schema of its result type, less names and doc comments: nothing is hand-written.
+    #[test]
+    fn every_schema_is_derived_from_the_tools_types() {
+        let derived = [
+            ("list_meetings", derived_input(schema_for!(ListMeetingsArguments)), derived_output::<MeetingsPage>()),
+            ("get_meeting", derived_input(schema_for!(GetMeetingArguments)), derived_output::<MeetingWithDocuments>()),
+            ("get_meeting_transcript", derived_input(schema_for!(GetMeetingTranscriptArguments)), derived_output::<TranscriptPage>()),
+            ("get_recurring_meeting_history", derived_input(schema_for!(GetRecurringMeetingHistoryArguments)), derived_output::<MeetingsPage>()),
+            ("search_meetings", derived_input(schema_for!(SearchMeetingsArguments)), derived_output::<MeetingsPage>()),
+            ("list_pending_action_items", derived_input(schema_for!(ListPendingActionItemsArguments)), derived_output::<PendingActionItems>()),
+            ("search_shared_notes", derived_input(schema_for!(SearchSharedNotesArguments)), derived_output::<SharedNotesFound>()),
+            ("get_shared_note", derived_input(schema_for!(GetSharedNoteArguments)), derived_output::<SharedNote>()),
+        ];
+        let tools = listed_tools();
+        assert_eq!(tools.len(), derived.len());
+        for (tool, (name, input, output)) in tools.iter().zip(derived) {
+            assert_eq!(tool["name"], name);
+            assert_eq!(tool["inputSchema"], input, "{name}");
+            assert_eq!(tool["outputSchema"], output, "{name}");
+            // Inlined: no references left to resolve.
+            assert!(!tool.to_string().contains("$ref") && !tool.to_string().contains("$defs"), "{name}");
+        }
+    }
+
+    // MCP's schemas are JSON Schema 2020-12: each one compiles against its metaschema.
+    #[test]
+    fn every_schema_is_valid_json_schema_2020_12() {
+        for tool in listed_tools() {
+            for key in ["inputSchema", "outputSchema"] {
+                let mut compiler = boon::Compiler::new();
+                compiler.set_default_draft(boon::Draft::V2020_12);
+                let location = format!("urn:recap:{}:{key}", tool["name"].as_str().unwrap_or_default());
+                compiler.add_resource(&location, tool[key].clone()).expect("a JSON object");
+                if let Err(error) = compiler.compile(&location, &mut boon::Schemas::new()) {
+                    panic!("{location}: {error:#}");
+                }
+            }
+        }
+    }
+
+    /// Reads `args` into the argument type of `tool`, as a call would.
+    fn parse_for(tool: &str, args: &Args) -> Result<(), ToolError> {
+        match tool {
+            "list_meetings" => parse::<ListMeetingsArguments>(args).map(drop),
+            "get_meeting" => parse::<GetMeetingArguments>(args).map(drop),
+            "get_meeting_transcript" => parse::<GetMeetingTranscriptArguments>(args).map(drop),
+            "get_recurring_meeting_history" => parse::<GetRecurringMeetingHistoryArguments>(args).map(drop),
+            "search_meetings" => parse::<SearchMeetingsArguments>(args).map(drop),
+            "list_pending_action_items" => parse::<ListPendingActionItemsArguments>(args).map(drop),
+            "search_shared_notes" => parse::<SearchSharedNotesArguments>(args).map(drop),
+            "get_shared_note" => parse::<GetSharedNoteArguments>(args).map(drop),
+            other => panic!("no argument type for {other}"),
+        }
+    }
+
+    // What the schema advertises is what the parser does: every required argument left
+    // out is a missing argument, every optional one may be left out, every property is
+    // read (a value of the wrong type is refused naming it), and nothing else is.
+    #[test]
+    fn each_input_schema_says_what_its_parser_reads() {
+        for tool in listed_tools() {
+            let name = tool["name"].as_str().unwrap_or_default();
+            let schema = &tool["inputSchema"];
+            let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+            let required: Vec<&str> = schema["required"].as_array().map(|names| names.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let valid = |property: &str| if properties[property]["type"] == "integer" { json!(7) } else { json!("x") };
+            let with_required = || -> Args { required.iter().map(|property| (property.to_string(), valid(property))).collect() };
+            assert_eq!(parse_for(name, &with_required()), Ok(()), "{name}");
+            let mut everything = with_required();
+            everything.extend(properties.keys().map(|property| (property.clone(), valid(property))));
+            everything.insert("not_an_argument".into(), json!(true));
+            assert_eq!(parse_for(name, &everything), Ok(()), "{name}");
+            for property in properties.keys() {
+                let mut without = everything.clone();
+                without.remove(property);
+                let outcome = parse_for(name, &without);
+                if required.contains(&property.as_str()) {
+                    let message = format!("missing required argument: {property} (a non-empty string)");
+                    assert_eq!(outcome, Err(ToolError::InvalidArgument(message)), "{name}.{property}");
+                } else {
+                    assert_eq!(outcome, Ok(()), "{name}.{property}");
+                }
+                let mut wrong = everything.clone();
+                wrong.insert(property.clone(), json!(true));
+                match parse_for(name, &wrong) {
+                    Err(ToolError::InvalidArgument(message)) => assert!(message.contains(property.as_str()), "{name}.{property}: {message}"),
+                    other => panic!("{name}.{property} = true: {other:?}"),
+                }
+            }
+        }
+    }
+}
