@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -181,7 +182,7 @@ pub fn pending_item(body: &str) -> Result<String, serde_json::Error> {
 }
 
 /// The pagination object of every paginated tool.
-#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, JsonSchema, Debug, Clone, PartialEq, Eq)]
 pub struct Pagination {
     pub offset: usize,
     pub limit: usize,

@@ -1,26 +1,27 @@
-//! The eight read-only tools: argument parsing (defaults and clamping per the spec's
-//! tables), one read-model query each, and the result JSON. A tool that cannot answer
-//! returns a [`ToolError`], which becomes a normal result with `isError: true`.
-//!
-//! Arguments: a missing, null, non-string or blank required string is a missing
-//! argument. `limit` and `offset` accept any JSON number (a fraction is truncated) or a
-//! string holding one, and are clamped into range, never rejected; any other type
-//! (boolean, object, non-numeric string) is an invalid argument. Unknown arguments are
-//! ignored, so newer clients can send more.
+//! The eight read-only tools: their arguments read into each tool's argument type
+//! (`inputs.rs`, by the rules of `arguments.rs` and `argument_reader.rs`), one read-model query each, and the
+//! result JSON (its shape in `outputs.rs`). A tool that cannot answer returns a
+//! [`ToolError`], which becomes a normal result with `isError: true`.
 
+mod argument_reader;
+mod arguments;
 mod catalog;
+mod inputs;
 pub mod json;
+mod outputs;
 mod shared;
 
+pub use argument_reader::Args;
 pub use catalog::Catalog;
 
 use recap_readmodel::words::query_words;
 use recap_readmodel::{Row, StoreError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use crate::state::McpState;
+use argument_reader::parse;
+use inputs::*;
 use json::{page, Pagination};
 
 /// Offsets of the list and search tools above this are clamped: their offset paging
@@ -82,48 +83,6 @@ impl From<serde_json::Error> for ToolError {
     }
 }
 
-pub type Args = Map<String, Value>;
-
-fn required_str<'a>(args: &'a Args, name: &str) -> Result<&'a str, ToolError> {
-    match args.get(name) {
-        Some(Value::String(value)) if !value.trim().is_empty() => Ok(value),
-        _ => Err(ToolError::InvalidArgument(format!("missing required argument: {name} (a non-empty string)"))),
-    }
-}
-
-fn optional_str<'a>(args: &'a Args, name: &str) -> Result<Option<&'a str>, ToolError> {
-    match args.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(value)) if value.is_empty() => Ok(None),
-        Some(Value::String(value)) => Ok(Some(value)),
-        Some(_) => Err(ToolError::InvalidArgument(format!("{name} must be a string"))),
-    }
-}
-
-/// An integer argument: default when absent, clamped into `min..=max`.
-fn clamped(args: &Args, name: &str, default: usize, min: usize, max: usize) -> Result<usize, ToolError> {
-    let number = match args.get(name) {
-        None | Some(Value::Null) => return Ok(default),
-        Some(Value::Number(number)) => number.as_i64().map(|value| value as f64).or_else(|| number.as_f64()),
-        Some(Value::String(text)) => text.trim().parse::<f64>().ok().filter(|value| !value.is_nan()),
-        Some(_) => None,
-    };
-    let Some(number) = number else { return Err(ToolError::InvalidArgument(format!("{name} must be an integer"))) };
-    // `as` saturates: ±inf and huge values land on the bounds.
-    let truncated = number.trunc();
-    Ok(if truncated < min as f64 {
-        min
-    } else if truncated > max as f64 {
-        max
-    } else {
-        truncated as usize
-    })
-}
-
-fn offset(args: &Args) -> Result<usize, ToolError> {
-    clamped(args, "offset", 0, 0, MAX_OFFSET)
-}
-
 /// The offset of the next page of a list or search tool: None on the last page, and on
 /// the page past which offsets are clamped.
 fn next_offset(offset: usize, returned: usize, more: bool) -> Option<usize> {
@@ -134,14 +93,14 @@ fn next_offset(offset: usize, returned: usize, more: bool) -> Option<usize> {
 /// Runs a tool; `Ok` is the JSON text of a successful result.
 pub async fn call(state: &McpState, account_id: &str, name: &str, args: &Args) -> Result<String, ToolError> {
     match name {
-        "list_meetings" => list_meetings(state, account_id, args).await,
-        "get_meeting" => get_meeting(state, account_id, args).await,
-        "get_meeting_transcript" => get_meeting_transcript(state, account_id, args).await,
-        "get_recurring_meeting_history" => get_recurring_meeting_history(state, account_id, args).await,
-        "search_meetings" => search_meetings(state, account_id, args).await,
-        "list_pending_action_items" => list_pending_action_items(state, account_id, args).await,
-        "search_shared_notes" => shared::search_shared_notes(state, account_id, args).await,
-        "get_shared_note" => shared::get_shared_note(state, account_id, args).await,
+        "list_meetings" => list_meetings(state, account_id, parse(args)?).await,
+        "get_meeting" => get_meeting(state, account_id, parse(args)?).await,
+        "get_meeting_transcript" => get_meeting_transcript(state, account_id, parse(args)?).await,
+        "get_recurring_meeting_history" => get_recurring_meeting_history(state, account_id, parse(args)?).await,
+        "search_meetings" => search_meetings(state, account_id, parse(args)?).await,
+        "list_pending_action_items" => list_pending_action_items(state, account_id, parse(args)?).await,
+        "search_shared_notes" => shared::search_shared_notes(state, account_id, parse(args)?).await,
+        "get_shared_note" => shared::get_shared_note(state, account_id, parse(args)?).await,
         // The transport checks the name against the catalog first.
         _ => Err(ToolError::InvalidArgument(format!("unknown tool {name}"))),
     }
@@ -151,13 +110,11 @@ fn meetings_page(rows: &[Row], pagination: &Pagination) -> String {
     page("meetings", rows.iter().map(|row| row.body.as_str()), pagination)
 }
 
-async fn list_meetings(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let query = optional_str(args, "query")?;
-    let series_id = optional_str(args, "series_id")?;
-    let limit = clamped(args, "limit", 20, 1, 200)?;
-    let offset = offset(args)?;
+async fn list_meetings(state: &McpState, account_id: &str, arguments: ListMeetingsArguments<'_>) -> Result<String, ToolError> {
+    let (query, series_id) = (arguments.query.as_deref(), arguments.series_id.as_deref());
+    let (limit, offset) = (arguments.limit.get(), arguments.offset.get());
     let inner = &state.inner;
-    let (rows, more) = match (series_id, query.filter(|query| !query.is_empty())) {
+    let (rows, more) = match (series_id, query) {
         (None, None) => {
             // The common call, newest first: bodies go from the store straight into the text.
             let mut out = json::page_open("meetings", limit * 384 + 160).into_bytes();
@@ -204,17 +161,15 @@ async fn meeting_detail(state: &McpState, account_id: &str, meeting_id: &str) ->
     inner.bounded(inner.readmodel.meeting_detail(account_id, meeting_id)).await?.ok_or_else(|| ToolError::MeetingNotFound(meeting_id.to_string()))
 }
 
-async fn get_meeting(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let meeting_id = required_str(args, "meeting_id")?;
+async fn get_meeting(state: &McpState, account_id: &str, arguments: GetMeetingArguments<'_>) -> Result<String, ToolError> {
+    let meeting_id = arguments.meeting_id.as_str();
     let detail = meeting_detail(state, account_id, meeting_id).await?;
     Ok(json::meeting_with_markdown(&detail)?)
 }
 
-async fn get_meeting_transcript(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let meeting_id = required_str(args, "meeting_id")?;
-    let limit = clamped(args, "limit", 200, 1, 500)?;
-    // Read from the word index at any offset: not capped.
-    let offset = clamped(args, "offset", 0, 0, usize::MAX)?;
+async fn get_meeting_transcript(state: &McpState, account_id: &str, arguments: GetMeetingTranscriptArguments<'_>) -> Result<String, ToolError> {
+    let meeting_id = arguments.meeting_id.as_str();
+    let (limit, offset) = (arguments.limit.get(), arguments.offset.get());
     // The meeting first: a transcript may outlive its meeting's delete in the store.
     meeting_detail(state, account_id, meeting_id).await?;
     let inner = &state.inner;
@@ -250,10 +205,9 @@ async fn get_meeting_transcript(state: &McpState, account_id: &str, args: &Args)
     Ok(out)
 }
 
-async fn get_recurring_meeting_history(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let meeting_id = required_str(args, "meeting_id")?;
-    let limit = clamped(args, "limit", 20, 1, 200)?;
-    let offset = offset(args)?;
+async fn get_recurring_meeting_history(state: &McpState, account_id: &str, arguments: GetRecurringMeetingHistoryArguments<'_>) -> Result<String, ToolError> {
+    let meeting_id = arguments.meeting_id.as_str();
+    let (limit, offset) = (arguments.limit.get(), arguments.offset.get());
     let detail = meeting_detail(state, account_id, meeting_id).await?;
     #[derive(Deserialize)]
     struct Series {
@@ -272,11 +226,9 @@ async fn get_recurring_meeting_history(state: &McpState, account_id: &str, args:
     Ok(meetings_page(&rows, &pagination))
 }
 
-async fn search_meetings(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let query = required_str(args, "query")?;
-    let limit = clamped(args, "limit", 20, 1, 200)?;
-    let offset = offset(args)?;
-    let words = query_words(query);
+async fn search_meetings(state: &McpState, account_id: &str, arguments: SearchMeetingsArguments<'_>) -> Result<String, ToolError> {
+    let (limit, offset) = (arguments.limit.get(), arguments.offset.get());
+    let words = query_words(arguments.query.as_str());
     let (rows, total) = if words.is_empty() {
         (Vec::new(), 0)
     } else {
@@ -288,9 +240,8 @@ async fn search_meetings(state: &McpState, account_id: &str, args: &Args) -> Res
     Ok(meetings_page(&rows, &pagination))
 }
 
-async fn list_pending_action_items(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let limit = clamped(args, "limit", 20, 1, 200)?;
-    let offset = offset(args)?;
+async fn list_pending_action_items(state: &McpState, account_id: &str, arguments: ListPendingActionItemsArguments) -> Result<String, ToolError> {
+    let (limit, offset) = (arguments.limit.get(), arguments.offset.get());
     let inner = &state.inner;
     let page_rows = inner.bounded(inner.readmodel.pending_action_items(account_id, offset, limit)).await?;
     let items = page_rows.rows.iter().map(|row| json::pending_item(&row.body)).collect::<Result<Vec<String>, _>>()?;
@@ -302,24 +253,6 @@ async fn list_pending_action_items(state: &McpState, account_id: &str, args: &Ar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn args(value: Value) -> Args {
-        value.as_object().cloned().unwrap_or_default()
-    }
-
-    #[test]
-    fn limits_clamp_and_never_reject_numbers() {
-        assert_eq!(clamped(&args(json!({})), "limit", 20, 1, 200), Ok(20));
-        assert_eq!(clamped(&args(json!({"limit": 0})), "limit", 20, 1, 200), Ok(1));
-        assert_eq!(clamped(&args(json!({"limit": -5})), "limit", 20, 1, 200), Ok(1));
-        assert_eq!(clamped(&args(json!({"limit": 1e300})), "limit", 20, 1, 200), Ok(200));
-        assert_eq!(clamped(&args(json!({"limit": 7.9})), "limit", 20, 1, 200), Ok(7));
-        assert_eq!(clamped(&args(json!({"limit": "30"})), "limit", 20, 1, 200), Ok(30));
-        assert_eq!(clamped(&args(json!({"limit": u64::MAX})), "limit", 20, 1, 200), Ok(200));
-        assert!(clamped(&args(json!({"limit": "many"})), "limit", 20, 1, 200).is_err());
-        assert!(clamped(&args(json!({"limit": true})), "limit", 20, 1, 200).is_err());
-    }
 
     // "pagination.next_offset is null on the last page": list offsets above MAX_OFFSET are
     // clamped, so the page whose next offset would be clamped back is the last one, and
@@ -331,13 +264,7 @@ mod tests {
         assert_eq!(next_offset(MAX_OFFSET - 20, 20, true), Some(MAX_OFFSET));
         assert_eq!(next_offset(MAX_OFFSET - 10, 20, true), None);
         assert_eq!(next_offset(MAX_OFFSET, 20, true), None);
-        assert_eq!(offset(&args(json!({"offset": 1e12}))), Ok(MAX_OFFSET));
-    }
-
-    #[test]
-    fn required_strings_must_be_present_and_non_blank() {
-        assert!(required_str(&args(json!({"meeting_id": "  "})), "meeting_id").is_err());
-        assert!(required_str(&args(json!({"meeting_id": 5})), "meeting_id").is_err());
-        assert_eq!(required_str(&args(json!({"meeting_id": "m"})), "meeting_id"), Ok("m"));
+        let args = serde_json::json!({"offset": 1e12}).as_object().cloned().unwrap_or_default();
+        assert_eq!(parse::<ListMeetingsArguments>(&args).map(|arguments| arguments.offset.get()), Ok(MAX_OFFSET));
     }
 }

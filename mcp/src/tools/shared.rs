@@ -3,9 +3,12 @@
 //! shared with the caller, directly or through a team, are ever read.
 
 use recap_readmodel::words::query_words;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{clamped, required_str, Args, ToolError};
+use super::inputs::{GetSharedNoteArguments, SearchSharedNotesArguments};
+use super::outputs::AnyObject;
+use super::ToolError;
 use crate::state::McpState;
 
 /// get_shared_note text limit, in characters (Unicode scalar values, not bytes).
@@ -15,19 +18,22 @@ pub const SHARED_NOTE_MAX_CHARS: usize = 12_000;
 const SNIPPET_CHARS: usize = 200;
 const SNIPPET_LEAD_CHARS: usize = 60;
 
-#[derive(Serialize)]
-struct SearchResult<'a> {
+/// One result of search_shared_notes. Its schema shows `team` as any object and
+/// `published_at` as a string, as the tool always advertised them.
+#[derive(Serialize, JsonSchema)]
+pub struct SearchResult<'a> {
     share_id: &'a str,
     title: &'a str,
+    #[schemars(with = "Option<AnyObject>")]
     team: &'a Option<recap_schemas::TeamRef>,
+    #[schemars(with = "String")]
     published_at: recap_schemas::Timestamp,
     snippet: String,
 }
 
-pub async fn search_shared_notes(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let query = required_str(args, "query")?;
-    let limit = clamped(args, "limit", 10, 1, 20)?;
-    let words = query_words(query);
+pub async fn search_shared_notes(state: &McpState, account_id: &str, arguments: SearchSharedNotesArguments<'_>) -> Result<String, ToolError> {
+    let limit = arguments.limit.get();
+    let words = query_words(arguments.query.as_str());
     if words.is_empty() {
         // Punctuation only: no word can match.
         return Ok("{\"results\":[]}".into());
@@ -59,8 +65,8 @@ pub async fn search_shared_notes(state: &McpState, account_id: &str, args: &Args
     Ok(serde_json::json!({ "results": results }).to_string())
 }
 
-pub async fn get_shared_note(state: &McpState, account_id: &str, args: &Args) -> Result<String, ToolError> {
-    let share_id = required_str(args, "share_id")?;
+pub async fn get_shared_note(state: &McpState, account_id: &str, arguments: GetSharedNoteArguments<'_>) -> Result<String, ToolError> {
+    let share_id = arguments.share_id.as_str();
     let inner = &state.inner;
     let share = inner.bounded(inner.readmodel.shared_note(account_id, share_id)).await?.ok_or_else(|| ToolError::SharedNoteNotFound(share_id.to_string()))?;
     let (text, truncated) = match share.text.char_indices().nth(SHARED_NOTE_MAX_CHARS) {

@@ -1,0 +1,108 @@
+//! Every structured result validates against its tool's `outputSchema`, as MCP clients
+//! check it (the Python SDK does, for one): results are copied from stored bodies, and
+//! their schemas come from types that only describe them, so this is what ties the two.
+//! A JSON Schema 2020-12 validator checks the real results of every tool in the shapes
+//! the seeded world gives: first and later pages, empty pages, nulls where allowed.
+
+mod common;
+
+#[allow(unused_imports)]
+use common::in_process_edition as edition;
+
+use common::*;
+use serde_json::{json, Value};
+
+const STRUCTURED: [(&str, &str); 1] = [("mcp-protocol-version", "2025-06-18")];
+
+/// The output schemas of tools/list, compiled, by tool name.
+struct OutputSchemas {
+    schemas: boon::Schemas,
+    by_tool: Vec<(String, boon::SchemaIndex)>,
+}
+
+impl OutputSchemas {
+    async fn listed(world: &World) -> OutputSchemas {
+        let tools = world.rpc_as(FLOW_PAT, "tools/list", json!({}), &STRUCTURED).await["result"]["tools"].clone();
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V2020_12);
+        let mut schemas = boon::Schemas::new();
+        let mut by_tool = Vec::new();
+        for tool in tools.as_array().unwrap() {
+            let name = tool["name"].as_str().unwrap().to_string();
+            let location = format!("urn:recap:{name}");
+            compiler.add_resource(&location, tool["outputSchema"].clone()).unwrap();
+            let index = compiler.compile(&location, &mut schemas).unwrap_or_else(|error| panic!("{name}: {error:#}"));
+            by_tool.push((name, index));
+        }
+        OutputSchemas { schemas, by_tool }
+    }
+
+    fn check(&self, tool: &str, result: &Value) -> Result<(), String> {
+        let (_, index) = self.by_tool.iter().find(|(name, _)| name == tool).unwrap_or_else(|| panic!("no outputSchema for {tool}"));
+        self.schemas.validate(result, *index).map_err(|error| format!("{error:#}"))
+    }
+}
+
+#[tokio::test]
+async fn every_structured_result_validates_against_its_output_schema() {
+    let world = World::new().await;
+    let schemas = OutputSchemas::listed(&world).await;
+    let calls = [
+        ("list_meetings", json!({})),
+        ("list_meetings", json!({"limit": 2, "offset": 3})),
+        ("list_meetings", json!({"query": "budget"})),
+        ("list_meetings", json!({"series_id": "ser_weekly"})),
+        ("list_meetings", json!({"series_id": "ser_weekly", "query": "weekly"})),
+        ("list_meetings", json!({"offset": 100000})),
+        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
+        ("get_meeting", json!({"meeting_id": "mtg_weekly_1"})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "limit": 2})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "offset": 2})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1", "offset": 50})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_2"})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_budget"})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_2", "limit": 1})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_budget"})),
+        ("search_meetings", json!({"query": "budget"})),
+        ("search_meetings", json!({"query": "weekly", "limit": 1})),
+        ("search_meetings", json!({"query": "?!"})),
+        ("list_pending_action_items", json!({})),
+        ("list_pending_action_items", json!({"limit": 1, "offset": 1})),
+        ("search_shared_notes", json!({"query": "budget"})),
+        ("search_shared_notes", json!({"query": "long"})),
+        ("search_shared_notes", json!({"query": "?!"})),
+        ("get_shared_note", json!({"share_id": "shr_team"})),
+        ("get_shared_note", json!({"share_id": "shr_long"})),
+    ];
+    let mut tools_checked = std::collections::BTreeSet::new();
+    for (tool, arguments) in calls {
+        let response = world.rpc_as(FLOW_PAT, "tools/call", json!({"name": tool, "arguments": arguments}), &STRUCTURED).await;
+        let result = &response["result"];
+        assert_eq!(result["isError"], false, "{tool} {arguments}: {result}");
+        let structured = &result["structuredContent"];
+        assert_eq!(structured, &text_json(result), "{tool} {arguments}");
+        if let Err(error) = schemas.check(tool, structured) {
+            panic!("{tool} {arguments}: the result does not match the outputSchema: {error}\n{structured}");
+        }
+        tools_checked.insert(tool);
+    }
+    assert_eq!(tools_checked.len(), TOOLS.len(), "every tool is called");
+}
+
+// The check above is not vacuous: results that break their schema are refused.
+#[tokio::test]
+async fn results_that_break_their_output_schema_are_refused() {
+    let world = World::new().await;
+    let schemas = OutputSchemas::listed(&world).await;
+    let mut page = world.call_ok("list_meetings", json!({"limit": 1})).await;
+    assert_eq!(schemas.check("list_meetings", &page), Ok(()));
+    page["pagination"]["total"] = json!("many");
+    assert!(schemas.check("list_meetings", &page).is_err());
+    let mut meeting = world.call_ok("get_meeting", json!({"meeting_id": "mtg_budget"})).await;
+    meeting["note"].as_object_mut().unwrap().remove("markdown");
+    assert!(schemas.check("get_meeting", &meeting).is_err());
+    let mut note = world.call_ok("get_shared_note", json!({"share_id": "shr_team"})).await;
+    note["truncated"] = json!(null);
+    assert!(schemas.check("get_shared_note", &note).is_err());
+}
