@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::Envelope;
 
 /// The demo world, copied with fresh identifiers until it has at least `events` events.

@@ -25,8 +25,9 @@ extern crate recap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, BodiesPage, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, BodiesPage, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::{Envelope, Timestamp};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use recap_access::{AuthError, TokenCache};
+use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::Envelope;
 
 const TOKEN: &str = "svc_pat_token_cache_test_0000000000";

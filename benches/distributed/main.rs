@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use engines::{Engines, PrivateRedis, Role};
 use events::{DemoMix, Event, READER};
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::{Batch, Driver, Mutation};
 use recap_schemas::Envelope;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -172,16 +173,16 @@ fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
 /// time. The same two steps the Kafka projector takes per batch, timed apart through
 /// the real ScyllaDriver (Kafka, offsets and dead letters left out).
 fn projector_split(bench: &Bench, events: usize) {
-    let config = recap_readmodel::scylla::ScyllaConfig {
+    let config = recap_scylla::ScyllaConfig {
         nodes: bench.engines.nodes(),
         keyspace: bench.raw_keyspace.clone(),
-        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
+        consistency: recap_scylla::Consistency::LocalQuorum,
         timeout: Duration::from_secs(2),
         write_concurrency: 256,
     };
     let events = bench.mix.take(events);
     let (reads, writes) = bench.runtime.block_on(async {
-        let driver: Arc<dyn Driver> = Arc::new(recap_readmodel::scylla::ScyllaDriver::connect(config).await.expect("connect"));
+        let driver: Arc<dyn Driver> = Arc::new(recap_scylla::ScyllaDriver::connect(config).await.expect("connect"));
         let (mut reads, mut writes) = (Duration::ZERO, Duration::ZERO);
         for (index, chunk) in events.chunks(2_000).enumerate() {
             let started = Instant::now();

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
 use recap_projector::Stats;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Driver, Mutation, Row, ScanRange, StoreError, Val};
 use tokio::sync::{watch, Semaphore};
 
 fn brokers() -> String {

@@ -34,8 +34,10 @@ pub struct BodiesPage {
 
 /// Builds the page [`Driver::scan_bodies`] returns from a partition's live rows, offered
 /// in clustering order: the first `skip` are passed over, then up to `limit` bodies are
-/// appended, and one more row offered says that a further one exists.
-pub(crate) struct PageBuilder<'o> {
+/// appended, and one more row offered says that a further one exists. For drivers that
+/// override `scan_bodies` to copy bodies straight from storage, so that every driver
+/// pages alike.
+pub struct PageBuilder<'o> {
     out: &'o mut Vec<u8>,
     to_skip: usize,
     limit: usize,
@@ -44,7 +46,7 @@ pub(crate) struct PageBuilder<'o> {
 
 /// What [`PageBuilder::offer`] did with a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Offered {
+pub enum Offered {
     Skipped,
     /// Its body was appended: the caller keeps its key, should it be the page's last.
     Appended,
@@ -53,11 +55,11 @@ pub(crate) enum Offered {
 }
 
 impl<'o> PageBuilder<'o> {
-    pub(crate) fn new(out: &'o mut Vec<u8>, skip: usize, limit: usize) -> PageBuilder<'o> {
+    pub fn new(out: &'o mut Vec<u8>, skip: usize, limit: usize) -> PageBuilder<'o> {
         PageBuilder { out, to_skip: skip, limit, page: BodiesPage { count: 0, last_key: None, has_more: false } }
     }
 
-    pub(crate) fn offer(&mut self, body: &[u8]) -> Offered {
+    pub fn offer(&mut self, body: &[u8]) -> Offered {
         if self.to_skip > 0 {
             self.to_skip -= 1;
             return Offered::Skipped;
@@ -76,17 +78,17 @@ impl<'o> PageBuilder<'o> {
 
     /// Rows still to offer before the page is settled: the rest of the skip and of the
     /// page, and the one that tells whether a further row exists.
-    pub(crate) fn wanted(&self) -> usize {
+    pub fn wanted(&self) -> usize {
         self.to_skip.saturating_add(self.limit - self.page.count).saturating_add(1)
     }
 
     /// Whether a row past the page was offered.
-    pub(crate) fn has_more(&self) -> bool {
+    pub fn has_more(&self) -> bool {
         self.page.has_more
     }
 
     /// The page, with the key of the last body appended (None when none was).
-    pub(crate) fn finish(mut self, last_key: Option<Vec<Val>>) -> BodiesPage {
+    pub fn finish(mut self, last_key: Option<Vec<Val>>) -> BodiesPage {
         self.page.last_key = last_key;
         self.page
     }

@@ -5,8 +5,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CODES, TEAMS_BY_ACCOUNT};
-use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Op, ScanRange, Val};
+use recap_readmodel::{Driver, Mutation, Op, ScanRange, Val};
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
     let dir = tempfile::tempdir().unwrap();
@@ -255,18 +256,13 @@ async fn reads_past_the_first_page_of_rows(driver: Arc<dyn Driver>) {
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
 /// `make up`), migrated to the tables of `schemas/cql/recap.cql`.
 async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
-    use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
+    use recap_scylla::{ScyllaConfig, ScyllaDriver};
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
     let keyspace = format!("recap_test_{}", uuid_like());
     let timeout = std::time::Duration::from_secs(10);
     ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", recap_readmodel::tables::ALL, timeout).await.unwrap();
-    let config = ScyllaConfig {
-        nodes: nodes.clone(),
-        keyspace: keyspace.clone(),
-        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
-        timeout,
-        write_concurrency: 64,
-    };
+    let config =
+        ScyllaConfig { nodes: nodes.clone(), keyspace: keyspace.clone(), consistency: recap_scylla::Consistency::LocalQuorum, timeout, write_concurrency: 64 };
     (Arc::new(ScyllaDriver::connect(config).await.unwrap()), nodes, keyspace)
 }
 
@@ -290,7 +286,7 @@ macro_rules! for_each_driver {
             async fn $case() {
                 let (driver, nodes, keyspace) = super::scylla().await;
                 super::$case(driver).await;
-                recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
+                recap_scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
             })*
         }
     };

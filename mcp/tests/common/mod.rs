@@ -120,7 +120,7 @@ impl Driver for FaultyDriver {
 
 pub struct World {
     _dir: tempfile::TempDir,
-    _store: recap_readmodel::testing::TestStore,
+    _store: recap_testkit::store::TestStore,
     pub driver: Arc<FaultyDriver>,
     pub readmodel: ReadModel,
     pub app: Router,
@@ -230,7 +230,7 @@ impl World {
     async fn build(config: McpConfig, remote: Option<Edition>) -> World {
         let dir = tempfile::tempdir().unwrap();
         // With `RECAP_TEST_STORE=scylla`, a keyspace of its own on the real cluster.
-        let store = recap_readmodel::testing::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
+        let store = recap_testkit::store::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
         let driver = Arc::new(FaultyDriver { inner: store.driver.clone(), faults: Mutex::new(Faults::default()) });
         let readmodel = ReadModel::new(driver.clone());
         let clock_offset = Arc::new(AtomicI64::new(0));

@@ -288,7 +288,7 @@ impl Driver for FaultyDriver {
 }
 
 enum Backend {
-    Router { _dir: tempfile::TempDir, _store: recap_readmodel::testing::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
+    Router { _dir: tempfile::TempDir, _store: recap_testkit::store::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
     Remote { edition: Edition, next: AtomicU64, sticky: bool },
 }
 
@@ -348,7 +348,7 @@ impl World {
     /// its count of started scans (in this process in every run).
     pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let store = recap_readmodel::testing::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
+        let store = recap_testkit::store::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
         let driver = store.driver.clone();
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
         let scans = Arc::new(AtomicU64::new(0));

@@ -1,6 +1,6 @@
 //! The ScyllaDB driver (Apache Cassandra 5 stands in for ScyllaDB where it is not
-//! installed: same CQL protocol, same driver). Every table of `tables.rs` is a CQL table
-//! of `schemas/cql/recap.cql`; each statement is prepared once, marked idempotent and
+//! installed: same CQL protocol, same driver). Every table of the read model's catalog
+//! (`recap_readmodel::tables`) is a CQL table of `schemas/cql/recap.cql`; each statement is prepared once, marked idempotent and
 //! bounded by the request timeout.
 //!
 //! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
@@ -26,8 +26,8 @@ use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row as CqlRow};
 
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
-use crate::table::{ColumnType, Order, Table, Val};
+use recap_readmodel::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
+use recap_readmodel::table::{cql_type, ColumnType, Order, Table, Val};
 
 /// How to reach the cluster.
 #[derive(Clone, Debug)]
@@ -181,7 +181,7 @@ fn expected_columns(table: &Table) -> Vec<(&'static str, ColumnSpec)> {
     let spec = |kind: &str, position: i32, kind_type: ColumnType, order: &str| ColumnSpec {
         kind: kind.to_string(),
         position,
-        kind_type: crate::table::cql_type(kind_type).to_string(),
+        kind_type: cql_type(kind_type).to_string(),
         order: order.to_string(),
     };
     let partition = table.partition.iter().zip(0..).map(|(column, position)| (column.name, spec("partition_key", position, column.kind, "none")));
@@ -304,7 +304,7 @@ impl ScyllaDriver {
     /// Empties every table of the read model (test and staging clean-up). TRUNCATE
     /// leaves no tombstone, so rows written afterwards count whatever their timestamps.
     pub async fn truncate_all(&self) -> Result<(), StoreError> {
-        for table in crate::tables::ALL {
+        for table in recap_readmodel::tables::ALL {
             self.session.query_unpaged(format!("TRUNCATE {}", table.name), ()).await.map_err(unavailable)?;
         }
         Ok(())

@@ -11,9 +11,10 @@
 //! compaction tuning; rocksdb costs a long C++ build and much memory for a small
 //! embedded process. LMDB is a small C library, built by `lmdb-master-sys` with cc.
 //!
-//! Keys: table id, partition columns, clustering columns (order-preserving encoding,
-//! see `table.rs`), within LMDB's key size (about 2 KB, built with `longer-keys`; event
-//! identifiers are at most 256 bytes, see `recap-schemas`, so every table's keys fit).
+//! Keys: table id, partition columns, clustering columns (the read model's
+//! order-preserving encoding, `recap_readmodel::keys`), within LMDB's key size (about
+//! 2 KB, built with `longer-keys`; event identifiers are at most 256 bytes, see
+//! `recap-schemas`, so every table's keys fit).
 //! Values: write timestamp, tombstone flag, expiry, body.
 
 use std::ops::{Bound, ControlFlow};
@@ -24,10 +25,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
-
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
-use crate::projection::Frozen;
-use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
+use recap_readmodel::driver::{now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
+use recap_readmodel::keys::{append_clustering, decode_clustering, partition_prefix, prefix_successor};
+use recap_readmodel::table::{Table, Val};
+use recap_readmodel::Frozen;
 
 const HEADER: usize = 8 + 1 + 8;
 const NO_EXPIRY: i64 = i64::MAX;
