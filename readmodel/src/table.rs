@@ -139,10 +139,21 @@ impl Table {
         format!("-- {}\n{};\n", self.doc, self.create_statement())
     }
 
-    /// The CQL statement creating this table (valid on ScyllaDB and Cassandra 5).
+    /// The CQL statement creating this table (valid on ScyllaDB and Cassandra 5), in
+    /// the session's keyspace (as `schemas/cql/recap.cql` shows it).
     pub fn create_statement(&self) -> String {
+        self.create_statement_named(self.name)
+    }
+
+    /// [`Table::create_statement`] in `keyspace`, named `keyspace.table`: drivers name
+    /// the keyspace in every statement rather than setting one for the session.
+    pub fn create_statement_in(&self, keyspace: &str) -> String {
+        self.create_statement_named(&format!("{keyspace}.{}", self.name))
+    }
+
+    fn create_statement_named(&self, name: &str) -> String {
         let mut cql = String::new();
-        let _ = writeln!(cql, "CREATE TABLE IF NOT EXISTS {} (", self.name);
+        let _ = writeln!(cql, "CREATE TABLE IF NOT EXISTS {name} (");
         for column in self.partition {
             let _ = writeln!(cql, "    {} {},", column.name, cql_type(column.kind));
         }

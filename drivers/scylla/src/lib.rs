@@ -1,7 +1,10 @@
 //! The ScyllaDB driver (Apache Cassandra 5 stands in for ScyllaDB where it is not
 //! installed: same CQL protocol, same driver). Every table of the read model's catalog
-//! (`recap_readmodel::tables`) is a CQL table of `schemas/cql/recap.cql`; each statement is prepared once, marked idempotent and
-//! bounded by the request timeout.
+//! (`recap_readmodel::tables`) is a CQL table of `schemas/cql/recap.cql`; each statement
+//! is prepared once, marked idempotent and bounded by the request timeout, and names its
+//! table with the keyspace (`keyspace.table`): the session sets no keyspace, as a
+//! prepared statement that leaves its keyspace to the session's `USE` is ambiguous
+//! (Cassandra warns every connection that prepares one).
 //!
 //! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
@@ -213,15 +216,26 @@ async fn keyspace_exists(session: &Session, keyspace: &str) -> Result<bool, Stor
     Ok(result.into_rows_result().map_err(corrupt)?.rows_num() > 0)
 }
 
+/// Whether `name` can name a keyspace unquoted in a statement (as CQL allows: letters,
+/// digits and `_`, at most 48), so that interpolating it changes nothing else.
+fn keyspace_name_valid(name: &str) -> bool {
+    (1..=48).contains(&name.len()) && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+}
+
 impl ScyllaDriver {
+    /// Connects to the cluster; an error (Unavailable) until `config.keyspace` exists, so
+    /// that a role started before `recap migrate` waits for it, as it would for a node.
     pub async fn connect(config: ScyllaConfig) -> Result<ScyllaDriver, StoreError> {
-        let session = tokio::time::timeout(
-            config.timeout * 5,
-            SessionBuilder::new().known_nodes(&config.nodes).connection_timeout(config.timeout).use_keyspace(&config.keyspace, false).build(),
-        )
-        .await
-        .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
-        .map_err(unavailable)?;
+        if !keyspace_name_valid(&config.keyspace) {
+            return Err(StoreError::Unavailable(format!("{:?} is not a keyspace name (letters, digits and _, at most 48)", config.keyspace)));
+        }
+        let session = tokio::time::timeout(config.timeout * 5, SessionBuilder::new().known_nodes(&config.nodes).connection_timeout(config.timeout).build())
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
+            .map_err(unavailable)?;
+        if !keyspace_exists(&session, &config.keyspace).await? {
+            return Err(StoreError::Unavailable(format!("keyspace {} does not exist (`recap migrate` creates it)", config.keyspace)));
+        }
         Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()) })
     }
 
@@ -276,18 +290,17 @@ impl ScyllaDriver {
             session.query_unpaged(create, ()).await.map_err(unavailable)?;
             migration.keyspace_created = true;
         }
-        session.use_keyspace(keyspace, false).await.map_err(unavailable)?;
         for table in tables {
             if existing.contains_key(table.name) {
                 continue;
             }
-            session.query_unpaged(table.create_statement(), ()).await.map_err(unavailable)?;
+            session.query_unpaged(table.create_statement_in(keyspace), ()).await.map_err(unavailable)?;
             migration.tables_created.push(table.name.to_string());
         }
         let altered: std::collections::HashSet<&str> = alters.iter().map(|(table, _, _)| *table).collect();
         migration.tables_unchanged = tables.len() - migration.tables_created.len() - altered.len();
         for (table, column, kind_type) in alters {
-            let added = session.query_unpaged(format!("ALTER TABLE {table} ADD {column} {kind_type}"), ()).await;
+            let added = session.query_unpaged(format!("ALTER TABLE {keyspace}.{table} ADD {column} {kind_type}"), ()).await;
             if let Err(error) = added {
                 // Another migrate may have added it since the columns were read.
                 let now = existing_columns(&session, keyspace).await?;
@@ -305,7 +318,7 @@ impl ScyllaDriver {
     /// leaves no tombstone, so rows written afterwards count whatever their timestamps.
     pub async fn truncate_all(&self) -> Result<(), StoreError> {
         for table in recap_readmodel::tables::ALL {
-            self.session.query_unpaged(format!("TRUNCATE {}", table.name), ()).await.map_err(unavailable)?;
+            self.session.query_unpaged(format!("TRUNCATE {}", self.qualified(table)), ()).await.map_err(unavailable)?;
         }
         Ok(())
     }
@@ -339,11 +352,16 @@ impl ScyllaDriver {
         Ok(statement)
     }
 
-    fn select(table: &Table) -> String {
+    /// `keyspace.table`, as every statement names a table.
+    fn qualified(&self, table: &Table) -> String {
+        format!("{}.{}", self.config.keyspace, table.name)
+    }
+
+    fn select(&self, table: &Table) -> String {
         let mut columns: Vec<&str> = table.clustering.iter().map(|column| column.name).collect();
         columns.extend(["body", "expires_at", "writetime(body)"]);
         let partition: Vec<String> = table.partition.iter().map(|column| format!("{} = ?", column.name)).collect();
-        format!("SELECT {} FROM {} WHERE {}", columns.join(", "), table.name, partition.join(" AND "))
+        format!("SELECT {} FROM {} WHERE {}", columns.join(", "), self.qualified(table), partition.join(" AND "))
     }
 
     /// A row as read back, or only its clustering key when it reads as absent (expired
@@ -391,7 +409,7 @@ impl ScyllaDriver {
                     values.push(CqlValue::BigInt(*expires_at));
                 }
                 let markers = vec!["?"; columns.len()].join(", ");
-                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
+                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", self.qualified(table), columns.join(", "));
                 values.push(CqlValue::BigInt(mutation.ts));
                 if let Some(expires_at) = expires_at {
                     let seconds = ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64);
@@ -404,7 +422,7 @@ impl ScyllaDriver {
                 values.push(CqlValue::BigInt(mutation.ts));
                 values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
                 let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
-                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND "))
+                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", self.qualified(table), conditions.join(" AND "))
             }
         };
         let statement = self.prepared(cql).await?;
@@ -416,7 +434,7 @@ impl ScyllaDriver {
 #[async_trait]
 impl Driver for ScyllaDriver {
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let mut cql = Self::select(table);
+        let mut cql = self.select(table);
         let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
         for (column, value) in table.clustering.iter().zip(clustering) {
             cql.push_str(&format!(" AND {} = ?", column.name));
@@ -542,7 +560,7 @@ impl ScyllaDriver {
     where
         F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
     {
-        let mut cql = Self::select(table);
+        let mut cql = self.select(table);
         let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
         slice(table, &range.start, true, &mut cql, &mut values);
         slice(table, &range.end, false, &mut cql, &mut values);
