@@ -76,6 +76,16 @@ impl Driver for Recording {
         self.batches.lock().map_err(|_| StoreError::Unavailable("poisoned".into()))?.push(mutations.clone());
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static recap_readmodel::table::Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

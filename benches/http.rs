@@ -129,6 +129,17 @@ impl Driver for Shared {
         self.0.count(table, partition, range).await
     }
 
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.0.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.0.ping().await
     }

@@ -47,6 +47,16 @@ impl Driver for Gated {
         let _permit = self.gate.acquire().await.map_err(|_| StoreError::Unavailable("gate closed".into()))?;
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

@@ -150,7 +150,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::Unavailable(detail) => ApiError::Unavailable(detail),
-            StoreError::Corrupt(detail) => ApiError::Internal(detail),
+            StoreError::Corrupt(detail) | StoreError::Misuse(detail) => ApiError::Internal(detail),
         }
     }
 }

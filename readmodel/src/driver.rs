@@ -3,6 +3,9 @@
 //! newest timestamp wins per row, a delete is a timestamped tombstone that shadows
 //! older writes (and wins a tie, as in CQL), rows may expire (TTL), and a batch of
 //! writes given to [`Driver::write`] is applied atomically by the embedded driver.
+//! Tables declared [`Clock::FirstWriteWins`] are the exception: they are written only
+//! by [`Driver::insert_if_absent`], where the first write of a key wins (see the rule
+//! on [`Driver`]).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -11,16 +14,39 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::projection::Frozen;
-use crate::table::{Table, Val};
+use crate::table::{Clock, Table, Val};
 
 /// Why a store call failed. `Unavailable` is transient (retry, or answer 503);
-/// `Corrupt` means stored data could not be read back.
+/// `Corrupt` means stored data could not be read back; `Misuse` means the call broke
+/// the rule of the table it named (a plain write to a table written only
+/// conditionally, or the reverse): a defect of the caller, refused before anything was
+/// written, which no retry mends (every front door answers it as an internal error).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum StoreError {
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    #[error("store call refused: {0}")]
+    Misuse(String),
+}
+
+/// Refuses a plain write (put or delete, [`Driver::write`]) to a table written only
+/// conditionally. Every driver calls it on every mutation before writing any.
+pub fn check_plain_write(table: &Table) -> Result<(), StoreError> {
+    if table.clock == Clock::FirstWriteWins {
+        return Err(StoreError::Misuse(format!("{} is written only by insert_if_absent, never by a plain write or delete", table.name)));
+    }
+    Ok(())
+}
+
+/// Refuses a conditional write ([`Driver::insert_if_absent`]) to a table not declared
+/// [`Clock::FirstWriteWins`]. Every driver calls it before writing.
+pub fn check_conditional_write(table: &Table) -> Result<(), StoreError> {
+    if table.clock != Clock::FirstWriteWins {
+        return Err(StoreError::Misuse(format!("{} is written by plain timestamped writes, never by insert_if_absent", table.name)));
+    }
+    Ok(())
 }
 
 /// What [`Driver::scan_bodies`] appended: how many bodies, the clustering key of the
@@ -181,6 +207,24 @@ impl ScanRange {
     }
 }
 
+/// A store of the read model's tables.
+///
+/// # Plain and conditional writes
+///
+/// A table is written one way only, as its [`Table::clock`] declares:
+///
+/// - tables with a timestamp clock ([`Clock::Version`], [`Clock::Position`],
+///   [`Clock::Wall`]) only by [`Driver::write`] and [`Driver::write_frozen`], under the
+///   last-write-wins rule;
+/// - tables declared [`Clock::FirstWriteWins`] only by [`Driver::insert_if_absent`].
+///
+/// Every driver refuses the other kind with [`StoreError::Misuse`] before writing
+/// anything ([`check_plain_write`], [`check_conditional_write`]). The two cannot share a
+/// row: a conditional write is decided by the store (CQL: a lightweight transaction, a
+/// Paxos round that takes its own timestamp and refuses `USING TIMESTAMP`), a plain
+/// write by the timestamp it carries, so a plain write or a tombstone landing on a
+/// conditionally written row would override the decision, or be overridden, depending
+/// on clocks. Reads (`get`, `scan`, ...) serve both kinds of table.
 #[async_trait]
 pub trait Driver: Send + Sync + 'static {
     /// One row by its full key; None when absent, deleted or expired.
@@ -191,7 +235,32 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Applies mutations under the LWW rule. The embedded driver applies the whole
     /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
+    /// Refused ([`StoreError::Misuse`], nothing written) when one names a table written
+    /// only conditionally.
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// Writes one row only when its key holds no live row (none, or one that has
+    /// expired), and tells whether this call wrote it (`true`) or found a live row and
+    /// left it as it was (`false`). Of any number of calls for one key, on any number
+    /// of processes, exactly one is told it wrote (until that row expires), and every
+    /// later read returns that call's body. `expires_at` is a wall-clock instant in
+    /// microseconds, after which the row reads as absent and may be written again.
+    ///
+    /// Only for tables declared [`Clock::FirstWriteWins`] (see the rule above; any other
+    /// table is refused with [`StoreError::Misuse`]). Not idempotent: after an error the
+    /// row may or may not have been written, and retrying could report a write of this
+    /// very call as someone else's; callers treat an error as "not known to be won".
+    /// The embedded driver decides inside its one write transaction; the ScyllaDB
+    /// driver with a lightweight transaction (`INSERT ... IF NOT EXISTS`) at its serial
+    /// consistency, and reads such tables at that serial consistency too.
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError>;
 
     /// Writes the rows of a frozen batch (see [`crate::Batch::freeze`]) as one atomic
     /// write, like [`Driver::write`]. The batch stays readable (the next one reads it

@@ -7,7 +7,8 @@
 //! client: `recap-lmdb` (the embedded edition, in the data dir) and `recap-scylla`
 //! (ScyllaDB, or Cassandra standing in for it). What they need from here is public and
 //! documented for them: the [`Driver`] trait and its rules (`driver.rs`: mutations,
-//! [`PageBuilder`]), the table
+//! [`PageBuilder`], [`driver::check_plain_write`] and [`driver::check_conditional_write`]),
+//! the table
 //! catalog and its CQL (`table.rs`, `tables.rs`), the order-preserving byte keys of
 //! ordered key-value stores (`keys.rs`) and the rows of a frozen batch
 //! ([`Frozen::mutations`]).

@@ -85,7 +85,8 @@ pub struct Clustering {
     pub order: Order,
 }
 
-/// How a table's writes are timestamped (the LWW clock of both drivers).
+/// How a table's writes are timestamped (the LWW clock of both drivers), or that they
+/// are not: a [`Clock::FirstWriteWins`] table is written only conditionally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
     /// Rows owned by one entity: the timestamp is the entity's event version.
@@ -96,6 +97,10 @@ pub enum Clock {
     Position,
     /// Rows written by the service itself (OAuth state): wall-clock microseconds.
     Wall,
+    /// Rows written only by [`crate::Driver::insert_if_absent`]: the first write of a
+    /// key stands until the row expires, whatever the clocks of the writers; no plain
+    /// write or delete ever touches them (the drivers refuse one).
+    FirstWriteWins,
 }
 
 #[derive(Debug)]

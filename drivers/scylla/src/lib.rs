@@ -11,6 +11,18 @@
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
 //! `expires_at` is checked on read, and scans walk the clustering order with multi-column
 //! slice restrictions, paged.
+//!
+//! Tables written only if absent ([`Clock::FirstWriteWins`]) are written with a
+//! lightweight transaction, `INSERT ... IF NOT EXISTS USING TTL ?`: a Paxos round among
+//! the replicas at the serial consistency decides which insert of a key wins, whatever
+//! the writers' clocks, and the others are told the row exists. Such a statement takes
+//! no `USING TIMESTAMP` (CQL refuses one), is not idempotent (a retry could report the
+//! call's own write as someone else's, so the driver never retries it), and its rows
+//! are never written otherwise (see `Driver`'s rule). They are read at the serial
+//! consistency too, so a read sees every decided insert whatever `--consistency` is.
+//! The serial consistency is LOCAL_SERIAL when the configured consistency is a local
+//! one (`local_quorum`, `local_one`: one datacenter decides, as it does for every other
+//! read and write), else SERIAL.
 
 use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
@@ -26,11 +38,13 @@ use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
 use scylla::response::PagingState;
 use scylla::statement::prepared::PreparedStatement;
-pub use scylla::statement::Consistency;
+pub use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row as CqlRow};
 
-use recap_readmodel::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
-use recap_readmodel::table::{cql_type, ColumnType, Order, Table, Val};
+use recap_readmodel::driver::{
+    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
+};
+use recap_readmodel::table::{cql_type, Clock, ColumnType, Order, Table, Val};
 
 /// How to reach the cluster.
 #[derive(Clone, Debug)]
@@ -43,6 +57,15 @@ pub struct ScyllaConfig {
     pub timeout: Duration,
     /// Writes of one batch in flight at once.
     pub write_concurrency: usize,
+}
+
+/// The serial consistency of lightweight transactions and of reads of tables written
+/// by them: the datacenter's own Paxos round when `consistency` is a local one.
+pub fn serial_consistency_for(consistency: Consistency) -> SerialConsistency {
+    match consistency {
+        Consistency::LocalQuorum | Consistency::LocalOne => SerialConsistency::LocalSerial,
+        _ => SerialConsistency::Serial,
+    }
 }
 
 /// Parses a consistency level name (`local_quorum`, `quorum`, `one`, ...).
@@ -333,7 +356,8 @@ impl ScyllaDriver {
         Ok(())
     }
 
-    async fn prepared(&self, cql: String) -> Result<Arc<PreparedStatement>, StoreError> {
+    /// The statement `cql`, prepared once and set up for `access`.
+    async fn prepared(&self, cql: String, access: Access) -> Result<Arc<PreparedStatement>, StoreError> {
         if let Some(found) = self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&cql) {
             return Ok(found.clone());
         }
@@ -343,8 +367,27 @@ impl ScyllaDriver {
             .await
             .map_err(|_| StoreError::Unavailable(format!("preparing a statement took over {} ms", self.config.timeout.as_millis())))?
             .map_err(unavailable)?;
-        statement.set_consistency(self.config.consistency);
-        statement.set_is_idempotent(true);
+        let serial = serial_consistency_for(self.config.consistency);
+        match access {
+            Access::Plain => {
+                statement.set_consistency(self.config.consistency);
+                statement.set_is_idempotent(true);
+            }
+            Access::SerialRead => {
+                statement.set_consistency(match serial {
+                    SerialConsistency::Serial => Consistency::Serial,
+                    SerialConsistency::LocalSerial => Consistency::LocalSerial,
+                });
+                statement.set_is_idempotent(true);
+            }
+            Access::ConditionalInsert => {
+                // The commit is written at the configured consistency, once Paxos at
+                // the serial one has decided it.
+                statement.set_consistency(self.config.consistency);
+                statement.set_serial_consistency(Some(serial));
+                statement.set_is_idempotent(false);
+            }
+        }
         statement.set_request_timeout(Some(self.config.timeout));
         statement.set_page_size(PAGE_ROWS);
         let statement = Arc::new(statement);
@@ -412,9 +455,8 @@ impl ScyllaDriver {
                 let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", self.qualified(table), columns.join(", "));
                 values.push(CqlValue::BigInt(mutation.ts));
                 if let Some(expires_at) = expires_at {
-                    let seconds = ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64);
                     cql.push_str(" AND TTL ?");
-                    values.push(CqlValue::Int(seconds as i32));
+                    values.push(CqlValue::Int(ttl_seconds(*expires_at)));
                 }
                 cql
             }
@@ -425,9 +467,32 @@ impl ScyllaDriver {
                 format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", self.qualified(table), conditions.join(" AND "))
             }
         };
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::Plain).await?;
         self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         Ok(())
+    }
+}
+
+/// How a prepared statement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Plain reads and writes: the configured consistency; idempotent, so the driver may
+    /// retry them on another node.
+    Plain,
+    /// Reads of a table written only if absent: at the serial consistency, so they see
+    /// every insert a lightweight transaction decided.
+    SerialRead,
+    /// A lightweight transaction: never retried.
+    ConditionalInsert,
+}
+
+impl Access {
+    fn reading(table: &Table) -> Access {
+        if table.clock == Clock::FirstWriteWins {
+            Access::SerialRead
+        } else {
+            Access::Plain
+        }
     }
 }
 
@@ -440,7 +505,7 @@ impl Driver for ScyllaDriver {
             cql.push_str(&format!(" AND {} = ?", column.name));
             values.push(cql_value(value));
         }
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::reading(table)).await?;
         let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         let rows = result.into_rows_result().map_err(corrupt)?;
         let now = now_micros();
@@ -518,19 +583,62 @@ impl Driver for ScyllaDriver {
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        for mutation in &mutations {
+            check_plain_write(mutation.table)?;
+        }
         stream::iter(mutations.iter().map(Ok::<_, StoreError>))
             .try_for_each_concurrent(self.config.write_concurrency, |mutation| self.write_one(mutation))
             .await
     }
 
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        check_conditional_write(table)?;
+        let mut columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
+        let mut values: Vec<CqlValue> = partition.iter().chain(clustering).map(cql_value).collect();
+        columns.push("body");
+        values.push(CqlValue::Text(body.to_string()));
+        if let Some(expires_at) = expires_at {
+            columns.push("expires_at");
+            values.push(CqlValue::BigInt(expires_at));
+        }
+        let markers = vec!["?"; columns.len()].join(", ");
+        let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) IF NOT EXISTS", self.qualified(table), columns.join(", "));
+        if let Some(expires_at) = expires_at {
+            cql.push_str(" USING TTL ?");
+            values.push(CqlValue::Int(ttl_seconds(expires_at)));
+        }
+        let statement = self.prepared(cql, Access::ConditionalInsert).await?;
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        // The first column of the one row a conditional statement answers is `[applied]`.
+        let row = result.into_rows_result().map_err(corrupt)?.maybe_first_row::<CqlRow>().map_err(corrupt)?;
+        match row.and_then(|row| row.columns.into_iter().next().flatten()) {
+            Some(CqlValue::Boolean(applied)) => Ok(applied),
+            other => Err(StoreError::Corrupt(format!("{}: a conditional insert answered {other:?} for [applied]", table.name))),
+        }
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
-        let statement = self.prepared("SELECT release_version FROM system.local".into()).await?;
+        let statement = self.prepared("SELECT release_version FROM system.local".into(), Access::Plain).await?;
         self.session.execute_unpaged(&statement, ()).await.map(|_| ()).map_err(unavailable)
     }
 
     fn timeout(&self) -> Duration {
         self.config.timeout
     }
+}
+
+/// The CQL TTL of a row that expires at `expires_at` (µs): whole seconds, rounded down
+/// so the store drops it no later than reads stop returning it, and at least one (CQL's
+/// smallest).
+fn ttl_seconds(expires_at: i64) -> i32 {
+    ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
 }
 
 /// Rows per page of a paged read.
@@ -568,7 +676,7 @@ impl ScyllaDriver {
             cql.push_str(" LIMIT ?");
             values.push(CqlValue::Int(limit as i32));
         }
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::reading(table)).await?;
         let mut read = 0;
         // A LIMIT that fits in one page is read in one unpaged request: the same rows,
         // without the coordinator's paging state.

@@ -70,7 +70,7 @@ impl From<StoreError> for ToolError {
         tracing::warn!(error = %error, stage = "mcp_tool", "store call failed");
         match error {
             StoreError::Unavailable(_) => ToolError::Unavailable,
-            StoreError::Corrupt(_) => ToolError::ReadFailed,
+            StoreError::Corrupt(_) | StoreError::Misuse(_) => ToolError::ReadFailed,
         }
     }
 }

@@ -110,6 +110,17 @@ impl Driver for FaultyDriver {
         }
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.check(table).await?;
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

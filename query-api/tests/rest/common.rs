@@ -281,6 +281,16 @@ impl Driver for FaultyDriver {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.fault(false).await?;
         self.inner.ping().await
