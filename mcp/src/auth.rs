@@ -7,10 +7,11 @@
 
 use axum::http::HeaderMap;
 use recap_access::{check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
+use recap_readmodel::oauth::TokenKind;
 use recap_readmodel::AccountRecord;
 
 use crate::error::HttpError;
-use crate::oauth::store::{TokenKind, ACCESS_TOKEN_PREFIX};
+use crate::oauth::secrets::ACCESS_TOKEN_PREFIX;
 use crate::state::McpState;
 
 /// What a token check found, before it becomes an HTTP error (which needs the URL).
@@ -74,12 +75,13 @@ async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, D
     if !token.starts_with(ACCESS_TOKEN_PREFIX) || token.len() <= ACCESS_TOKEN_PREFIX.len() {
         return Err(Denied::Unknown);
     }
-    let record = inner.token(&recap_access::token_sha256(token)).await?.ok_or(Denied::Unknown)?;
+    let oauth = inner.readmodel.oauth();
+    let record = inner.bounded(oauth.token(&recap_access::token_sha256(token))).await?.ok_or(Denied::Unknown)?;
     if record.kind != TokenKind::Access || record.expires_at <= state.now_micros() {
         return Err(Denied::Unknown);
     }
     // A deleted grant means it was revoked (replay, refresh reuse, RFC 7009, the PAT).
-    let grant = inner.grant(&record.grant_id).await?.ok_or(Denied::Revoked)?;
+    let grant = inner.bounded(oauth.grant(&record.grant_id)).await?.ok_or(Denied::Revoked)?;
     let pat = inner.bounded(inner.readmodel.token_by_hash(&grant.pat_sha256)).await?;
     match pat {
         Some(pat) if !pat.revoked => {}

@@ -10,10 +10,13 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
 use recap_access::{authenticate_pat, check_plan, token_sha256, AuthError, Feature};
+use recap_readmodel::oauth::{ClientRecord, CodeRecord};
 
 use crate::oauth::page;
-use crate::oauth::store::{put, random_id, random_secret, ClientRecord, CodeRecord, CODES, SCOPE};
+use crate::oauth::secrets::{random_id, random_secret, SCOPE};
 use crate::state::McpState;
 use crate::urls::PublicUrls;
 
@@ -86,7 +89,8 @@ fn refuse(refusal: Refusal, issuer: &str) -> Response {
 async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal> {
     let bad_page = |message: String| Refusal::Page(StatusCode::BAD_REQUEST, message);
     let client_id = params.get("client_id").map_err(bad_page)?.ok_or_else(|| bad_page("client_id is missing".into()))?;
-    let client = match state.inner.client(client_id).await {
+    let inner = &state.inner;
+    let client = match inner.bounded(inner.readmodel.oauth().client(client_id)).await {
         Ok(Some(client)) => client,
         Ok(None) => return Err(bad_page("unknown client_id: register the client first".into())),
         Err(error) => {
@@ -213,7 +217,7 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: By
         return consent(StatusCode::PAYMENT_REQUIRED, &request, Some("Your plan does not include MCP access."));
     }
     let code = random_secret();
-    let ttl_micros = inner.config.code_ttl_secs as i64 * 1_000_000;
+    let lifetime = Duration::from_secs(inner.config.code_ttl_secs);
     let record = CodeRecord {
         client_id: request.client.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),
@@ -224,10 +228,10 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: By
         pat_sha256: token_sha256(pat),
         pat_token_id: caller.token_id.clone(),
         grant_id: random_id("grt_"),
-        expires_at: state.now_micros() + ttl_micros,
+        expires_at: state.now_micros() + inner.config.code_ttl_secs as i64 * 1_000_000,
         used: false,
     };
-    if let Err(error) = inner.write(vec![put(&CODES, &token_sha256(&code), &record, ttl_micros)]).await {
+    if let Err(error) = inner.bounded(inner.readmodel.oauth().save_code(&token_sha256(&code), &record, lifetime)).await {
         tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
         return consent(StatusCode::SERVICE_UNAVAILABLE, &request, Some("The service is unavailable; retry shortly."));
     }
