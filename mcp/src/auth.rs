@@ -8,9 +8,9 @@
 use axum::http::HeaderMap;
 use recap_access::{check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
 use recap_readmodel::oauth::TokenKind;
-use recap_readmodel::AccountRecord;
+use recap_readmodel::{AccountRecord, StoreError};
 
-use crate::error::HttpError;
+use crate::error::{HttpError, StoreFailure};
 use crate::oauth::secrets::ACCESS_TOKEN_PREFIX;
 use crate::state::McpState;
 
@@ -20,7 +20,8 @@ pub enum Denied {
     Missing,
     Unknown,
     Revoked,
-    Unavailable,
+    /// A store call failed: logged and classified once, in [`authorize`].
+    Store(StoreError),
 }
 
 impl From<AuthError> for Denied {
@@ -28,15 +29,14 @@ impl From<AuthError> for Denied {
         match error {
             AuthError::Unauthorized => Denied::Unknown,
             AuthError::TokenRevoked => Denied::Revoked,
-            AuthError::Unavailable(_) => Denied::Unavailable,
+            AuthError::Store(error) => Denied::Store(error),
         }
     }
 }
 
-impl From<recap_readmodel::StoreError> for Denied {
-    fn from(error: recap_readmodel::StoreError) -> Denied {
-        tracing::warn!(error = %error, stage = "mcp_auth", "store call failed");
-        Denied::Unavailable
+impl From<StoreError> for Denied {
+    fn from(error: StoreError) -> Denied {
+        Denied::Store(error)
     }
 }
 
@@ -47,7 +47,12 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
         Err(Denied::Missing) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: false }),
         Err(Denied::Unknown) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: true }),
         Err(Denied::Revoked) => return Err(HttpError::TokenRevoked { resource_metadata: resource_metadata() }),
-        Err(Denied::Unavailable) => return Err(HttpError::Unavailable),
+        Err(Denied::Store(error)) => {
+            return Err(match StoreFailure::logged(&error, "mcp_auth") {
+                StoreFailure::Defect => HttpError::Internal,
+                StoreFailure::Unavailable | StoreFailure::Unreadable => HttpError::Unavailable,
+            })
+        }
     };
     match check_plan(&state.inner.plans, &caller.account, Feature::Mcp) {
         Ok(_) => Ok(caller),
