@@ -141,8 +141,9 @@ impl Op {
     /// winning: the timestamp; on a tie a tombstone, then the greater body (CQL's rule for
     /// equal timestamps between cells without a TTL). Between expiring cells CQL prefers
     /// the later expiry before comparing values, which the embedded driver does not
-    /// model: only the OAuth rows expire, and their one tie (single-use claims) needs any
-    /// rule that every reader sees alike, not this one.
+    /// model: only the OAuth rows expire, each written at its own wall-clock instant,
+    /// and nothing depends on how a tie between two of them falls (their single use is
+    /// decided by a conditional write, [`Driver::insert_if_absent`], not by a tie).
     pub fn precedence(&self, ts: i64) -> (i64, bool, &[u8]) {
         match self {
             Op::Delete => (ts, true, b""),

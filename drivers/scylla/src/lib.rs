@@ -778,3 +778,26 @@ fn copy_key(from: &[Val], to: &mut Vec<Val>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lightweight_transactions_stay_in_the_datacenter_only_when_the_consistency_does() {
+        assert_eq!(serial_consistency_for(Consistency::LocalQuorum), SerialConsistency::LocalSerial);
+        assert_eq!(serial_consistency_for(Consistency::LocalOne), SerialConsistency::LocalSerial);
+        for consistency in [Consistency::Quorum, Consistency::One, Consistency::All, Consistency::EachQuorum] {
+            assert_eq!(serial_consistency_for(consistency), SerialConsistency::Serial, "{consistency:?}");
+        }
+    }
+
+    #[test]
+    fn only_plain_keyspace_names_are_put_into_statements() {
+        assert!(keyspace_name_valid("recap"));
+        assert!(keyspace_name_valid("recap_t_mcp_0a1b2c3d_0"));
+        for name in ["", "recap.other", "recap; DROP KEYSPACE x", "\"Recap\"", &"k".repeat(49)] {
+            assert!(!keyspace_name_valid(name), "{name:?}");
+        }
+    }
+}
