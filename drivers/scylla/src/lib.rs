@@ -1,10 +1,10 @@
 //! The ScyllaDB driver (Apache Cassandra 5 stands in for ScyllaDB where it is not
 //! installed: same CQL protocol, same driver). Every table of the read model's catalog
 //! (`recap_readmodel::tables`) is a CQL table of `schemas/cql/recap.cql`; each statement
-//! is prepared once, marked idempotent and bounded by the request timeout, and names its
-//! table with the keyspace (`keyspace.table`): the session sets no keyspace, as a
-//! prepared statement that leaves its keyspace to the session's `USE` is ambiguous
-//! (Cassandra warns every connection that prepares one).
+//! is prepared once, bounded by the request timeout and marked idempotent (but the
+//! conditional inserts below), and names its table with the keyspace (`keyspace.table`):
+//! the session sets no keyspace, as a prepared statement that leaves its keyspace to
+//! the session's `USE` is ambiguous (Cassandra warns every connection that prepares one).
 //!
 //! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the

@@ -1,7 +1,7 @@
 //! Errors of the OAuth endpoints that answer JSON (`/token`, `/register`, `/revoke`):
 //! RFC 6749 §5.2, RFC 7591 §3.2.2 and RFC 7009 §2.2.1 codes, each with one status.
 //! Descriptions never contain a token, code or verifier. A store failure travels as
-//! [`OAuthError::Store`] and is classified ([`StoreFailure`]) and logged once, as the
+//! [`OAuthError::Store`] and is classified (`StoreFailure`) and logged once, as the
 //! response is made.
 
 use axum::http::{header, StatusCode};
@@ -30,7 +30,7 @@ pub enum OAuthError {
     #[error("{0}")]
     InvalidClientMetadata(String),
     /// 503 `temporarily_unavailable`, or 500 `server_error` for a store call refused as
-    /// a misuse (see [`StoreFailure`]).
+    /// a misuse (see `StoreFailure`).
     #[error("{}", store_description(.0))]
     Store(#[from] StoreError),
     /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).

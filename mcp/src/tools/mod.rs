@@ -42,7 +42,7 @@ pub enum ToolError {
     #[error("shared note {0} not found")]
     SharedNoteNotFound(String),
     /// A store call failed (unanswered, or stored data that did not read back):
-    /// classified by [`StoreFailure`] and logged once, where the tool's result is made.
+    /// classified by `StoreFailure` and logged once, where the tool's result is made.
     #[error("{}", store_message(.0))]
     Store(#[from] StoreError),
 }
