@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::Envelope;
 
 /// The demo world, copied with fresh identifiers until it has at least `events` events.
@@ -74,6 +75,16 @@ impl Driver for Recording {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         self.batches.lock().map_err(|_| StoreError::Unavailable("poisoned".into()))?.push(mutations.clone());
         self.inner.write(mutations).await
+    }
+    async fn insert_if_absent(
+        &self,
+        table: &'static recap_readmodel::table::Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

@@ -25,8 +25,9 @@ extern crate recap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, BodiesPage, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, BodiesPage, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::{Envelope, Timestamp};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -126,6 +127,17 @@ impl Driver for Shared {
 
     async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
         self.0.count(table, partition, range).await
+    }
+
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.0.insert_if_absent(table, partition, clustering, body, expires_at).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

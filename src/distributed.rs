@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::Args;
 use recap_projector::kafka::KafkaConfig;
 use recap_projector::Stats;
-use recap_readmodel::scylla::{parse_consistency, ScyllaConfig, ScyllaDriver};
 use recap_readmodel::{Driver, Instrumented, ReadModel};
+use recap_scylla::{parse_consistency, ScyllaConfig, ScyllaDriver};
 
 use crate::telemetry::Telemetry;
 use tokio::net::TcpListener;
@@ -247,7 +247,7 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     // Connected on first use: with Redis away at start, requests are served (failing
     // open) until it answers, as they are when it goes away later.
     let redis_limiter = Arc::new(
-        recap_access::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, timeout, clock)
+        recap_redis::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, timeout, clock)
             .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))?,
     );
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use recap_access::{InProcessLimiter, PeriodCount};
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::{Driver, EmbeddedDriver, Instrumented, ReadModel};
+use recap_readmodel::{Driver, Instrumented, ReadModel};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

@@ -362,7 +362,7 @@ pub fn observe_projector(stats: Arc<recap_projector::Stats>, log: Option<recap_p
 
 /// Publishes `recap.limiter.fail_open`: requests decided by the local limiter because
 /// Redis did not answer.
-pub fn observe_fail_open(limiter: Arc<recap_access::RedisLimiter>) {
+pub fn observe_fail_open(limiter: Arc<recap_redis::RedisLimiter>) {
     meter()
         .u64_observable_counter("recap.limiter.fail_open")
         .with_unit("{request}")

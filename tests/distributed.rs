@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use common::cluster::Cluster;
 use common::events::*;
 use common::get;
-use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
-use recap_readmodel::snapshot::{snapshot, Universe};
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::{Batch, Driver, ReadModel};
 use recap_schemas::Envelope;
+use recap_scylla::{ScyllaConfig, ScyllaDriver};
+use recap_testkit::snapshot::{snapshot, Universe};
 
 fn engine(script: &str, action: &str) {
     assert!(engine_status(script, action), "{script} {action} failed");
@@ -176,7 +177,7 @@ fn difference(cluster: &Cluster, lines: &[String]) -> Option<String> {
         let config = ScyllaConfig {
             nodes: cluster.engines.scylla_nodes.split(',').map(str::to_string).collect(),
             keyspace: cluster.keyspace.clone(),
-            consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
+            consistency: recap_scylla::Consistency::LocalQuorum,
             timeout: Duration::from_secs(10),
             write_concurrency: 64,
         };
@@ -643,7 +644,7 @@ fn limiters_with_one_process_id_and_one_clock_count_every_request() {
         let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
         let mut limiters = Vec::new();
         for _ in 0..2 {
-            let limiter = recap_access::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(clock.clone())).expect("a redis URL");
+            let limiter = recap_redis::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(clock.clone())).expect("a redis URL");
             limiters.push(Arc::new(limiter));
         }
         let limits = recap_access::Limits { per_minute: 25, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };
@@ -690,10 +691,10 @@ fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again(
         };
         let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
         let limiter = Arc::new(
-            recap_access::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(recap_access::SystemClock)).expect("a redis URL"),
+            recap_redis::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(2), Arc::new(recap_access::SystemClock)).expect("a redis URL"),
         );
         let limits = recap_access::Limits { per_minute: 1_000, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };
-        let admit = |limiter: Arc<recap_access::RedisLimiter>| async move {
+        let admit = |limiter: Arc<recap_redis::RedisLimiter>| async move {
             recap_access::Limiter::admit(limiter.as_ref(), "acc_batched", &limits).await.expect("decision")
         };
         assert_eq!(admit(limiter.clone()).await.verdict, recap_access::Verdict::Admitted);

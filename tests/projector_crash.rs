@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use common::events::*;
 use common::Server;
 use rand::{Rng, SeedableRng};
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::snapshot::{snapshot, Universe};
-use recap_readmodel::{Driver, EmbeddedDriver, ReadModel};
+use recap_readmodel::{Driver, ReadModel};
 use recap_schemas::Envelope;
+use recap_testkit::snapshot::{snapshot, Universe};
 
 /// A large, varied stream: meetings with items and transcripts, updates, deletes,
 /// standalone items, teams, members, shares and team items over many accounts.

@@ -27,15 +27,10 @@ pub enum AuthError {
     Unauthorized,
     #[error("the token was revoked")]
     TokenRevoked,
-    /// The token or the plan could not be checked: retry shortly (503).
+    /// The token or the account could not be read: each front door answers it as it
+    /// answers any store failure (and logs it there, once).
     #[error("the token could not be checked: {0}")]
-    Unavailable(String),
-}
-
-impl From<StoreError> for AuthError {
-    fn from(error: StoreError) -> AuthError {
-        AuthError::Unavailable(error.to_string())
-    }
+    Store(#[from] StoreError),
 }
 
 /// An authenticated caller.

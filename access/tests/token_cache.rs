@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use recap_access::{AuthError, TokenCache};
+use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
 use recap_schemas::Envelope;
 
 const TOKEN: &str = "svc_pat_token_cache_test_0000000000";
@@ -34,6 +35,17 @@ impl Driver for Counting {
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         self.inner.write(mutations).await
+    }
+
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -122,7 +122,7 @@ pub fn migrate(envs: &[(String, String)]) {
 }
 
 pub async fn drop_keyspace(engines: &Engines, keyspace: &str) {
-    let _ = recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&engines.nodes(), keyspace, Duration::from_secs(30)).await;
+    let _ = recap_scylla::ScyllaDriver::drop_keyspace(&engines.nodes(), keyspace, Duration::from_secs(30)).await;
 }
 
 /// One running recap role.

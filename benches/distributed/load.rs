@@ -110,15 +110,10 @@ pub fn percentiles(latencies: &mut [f64]) -> (f64, f64, f64) {
     (at(0.5), at(0.99), latencies[latencies.len() - 1])
 }
 
-/// A session as the ScyllaDriver opens one.
-pub async fn session(nodes: &[String], keyspace: &str) -> Session {
-    SessionBuilder::new()
-        .known_nodes(nodes)
-        .connection_timeout(Duration::from_secs(2))
-        .use_keyspace(keyspace, false)
-        .build()
-        .await
-        .expect("connect to the store")
+/// A session as the ScyllaDriver opens one: no keyspace of its own, as every statement
+/// names its table `keyspace.table`.
+pub async fn session(nodes: &[String]) -> Session {
+    SessionBuilder::new().known_nodes(nodes).connection_timeout(Duration::from_secs(2)).build().await.expect("connect to the store")
 }
 
 /// Prepares as the ScyllaDriver does: its consistency, idempotent, bounded, paged by 1,000.
@@ -139,7 +134,7 @@ fn cql_value(value: &Val) -> CqlValue {
 }
 
 /// The statement and values the ScyllaDriver writes a mutation with.
-fn write_statement(mutation: &Mutation) -> (String, Vec<CqlValue>) {
+fn write_statement(keyspace: &str, mutation: &Mutation) -> (String, Vec<CqlValue>) {
     let table = mutation.table;
     let key_columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
     let mut values: Vec<CqlValue> = Vec::with_capacity(key_columns.len() + 4);
@@ -154,7 +149,7 @@ fn write_statement(mutation: &Mutation) -> (String, Vec<CqlValue>) {
                 values.push(CqlValue::BigInt(*expires_at));
             }
             let markers = vec!["?"; columns.len()].join(", ");
-            let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
+            let mut cql = format!("INSERT INTO {keyspace}.{} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
             values.push(CqlValue::BigInt(mutation.ts));
             if let Some(expires_at) = expires_at {
                 cql.push_str(" AND TTL ?");
@@ -166,7 +161,7 @@ fn write_statement(mutation: &Mutation) -> (String, Vec<CqlValue>) {
             values.push(CqlValue::BigInt(mutation.ts));
             values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
             let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
-            (format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND ")), values)
+            (format!("DELETE FROM {keyspace}.{} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND ")), values)
         }
     }
 }
@@ -175,10 +170,10 @@ fn write_statement(mutation: &Mutation) -> (String, Vec<CqlValue>) {
 /// (the projector's RECAP_SCYLLA_WRITE_CONCURRENCY default); returns the time taken.
 /// Statements are prepared before the clock starts; values are built inside it, as the
 /// driver builds them.
-pub async fn raw_write(session: &Session, batches: &[Vec<Mutation>], concurrency: usize) -> Duration {
+pub async fn raw_write(session: &Session, keyspace: &str, batches: &[Vec<Mutation>], concurrency: usize) -> Duration {
     let mut statements: HashMap<String, PreparedStatement> = HashMap::new();
     for mutation in batches.iter().flatten() {
-        let (cql, _) = write_statement(mutation);
+        let (cql, _) = write_statement(keyspace, mutation);
         if let std::collections::hash_map::Entry::Vacant(slot) = statements.entry(cql) {
             let prepared = prepare(session, slot.key()).await;
             slot.insert(prepared);
@@ -190,7 +185,7 @@ pub async fn raw_write(session: &Session, batches: &[Vec<Mutation>], concurrency
             .try_for_each_concurrent(concurrency, |mutation| {
                 let statements = &statements;
                 async move {
-                    let (cql, values) = write_statement(mutation);
+                    let (cql, values) = write_statement(keyspace, mutation);
                     session.execute_unpaged(&statements[&cql], values).await.map(|_| ()).map_err(|error| error.to_string())
                 }
             })
@@ -209,12 +204,17 @@ pub struct PageReads {
 }
 
 impl PageReads {
-    pub async fn prepare(session: &Session) -> PageReads {
+    pub async fn prepare(session: &Session, keyspace: &str) -> PageReads {
         PageReads {
-            token: prepare(session, "SELECT body, expires_at, writetime(body) FROM tokens_by_hash WHERE token_sha256 = ?").await,
-            account: prepare(session, "SELECT body, expires_at, writetime(body) FROM accounts WHERE account_id = ?").await,
-            page: prepare(session, "SELECT created_at_us, meeting_id, body, expires_at, writetime(body) FROM meetings_by_account WHERE account_id = ? LIMIT ?")
-                .await,
+            token: prepare(session, &format!("SELECT body, expires_at, writetime(body) FROM {keyspace}.tokens_by_hash WHERE token_sha256 = ?")).await,
+            account: prepare(session, &format!("SELECT body, expires_at, writetime(body) FROM {keyspace}.accounts WHERE account_id = ?")).await,
+            page: prepare(
+                session,
+                &format!(
+                    "SELECT created_at_us, meeting_id, body, expires_at, writetime(body) FROM {keyspace}.meetings_by_account WHERE account_id = ? LIMIT ?"
+                ),
+            )
+            .await,
             token_hash: recap_access::token_sha256(TOKEN),
         }
     }

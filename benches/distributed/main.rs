@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use engines::{Engines, PrivateRedis, Role};
 use events::{DemoMix, Event, READER};
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, Mutation};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::{Batch, Driver, Mutation};
 use recap_schemas::Envelope;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -134,14 +135,14 @@ impl Bench {
 
 /// Section 1; returns the best projector rate.
 fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
-    let raw_session = bench.runtime.block_on(load::session(&bench.engines.nodes(), &bench.raw_keyspace));
+    let raw_session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
     let (mut projector_best, mut raw_best, mut rows, mut hwm) = (0f64, 0f64, 0usize, 0f64);
     println!("projector vs raw driver loop, demo event mix, {events_per_round} events a round (2 rounds, alternating):");
     for round in 0..2 {
         let events = bench.mix.take(events_per_round);
         let batches = bench.runtime.block_on(record_rows(&events, bench.dir.path()));
         rows = batches.iter().map(Vec::len).sum();
-        let raw_time = bench.runtime.block_on(load::raw_write(&raw_session, &batches, 256));
+        let raw_time = bench.runtime.block_on(load::raw_write(&raw_session, &bench.raw_keyspace, &batches, 256));
         let raw_rate = events.len() as f64 / raw_time.as_secs_f64();
         drop(batches);
 
@@ -172,16 +173,16 @@ fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
 /// time. The same two steps the Kafka projector takes per batch, timed apart through
 /// the real ScyllaDriver (Kafka, offsets and dead letters left out).
 fn projector_split(bench: &Bench, events: usize) {
-    let config = recap_readmodel::scylla::ScyllaConfig {
+    let config = recap_scylla::ScyllaConfig {
         nodes: bench.engines.nodes(),
         keyspace: bench.raw_keyspace.clone(),
-        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
+        consistency: recap_scylla::Consistency::LocalQuorum,
         timeout: Duration::from_secs(2),
         write_concurrency: 256,
     };
     let events = bench.mix.take(events);
     let (reads, writes) = bench.runtime.block_on(async {
-        let driver: Arc<dyn Driver> = Arc::new(recap_readmodel::scylla::ScyllaDriver::connect(config).await.expect("connect"));
+        let driver: Arc<dyn Driver> = Arc::new(recap_scylla::ScyllaDriver::connect(config).await.expect("connect"));
         let (mut reads, mut writes) = (Duration::ZERO, Duration::ZERO);
         for (index, chunk) in events.chunks(2_000).enumerate() {
             let started = Instant::now();
@@ -397,8 +398,8 @@ fn raw_reads(engines: &Engines, keyspace: &str, concurrency: usize, seconds: u64
         pin_current_thread(0);
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(async {
-            let session = Arc::new(load::session(&nodes, &keyspace).await);
-            let reads = Arc::new(load::PageReads::prepare(&session).await);
+            let session = Arc::new(load::session(&nodes).await);
+            let reads = Arc::new(load::PageReads::prepare(&session, &keyspace).await);
             reads.closed_loop(&session, READER, concurrency, Duration::from_secs(1), all_reads).await;
             reads.closed_loop(&session, READER, concurrency, Duration::from_secs(seconds), all_reads).await
         })

@@ -7,10 +7,11 @@
 
 use axum::http::HeaderMap;
 use recap_access::{check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
-use recap_readmodel::AccountRecord;
+use recap_readmodel::oauth::TokenKind;
+use recap_readmodel::{AccountRecord, StoreError};
 
-use crate::error::HttpError;
-use crate::oauth::store::{TokenKind, ACCESS_TOKEN_PREFIX};
+use crate::error::{HttpError, StoreFailure};
+use crate::oauth::secrets::ACCESS_TOKEN_PREFIX;
 use crate::state::McpState;
 
 /// What a token check found, before it becomes an HTTP error (which needs the URL).
@@ -19,7 +20,8 @@ pub enum Denied {
     Missing,
     Unknown,
     Revoked,
-    Unavailable,
+    /// A store call failed: logged and classified once, in [`authorize`].
+    Store(StoreError),
 }
 
 impl From<AuthError> for Denied {
@@ -27,15 +29,14 @@ impl From<AuthError> for Denied {
         match error {
             AuthError::Unauthorized => Denied::Unknown,
             AuthError::TokenRevoked => Denied::Revoked,
-            AuthError::Unavailable(_) => Denied::Unavailable,
+            AuthError::Store(error) => Denied::Store(error),
         }
     }
 }
 
-impl From<recap_readmodel::StoreError> for Denied {
-    fn from(error: recap_readmodel::StoreError) -> Denied {
-        tracing::warn!(error = %error, stage = "mcp_auth", "store call failed");
-        Denied::Unavailable
+impl From<StoreError> for Denied {
+    fn from(error: StoreError) -> Denied {
+        Denied::Store(error)
     }
 }
 
@@ -46,7 +47,12 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
         Err(Denied::Missing) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: false }),
         Err(Denied::Unknown) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: true }),
         Err(Denied::Revoked) => return Err(HttpError::TokenRevoked { resource_metadata: resource_metadata() }),
-        Err(Denied::Unavailable) => return Err(HttpError::Unavailable),
+        Err(Denied::Store(error)) => {
+            return Err(match StoreFailure::logged(&error, "mcp_auth") {
+                StoreFailure::Defect => HttpError::Internal,
+                StoreFailure::Unavailable | StoreFailure::Unreadable => HttpError::Unavailable,
+            })
+        }
     };
     match check_plan(&state.inner.plans, &caller.account, Feature::Mcp) {
         Ok(_) => Ok(caller),
@@ -74,12 +80,13 @@ async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, D
     if !token.starts_with(ACCESS_TOKEN_PREFIX) || token.len() <= ACCESS_TOKEN_PREFIX.len() {
         return Err(Denied::Unknown);
     }
-    let record = inner.token(&recap_access::token_sha256(token)).await?.ok_or(Denied::Unknown)?;
+    let oauth = inner.readmodel.oauth();
+    let record = inner.bounded(oauth.token(&recap_access::token_sha256(token))).await?.ok_or(Denied::Unknown)?;
     if record.kind != TokenKind::Access || record.expires_at <= state.now_micros() {
         return Err(Denied::Unknown);
     }
     // A deleted grant means it was revoked (replay, refresh reuse, RFC 7009, the PAT).
-    let grant = inner.grant(&record.grant_id).await?.ok_or(Denied::Revoked)?;
+    let grant = inner.bounded(oauth.grant(&record.grant_id)).await?.ok_or(Denied::Revoked)?;
     let pat = inner.bounded(inner.readmodel.token_by_hash(&grant.pat_sha256)).await?;
     match pat {
         Some(pat) if !pat.revoked => {}

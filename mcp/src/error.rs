@@ -1,12 +1,47 @@
 //! The errors of the HTTP layer of `/mcp`: each is answered instead of a JSON-RPC
 //! response, with exactly one status and the REST API's error envelope
 //! (`{"error": {"code", "message", ...}}`). JSON-RPC errors live in `rpc.rs`, tool
-//! failures in `tools/`; OAuth endpoint errors in `oauth/`.
+//! failures in `tools/`; OAuth endpoint errors in `oauth/`. All three read a store
+//! failure one way, [`StoreFailure`], and log it once, where the answer is made.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use recap_access::telemetry::ErrorCode;
+use recap_readmodel::StoreError;
 use serde_json::json;
+
+/// How every answer of the MCP server reads a store failure: the HTTP errors of
+/// `/mcp`, the OAuth endpoints and pages, and the tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// The store did not answer, or not in time: worth a retry. 503 (`unavailable`,
+    /// OAuth `temporarily_unavailable`), tool error `unavailable`.
+    Unavailable,
+    /// Stored data did not read back: tool error `read_failed`; where no answer names
+    /// it (a token check, an OAuth step), 503 as [`StoreFailure::Unavailable`].
+    Unreadable,
+    /// The store refused a call as a misuse: a defect of this server. 500
+    /// (`internal_error`, OAuth `server_error`), tool error `internal_error`.
+    Defect,
+}
+
+impl StoreFailure {
+    pub fn of(error: &StoreError) -> StoreFailure {
+        match error {
+            StoreError::Unavailable(_) => StoreFailure::Unavailable,
+            StoreError::Corrupt(_) => StoreFailure::Unreadable,
+            StoreError::Misuse(_) => StoreFailure::Defect,
+        }
+    }
+
+    /// The one log line of a store failure: called where its answer is made (the
+    /// token check, an OAuth response or page, a tool result), never in a conversion.
+    /// `stage` names that place: `mcp_auth`, `mcp_oauth`, `mcp_tool`.
+    pub fn logged(error: &StoreError, stage: &'static str) -> StoreFailure {
+        tracing::warn!(error = %error, stage, "store call failed");
+        StoreFailure::of(error)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HttpError {
@@ -35,6 +70,10 @@ pub enum HttpError {
     /// 503: the token or plan could not be verified.
     #[error("the token or plan could not be verified; retry shortly")]
     Unavailable,
+    /// 500: the token check failed on the service side (a store call refused as a
+    /// misuse); the detail is logged.
+    #[error("failure on the service side")]
+    Internal,
     /// 413: a body above the limit (after the token and plan checks, so a caller
     /// without a token still learns that first).
     #[error("the request body is larger than {limit} bytes")]
@@ -53,6 +92,7 @@ impl HttpError {
             HttpError::Unauthorized { .. } | HttpError::TokenRevoked { .. } => StatusCode::UNAUTHORIZED,
             HttpError::NoPlan | HttpError::FeatureNotIncluded => StatusCode::PAYMENT_REQUIRED,
             HttpError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::UnreadableBody => StatusCode::BAD_REQUEST,
         }
@@ -68,6 +108,7 @@ impl HttpError {
             HttpError::NoPlan => "no_plan",
             HttpError::FeatureNotIncluded => "feature_not_included",
             HttpError::Unavailable => "unavailable",
+            HttpError::Internal => "internal_error",
             HttpError::PayloadTooLarge { .. } => "payload_too_large",
             HttpError::UnreadableBody => "invalid_request",
         }
@@ -114,5 +155,29 @@ impl IntoResponse for HttpError {
             _ => {}
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth::error::OAuthError;
+    use crate::tools::ToolError;
+
+    #[test]
+    fn every_answer_reads_a_store_failure_the_same_way() {
+        // (failure, OAuth status and code, tool error code)
+        let cases = [
+            (StoreError::Unavailable("timeout".into()), 503, "temporarily_unavailable", "unavailable"),
+            (StoreError::Corrupt("bad row".into()), 503, "temporarily_unavailable", "read_failed"),
+            (StoreError::Misuse("plain write to a conditional table".into()), 500, "server_error", "internal_error"),
+        ];
+        for (error, status, oauth_code, tool_code) in cases {
+            let oauth = OAuthError::from(error.clone());
+            assert_eq!((oauth.status().as_u16(), oauth.code()), (status, oauth_code), "{error:?}");
+            assert_eq!(ToolError::from(error.clone()).code(), tool_code, "{error:?}");
+        }
+        assert_eq!((HttpError::Internal.status().as_u16(), HttpError::Internal.code()), (500, "internal_error"));
+        assert_eq!(HttpError::Unavailable.status().as_u16(), 503);
     }
 }

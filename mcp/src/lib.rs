@@ -64,7 +64,9 @@
 //!   read, and limits and offsets are then clamped.
 //! - **Tool errors** are `{"error": {"code", "message"}}` with isError true; codes:
 //!   invalid_argument, meeting_not_found (`meeting <id> not found`),
-//!   shared_note_not_found, unavailable, read_failed.
+//!   shared_note_not_found, unavailable, read_failed (and internal_error, should the
+//!   store refuse one of the server's own calls as a misuse: a defect, never the
+//!   caller's doing).
 //! - **Issuer** = {mcp_url} as the request reached it (`--mcp-public-url` overrides);
 //!   every advertised endpoint lives under it.
 //! - **Revoking the approving PAT**: every grant stores the PAT's SHA-256, and every use

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tracing::{info_span, Instrument};
 
 use crate::auth;
-use crate::error::HttpError;
+use crate::error::{HttpError, StoreFailure};
 use crate::rpc::{self, Incoming, RpcError};
 use crate::state::McpState;
 use crate::tools;
@@ -162,6 +162,9 @@ async fn call_tool(state: &McpState, account_id: &str, version: &str, id: Reques
             rpc::tool_result(&id, &text, false, structured)
         }
         Err(error) => {
+            if let tools::ToolError::Store(store_error) = &error {
+                span.in_scope(|| StoreFailure::logged(store_error, "mcp_tool"));
+            }
             span.record("error.type", "tool_error");
             rpc::tool_result(&id, &error.to_json(), true, false)
         }

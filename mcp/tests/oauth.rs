@@ -560,16 +560,15 @@ async fn race(world: &std::sync::Arc<World>, pairs: &[(&str, &str)]) -> Vec<Valu
 
 // "single-use codes ... reusing a code revokes what it issued" (issue #4), under true
 // concurrency: of many simultaneous exchanges of one code at most one is issued tokens
-// (under contention the claim may go to none: the code is then spent, as two uses of a
-// single-use code deserve), the others are invalid_grant, and being reuses they revoke
-// what the winner got.
+// (the one that spends the code), the others are invalid_grant, and being reuses they
+// revoke what the winner got.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke_them() {
     // Twenty racers queue on the store's durable writes: a bound that load cannot reach.
     let world = std::sync::Arc::new(World::with_config(McpConfig { store_timeout_ms: Some(10_000), ..McpConfig::default() }).await);
     let client_id = register(&world, &[REDIRECT_URI]).await;
-    // Races until one has a winner (a race may have none), so that the revocation of
-    // what a winner got is checked, not skipped.
+    // Races until one has a winner, so that the revocation of what a winner got is
+    // checked, not skipped.
     let mut won = None;
     for _ in 0..10 {
         let code = authorize(&world, &client_id, FLOW_PAT).await;

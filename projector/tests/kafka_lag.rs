@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use recap_lmdb::EmbeddedDriver;
 use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
 use recap_projector::Stats;
 use recap_readmodel::table::Table;
-use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Driver, Mutation, Row, ScanRange, StoreError, Val};
 use tokio::sync::{watch, Semaphore};
 
 fn brokers() -> String {
@@ -45,6 +46,16 @@ impl Driver for Gated {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let _permit = self.gate.acquire().await.map_err(|_| StoreError::Unavailable("gate closed".into()))?;
         self.inner.write(mutations).await
+    }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

@@ -146,11 +146,15 @@ impl ApiError {
     }
 }
 
+/// The REST API's one reading of a store failure, wherever a request meets it (token,
+/// plan, or the endpoint's reads): an unanswered store is 503 `unavailable`, anything
+/// else (stored data that does not read back, a call the store refused as a misuse) is
+/// 500 `internal_error`. The detail is kept for the one log line the request gets.
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::Unavailable(detail) => ApiError::Unavailable(detail),
-            StoreError::Corrupt(detail) => ApiError::Internal(detail),
+            StoreError::Corrupt(detail) | StoreError::Misuse(detail) => ApiError::Internal(detail),
         }
     }
 }
@@ -160,7 +164,7 @@ impl From<recap_access::AuthError> for ApiError {
         match error {
             recap_access::AuthError::Unauthorized => ApiError::Unauthorized,
             recap_access::AuthError::TokenRevoked => ApiError::TokenRevoked,
-            recap_access::AuthError::Unavailable(detail) => ApiError::Unavailable(detail),
+            recap_access::AuthError::Store(error) => ApiError::from(error),
         }
     }
 }
@@ -224,5 +228,20 @@ mod tests {
         }
         let invalid: serde_json::Value = serde_json::from_str(&ApiError::invalid("limit", "bad").body("r1")).expect("an error body is JSON");
         assert_eq!(invalid["error"]["message"], "bad", "an invalid_request says what is wrong");
+    }
+
+    #[test]
+    fn a_store_failure_reads_one_way_wherever_a_request_meets_it() {
+        // An unanswered store is worth a retry (503); stored data that does not read back
+        // and a call the store refuses as a misuse are the service's failures (500).
+        let cases = [
+            (StoreError::Unavailable("timeout".into()), "unavailable"),
+            (StoreError::Corrupt("bad row".into()), "internal_error"),
+            (StoreError::Misuse("plain write to a conditional table".into()), "internal_error"),
+        ];
+        for (error, code) in cases {
+            assert_eq!(ApiError::from(error.clone()).code(), code, "{error:?}");
+            assert_eq!(ApiError::from(recap_access::AuthError::Store(error.clone())).code(), code, "a token check's {error:?}");
+        }
     }
 }

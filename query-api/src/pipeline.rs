@@ -72,6 +72,9 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 /// What the log line and the headers need to know about how far a request got.
 struct Trace {
     route: &'static str,
+    /// The step the request is at (`route`, `auth`, `plan`, `params`, `limiter`,
+    /// `read`): where a failure happened, for its log line.
+    stage: &'static str,
     usage: Option<Usage>,
 }
 
@@ -95,16 +98,21 @@ async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<Ve
     }
     let route = Route::parse(request.uri.path()).ok_or(ApiError::NotFound)?;
     trace.route = route.template();
+    trace.stage = "auth";
     let caller = authenticate(state, &request.headers).await?;
+    trace.stage = "plan";
     let plan = check_plan(&state.inner.plans, &caller.account, Feature::PublicApi)?;
     let limits = Limits { per_minute: state.inner.per_minute, period_quota: state.inner.plans.quota(plan), billing_cycle_anchor: plan.billing_cycle_anchor };
     let query = request.uri.query().unwrap_or("");
+    trace.stage = "params";
     let endpoint = Endpoint::parse(route, query, &caller.account_id, &state.inner.cursors)?;
+    trace.stage = "limiter";
     // Not under the store's bound: a limiter bounds itself and, past its bound, decides
     // locally (fails open), so Redis in trouble never turns a request into a 5xx.
     let admit = async { state.inner.limiter.admit(&caller.account_id, &limits).await.map_err(ApiError::from) };
     if !state.inner.limiter.admits_likely(&caller.account_id) {
         admitted(admit.await?, trace)?;
+        trace.stage = "read";
         return endpoints::execute(state, &caller.account_id, endpoint).await;
     }
     // The limiter's round trip and the reads overlap; the decision still rules, and a
@@ -119,6 +127,7 @@ async fn run(state: &RestState, request: &Parts, trace: &mut Trace) -> Result<Ve
         }
     };
     admitted(decision, trace)?;
+    trace.stage = "read";
     match read_first {
         Some(body) => body,
         None => read.await,
@@ -144,7 +153,7 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
     // `Sync`, so only the head is carried through the awaits.
     let (parts, _body) = request.into_parts();
     let request_id = request_id(&parts.headers);
-    let mut trace = Trace { route: "unmatched", usage: None };
+    let mut trace = Trace { route: "unmatched", stage: "route", usage: None };
     let result = run(&state, &parts, &mut trace).await;
     let (status, body, error) = match result {
         Ok(body) => (StatusCode::OK, body, None),
@@ -183,12 +192,14 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
     let request_id_text = request_id.to_str().unwrap_or_default();
     match &error {
         None => tracing::debug!(route = trace.route, status = status.as_u16(), request_id = request_id_text, "rest request"),
+        // The one line a failure gets: conversions on the way here log nothing.
         Some(error) if status.is_server_error() => tracing::warn!(
             route = trace.route,
             status = status.as_u16(),
             code = error.code(),
             request_id = request_id_text,
-            detail = error.detail().unwrap_or_default(),
+            error = error.detail().unwrap_or_default(),
+            stage = trace.stage,
             "rest request failed"
         ),
         Some(error) => {

@@ -3,6 +3,9 @@
 //! newest timestamp wins per row, a delete is a timestamped tombstone that shadows
 //! older writes (and wins a tie, as in CQL), rows may expire (TTL), and a batch of
 //! writes given to [`Driver::write`] is applied atomically by the embedded driver.
+//! Tables declared [`Clock::FirstWriteWins`] are the exception: they are written only
+//! by [`Driver::insert_if_absent`], where the first write of a key wins (see the rule
+//! on [`Driver`]).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -11,16 +14,39 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::projection::Frozen;
-use crate::table::{Table, Val};
+use crate::table::{Clock, Table, Val};
 
 /// Why a store call failed. `Unavailable` is transient (retry, or answer 503);
-/// `Corrupt` means stored data could not be read back.
+/// `Corrupt` means stored data could not be read back; `Misuse` means the call broke
+/// the rule of the table it named (a plain write to a table written only
+/// conditionally, or the reverse): a defect of the caller, refused before anything was
+/// written, which no retry mends (every front door answers it as an internal error).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum StoreError {
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    #[error("store call refused: {0}")]
+    Misuse(String),
+}
+
+/// Refuses a plain write (put or delete, [`Driver::write`]) to a table written only
+/// conditionally. Every driver calls it on every mutation before writing any.
+pub fn check_plain_write(table: &Table) -> Result<(), StoreError> {
+    if table.clock == Clock::FirstWriteWins {
+        return Err(StoreError::Misuse(format!("{} is written only by insert_if_absent, never by a plain write or delete", table.name)));
+    }
+    Ok(())
+}
+
+/// Refuses a conditional write ([`Driver::insert_if_absent`]) to a table not declared
+/// [`Clock::FirstWriteWins`]. Every driver calls it before writing.
+pub fn check_conditional_write(table: &Table) -> Result<(), StoreError> {
+    if table.clock != Clock::FirstWriteWins {
+        return Err(StoreError::Misuse(format!("{} is written by plain timestamped writes, never by insert_if_absent", table.name)));
+    }
+    Ok(())
 }
 
 /// What [`Driver::scan_bodies`] appended: how many bodies, the clustering key of the
@@ -34,8 +60,10 @@ pub struct BodiesPage {
 
 /// Builds the page [`Driver::scan_bodies`] returns from a partition's live rows, offered
 /// in clustering order: the first `skip` are passed over, then up to `limit` bodies are
-/// appended, and one more row offered says that a further one exists.
-pub(crate) struct PageBuilder<'o> {
+/// appended, and one more row offered says that a further one exists. For drivers that
+/// override `scan_bodies` to copy bodies straight from storage, so that every driver
+/// pages alike.
+pub struct PageBuilder<'o> {
     out: &'o mut Vec<u8>,
     to_skip: usize,
     limit: usize,
@@ -44,7 +72,7 @@ pub(crate) struct PageBuilder<'o> {
 
 /// What [`PageBuilder::offer`] did with a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Offered {
+pub enum Offered {
     Skipped,
     /// Its body was appended: the caller keeps its key, should it be the page's last.
     Appended,
@@ -53,11 +81,11 @@ pub(crate) enum Offered {
 }
 
 impl<'o> PageBuilder<'o> {
-    pub(crate) fn new(out: &'o mut Vec<u8>, skip: usize, limit: usize) -> PageBuilder<'o> {
+    pub fn new(out: &'o mut Vec<u8>, skip: usize, limit: usize) -> PageBuilder<'o> {
         PageBuilder { out, to_skip: skip, limit, page: BodiesPage { count: 0, last_key: None, has_more: false } }
     }
 
-    pub(crate) fn offer(&mut self, body: &[u8]) -> Offered {
+    pub fn offer(&mut self, body: &[u8]) -> Offered {
         if self.to_skip > 0 {
             self.to_skip -= 1;
             return Offered::Skipped;
@@ -76,17 +104,17 @@ impl<'o> PageBuilder<'o> {
 
     /// Rows still to offer before the page is settled: the rest of the skip and of the
     /// page, and the one that tells whether a further row exists.
-    pub(crate) fn wanted(&self) -> usize {
+    pub fn wanted(&self) -> usize {
         self.to_skip.saturating_add(self.limit - self.page.count).saturating_add(1)
     }
 
     /// Whether a row past the page was offered.
-    pub(crate) fn has_more(&self) -> bool {
+    pub fn has_more(&self) -> bool {
         self.page.has_more
     }
 
     /// The page, with the key of the last body appended (None when none was).
-    pub(crate) fn finish(mut self, last_key: Option<Vec<Val>>) -> BodiesPage {
+    pub fn finish(mut self, last_key: Option<Vec<Val>>) -> BodiesPage {
         self.page.last_key = last_key;
         self.page
     }
@@ -113,8 +141,9 @@ impl Op {
     /// winning: the timestamp; on a tie a tombstone, then the greater body (CQL's rule for
     /// equal timestamps between cells without a TTL). Between expiring cells CQL prefers
     /// the later expiry before comparing values, which the embedded driver does not
-    /// model: only the OAuth rows expire, and their one tie (single-use claims) needs any
-    /// rule that every reader sees alike, not this one.
+    /// model: only the OAuth rows expire, each written at its own wall-clock instant,
+    /// and nothing depends on how a tie between two of them falls (their single use is
+    /// decided by a conditional write, [`Driver::insert_if_absent`], not by a tie).
     pub fn precedence(&self, ts: i64) -> (i64, bool, &[u8]) {
         match self {
             Op::Delete => (ts, true, b""),
@@ -179,6 +208,24 @@ impl ScanRange {
     }
 }
 
+/// A store of the read model's tables.
+///
+/// # Plain and conditional writes
+///
+/// A table is written one way only, as its [`Table::clock`] declares:
+///
+/// - tables with a timestamp clock ([`Clock::Version`], [`Clock::Position`],
+///   [`Clock::Wall`]) only by [`Driver::write`] and [`Driver::write_frozen`], under the
+///   last-write-wins rule;
+/// - tables declared [`Clock::FirstWriteWins`] only by [`Driver::insert_if_absent`].
+///
+/// Every driver refuses the other kind with [`StoreError::Misuse`] before writing
+/// anything ([`check_plain_write`], [`check_conditional_write`]). The two cannot share a
+/// row: a conditional write is decided by the store (CQL: a lightweight transaction, a
+/// Paxos round that takes its own timestamp and refuses `USING TIMESTAMP`), a plain
+/// write by the timestamp it carries, so a plain write or a tombstone landing on a
+/// conditionally written row would override the decision, or be overridden, depending
+/// on clocks. Reads (`get`, `scan`, ...) serve both kinds of table.
 #[async_trait]
 pub trait Driver: Send + Sync + 'static {
     /// One row by its full key; None when absent, deleted or expired.
@@ -189,7 +236,32 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Applies mutations under the LWW rule. The embedded driver applies the whole
     /// batch atomically and durably; the ScyllaDB driver applies each idempotently.
+    /// Refused ([`StoreError::Misuse`], nothing written) when one names a table written
+    /// only conditionally.
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// Writes one row only when its key holds no live row (none, or one that has
+    /// expired), and tells whether this call wrote it (`true`) or found a live row and
+    /// left it as it was (`false`). Of any number of calls for one key, on any number
+    /// of processes, exactly one is told it wrote (until that row expires), and every
+    /// later read returns that call's body. `expires_at` is a wall-clock instant in
+    /// microseconds, after which the row reads as absent and may be written again.
+    ///
+    /// Only for tables declared [`Clock::FirstWriteWins`] (see the rule above; any other
+    /// table is refused with [`StoreError::Misuse`]). Not idempotent: after an error the
+    /// row may or may not have been written, and retrying could report a write of this
+    /// very call as someone else's; callers treat an error as "not known to be won".
+    /// The embedded driver decides inside its one write transaction; the ScyllaDB
+    /// driver with a lightweight transaction (`INSERT ... IF NOT EXISTS`) at its serial
+    /// consistency, and reads such tables at that serial consistency too.
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError>;
 
     /// Writes the rows of a frozen batch (see [`crate::Batch::freeze`]) as one atomic
     /// write, like [`Driver::write`]. The batch stays readable (the next one reads it

@@ -1,8 +1,9 @@
 //! A [`Driver`] wrapper that reports every store call to OpenTelemetry: a client span
-//! per call (`SELECT <table>`, `COUNT <table>`, `BATCH [<table>]`) and the
-//! `db.client.operation.duration` histogram. Both drivers get the same names this way,
-//! and the drivers themselves stay about storage. Spans cost nothing when no tracing
-//! layer wants them; the histogram is recorded always, for `/metrics`.
+//! per call (`SELECT <table>`, `COUNT <table>`, `BATCH [<table>]`, and `INSERT <table>`
+//! for a conditional insert) and the `db.client.operation.duration` histogram. Both
+//! drivers get the same names this way, and the drivers themselves stay about storage.
+//! Spans cost nothing when no tracing layer wants them; the histogram is recorded
+//! always, for `/metrics`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -68,6 +69,7 @@ impl Instrumented {
         let error = result.as_ref().err().map(|error| match error {
             StoreError::Unavailable(_) => "unavailable",
             StoreError::Corrupt(_) => "corrupt",
+            StoreError::Misuse(_) => "misuse",
         });
         if let Some(error) = error {
             span.record("error.type", error);
@@ -114,6 +116,17 @@ impl Driver for Instrumented {
     async fn write_frozen(&self, frozen: Arc<Frozen>) -> Result<(), StoreError> {
         let table = single_table(frozen.mutations());
         self.observe("BATCH", table, self.inner.write_frozen(frozen)).await
+    }
+
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.observe("INSERT", Some(table.name), self.inner.insert_if_absent(table, partition, clustering, body, expires_at)).await
     }
 
     async fn scan_bodies(

@@ -93,6 +93,11 @@ impl ReadModel {
         &self.driver
     }
 
+    /// The MCP server's OAuth state, in the same store.
+    pub fn oauth(&self) -> crate::oauth::OAuthStore {
+        crate::oauth::OAuthStore::new(self.driver.clone())
+    }
+
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.driver.ping().await
     }

@@ -254,6 +254,15 @@ pub static TRANSCRIPT_WORDS: Table = Table {
     clock: Clock::Version,
 };
 
+pub static OAUTH_CLAIMS: Table = Table {
+    id: 27,
+    name: "oauth_claims",
+    doc: "MCP OAuth: the single use of an authorization code or refresh token, by kind and SHA-256; written only if absent, with TTL",
+    partition: &[text("kind"), text("secret_sha256")],
+    clustering: &[],
+    clock: Clock::FirstWriteWins,
+};
+
 /// Word timings per TRANSCRIPT_WORDS row: the largest page get_meeting_transcript
 /// serves, so any page reads at most two rows.
 pub const WORDS_PER_CHUNK: usize = 500;
@@ -286,6 +295,7 @@ pub static ALL: &[&Table] = &[
     &OAUTH_TOKENS,
     &OAUTH_GRANTS_BY_TOKEN,
     &TRANSCRIPT_WORDS,
+    &OAUTH_CLAIMS,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {
@@ -298,7 +308,8 @@ pub fn cql_schema() -> String {
         "-- recap read model: one table per endpoint or tool (partition = what one request reads,\n\
          -- clustering order = the endpoint's order). Generated from readmodel/src/tables.rs;\n\
          -- `make schemas` rewrites it, a test checks it. Every statement is valid on ScyllaDB\n\
-         -- and Apache Cassandra 5. Writes carry USING TIMESTAMP (see Clock in table.rs).\n\n",
+         -- and Apache Cassandra 5. Writes carry USING TIMESTAMP, but those of a table written\n\
+         -- only if absent (INSERT ... IF NOT EXISTS) do not (see Clock in table.rs).\n\n",
     );
     for table in ALL {
         cql.push_str(&table.cql());

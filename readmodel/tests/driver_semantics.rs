@@ -1,12 +1,15 @@
 //! The semantics every driver keeps (driver.rs): newest timestamp wins per row, a
 //! tombstone shadows older writes and wins a tie, rows expire, scans follow the
-//! clustering order within bounds. The same cases run against each driver.
+//! clustering order within bounds; a conditional insert writes only where no live row
+//! is, exactly one of racing inserts wins, and each table takes only its own kind of
+//! write. The same cases run against each driver.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
-use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CODES, TEAMS_BY_ACCOUNT};
-use recap_readmodel::{Driver, EmbeddedDriver, Mutation, Op, ScanRange, Val};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CLAIMS, OAUTH_CODES, TEAMS_BY_ACCOUNT};
+use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
     let dir = tempfile::tempdir().unwrap();
@@ -124,6 +127,91 @@ async fn text_keys_with_any_characters_round_trip(driver: Arc<dyn Driver>) {
     assert_eq!(rows[0].clustering, vec![Val::Int(1), Val::text(odd)]);
 }
 
+/// The key of a row of the conditionally written table.
+fn claim_key(id: &str) -> [Val; 2] {
+    [Val::text("code"), Val::text(id)]
+}
+
+async fn claim(driver: &Arc<dyn Driver>, id: &str) -> Option<String> {
+    driver.get(&OAUTH_CLAIMS, &claim_key(id), &[]).await.unwrap().map(|row| row.body)
+}
+
+async fn conditional_inserts_write_only_where_no_live_row_is(driver: Arc<dyn Driver>) {
+    let now = recap_readmodel::driver::now_micros();
+    let later = Some(now + 600_000_000);
+    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("a"), &[], "first", later).await.unwrap(), "an absent key is written");
+    assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("a"), &[], "second", later).await.unwrap(), "a live row is kept");
+    assert_eq!(claim(&driver, "a").await.as_deref(), Some("first"));
+    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("b"), &[], "kept", None).await.unwrap(), "a row may never expire");
+    assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("b"), &[], "other", later).await.unwrap());
+    assert_eq!(claim(&driver, "b").await.as_deref(), Some("kept"));
+
+    // Expired, then written again: CQL keeps TTLs in whole seconds (at least one).
+    let soon = recap_readmodel::driver::now_micros() + 1_000_000;
+    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "short-lived", Some(soon)).await.unwrap());
+    assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "too early", later).await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    assert_eq!(claim(&driver, "c").await, None, "an expired row reads as absent");
+    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "again", later).await.unwrap(), "an expired row's key is written again");
+    assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "once more", later).await.unwrap());
+    assert_eq!(claim(&driver, "c").await.as_deref(), Some("again"));
+}
+
+/// "A table is written one way only": a plain write or delete of a conditionally
+/// written table, and a conditional insert into any other, are refused, and nothing of
+/// a refused batch is written.
+async fn each_table_takes_only_its_own_kind_of_write(driver: Arc<dyn Driver>) {
+    let plain_claim = |op: Op| Mutation { table: &OAUTH_CLAIMS, partition: claim_key("a").to_vec(), clustering: vec![], op, ts: 1 };
+    let refused = driver.write(vec![put("acc", 1, "m", "v1", 1), plain_claim(Op::Put { body: "plain".into(), expires_at: None })]).await;
+    assert!(matches!(refused, Err(StoreError::Misuse(_))), "{refused:?}");
+    assert_eq!(body(&driver, 1, "m").await, None, "nothing of a refused batch is written");
+    assert_eq!(claim(&driver, "a").await, None);
+    let refused = driver.write(vec![plain_claim(Op::Delete)]).await;
+    assert!(matches!(refused, Err(StoreError::Misuse(_))), "a tombstone is refused too: {refused:?}");
+
+    let refused = driver.insert_if_absent(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &[Val::Int(1), Val::text("m")], "v1", None).await;
+    assert!(matches!(refused, Err(StoreError::Misuse(_))), "{refused:?}");
+    assert_eq!(body(&driver, 1, "m").await, None);
+
+    // Each kind still works on its own tables.
+    driver.write(vec![put("acc", 1, "m", "v1", 1)]).await.unwrap();
+    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("a"), &[], "conditional", None).await.unwrap());
+    assert_eq!((body(&driver, 1, "m").await.as_deref(), claim(&driver, "a").await.as_deref()), (Some("v1"), Some("conditional")));
+}
+
+/// Many tasks insert one key at once, spread over `sessions` (separate connections to
+/// one store, as separate pods hold): exactly one is told it wrote, and every later read,
+/// through every session, returns that one's body. Several rounds, a key each.
+async fn racing_conditional_inserts_let_exactly_one_write(sessions: Vec<Arc<dyn Driver>>) {
+    const RACERS: usize = 32;
+    for round in 0..5 {
+        let key = format!("race{round}");
+        let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+        let racers: Vec<_> = (0..RACERS)
+            .map(|racer| {
+                let (driver, key, start) = (sessions[racer % sessions.len()].clone(), key.clone(), start.clone());
+                tokio::spawn(async move {
+                    let body = format!("racer{racer}");
+                    start.wait().await;
+                    let expires_at = Some(recap_readmodel::driver::now_micros() + 600_000_000);
+                    (body.clone(), driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key(&key), &[], &body, expires_at).await.unwrap())
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for racer in racers {
+            let (body, wrote) = racer.await.unwrap();
+            if wrote {
+                winners.push(body);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one insert is told it wrote: {winners:?}");
+        for (index, session) in sessions.iter().enumerate() {
+            assert_eq!(claim(session, &key).await.as_ref(), Some(&winners[0]), "round {round}, session {index} reads the winner's body");
+        }
+    }
+}
+
 /// Only the required methods, so `scan_bodies` and `count` are the trait's own.
 struct Plain(Arc<dyn Driver>);
 
@@ -148,6 +236,16 @@ impl Driver for Plain {
     }
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), recap_readmodel::StoreError> {
         self.0.write(mutations).await
+    }
+    async fn insert_if_absent(
+        &self,
+        table: &'static recap_readmodel::table::Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, recap_readmodel::StoreError> {
+        self.0.insert_if_absent(table, partition, clustering, body, expires_at).await
     }
     async fn ping(&self) -> Result<(), recap_readmodel::StoreError> {
         self.0.ping().await
@@ -255,19 +353,24 @@ async fn reads_past_the_first_page_of_rows(driver: Arc<dyn Driver>) {
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
 /// `make up`), migrated to the tables of `schemas/cql/recap.cql`.
 async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
-    use recap_readmodel::scylla::{ScyllaConfig, ScyllaDriver};
+    use recap_scylla::ScyllaDriver;
     let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
     let keyspace = format!("recap_test_{}", uuid_like());
     let timeout = std::time::Duration::from_secs(10);
     ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", recap_readmodel::tables::ALL, timeout).await.unwrap();
-    let config = ScyllaConfig {
-        nodes: nodes.clone(),
-        keyspace: keyspace.clone(),
-        consistency: recap_readmodel::scylla::Consistency::LocalQuorum,
-        timeout,
+    (connect(&nodes, &keyspace).await, nodes, keyspace)
+}
+
+/// A session of its own on `keyspace`.
+async fn connect(nodes: &[String], keyspace: &str) -> Arc<dyn Driver> {
+    let config = recap_scylla::ScyllaConfig {
+        nodes: nodes.to_vec(),
+        keyspace: keyspace.to_string(),
+        consistency: recap_scylla::Consistency::LocalQuorum,
+        timeout: std::time::Duration::from_secs(10),
         write_concurrency: 64,
     };
-    (Arc::new(ScyllaDriver::connect(config).await.unwrap()), nodes, keyspace)
+    Arc::new(recap_scylla::ScyllaDriver::connect(config).await.unwrap())
 }
 
 fn uuid_like() -> String {
@@ -290,7 +393,7 @@ macro_rules! for_each_driver {
             async fn $case() {
                 let (driver, nodes, keyspace) = super::scylla().await;
                 super::$case(driver).await;
-                recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
+                recap_scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
             })*
         }
     };
@@ -304,8 +407,28 @@ for_each_driver!(
     rows_expire,
     text_keys_with_any_characters_round_trip,
     body_pages_are_the_scans_bodies_joined,
-    reads_past_the_first_page_of_rows
+    reads_past_the_first_page_of_rows,
+    conditional_inserts_write_only_where_no_live_row_is,
+    each_table_takes_only_its_own_kind_of_write
 );
+
+// One LMDB store has one owner process, so its racers share one driver (the inserts
+// still run on several threads at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_conditional_inserts_let_exactly_one_write_on_lmdb() {
+    let (_dir, driver) = embedded();
+    racing_conditional_inserts_let_exactly_one_write(vec![driver.clone(), driver]).await;
+}
+
+// Two sessions of their own, as two pods hold, each with its own connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+async fn racing_conditional_inserts_let_exactly_one_write_on_cassandra() {
+    let (first, nodes, keyspace) = scylla().await;
+    let second = connect(&nodes, &keyspace).await;
+    racing_conditional_inserts_let_exactly_one_write(vec![first, second]).await;
+    recap_scylla::ScyllaDriver::drop_keyspace(&nodes, &keyspace, std::time::Duration::from_secs(30)).await.unwrap();
+}
 
 #[tokio::test]
 async fn the_embedded_driver_counts_committed_writes_per_table() {

@@ -13,8 +13,8 @@ use common::*;
 use proptest::prelude::*;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
-use recap_readmodel::snapshot::{snapshot, Universe};
 use recap_schemas::Envelope;
+use recap_testkit::snapshot::{snapshot, Universe};
 use serde_json::json;
 
 const ACCOUNTS: [&str; 3] = ["acc_a", "acc_b", "acc_c"];

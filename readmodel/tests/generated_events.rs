@@ -14,8 +14,8 @@ mod common;
 use common::Store;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use recap_readmodel::snapshot::{snapshot, Universe};
 use recap_schemas::{DecodeError, Envelope, KNOWN_TYPES};
+use recap_testkit::snapshot::{snapshot, Universe};
 use serde_json::{json, Value};
 
 const EXAMPLES: &str = include_str!("../../schemas/tests/fixtures/contract-examples.jsonl");

@@ -411,8 +411,8 @@ async fn search_matches_every_word_newest_first_with_the_total() {
 // as one whole write would have.
 #[tokio::test]
 async fn a_batch_whose_states_were_not_written_is_applied_again_whole() {
-    use recap_readmodel::snapshot::{snapshot, Universe};
     use recap_readmodel::Batch;
+    use recap_testkit::snapshot::{snapshot, Universe};
     let events = vec![
         envelope("account.upserted", 1, json!({"account_id": "acc", "plan": null})),
         envelope("meeting.upserted", 1, meeting("acc", "m1", "budget review", 0, None, vec![item("ai_1", "todo", None, 0)])),

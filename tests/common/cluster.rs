@@ -271,7 +271,7 @@ impl Drop for Cluster {
         }
         let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
         if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            let _ = runtime.block_on(recap_readmodel::scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
+            let _ = runtime.block_on(recap_scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
         }
         delete_topics(&self.engines.brokers, &topics(&self.topic_prefix).into_iter().map(|(name, _)| name).collect::<Vec<_>>());
     }

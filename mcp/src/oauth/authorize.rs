@@ -10,10 +10,15 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use recap_access::{authenticate_pat, check_plan, token_sha256, AuthError, Feature};
+use std::time::Duration;
 
+use recap_access::{authenticate_pat, check_plan, token_sha256, AuthError, Feature};
+use recap_readmodel::oauth::{ClientRecord, CodeRecord};
+use recap_readmodel::StoreError;
+
+use crate::error::StoreFailure;
 use crate::oauth::page;
-use crate::oauth::store::{put, random_id, random_secret, ClientRecord, CodeRecord, CODES, SCOPE};
+use crate::oauth::secrets::{random_id, random_secret, SCOPE};
 use crate::state::McpState;
 use crate::urls::PublicUrls;
 
@@ -83,15 +88,26 @@ fn refuse(refusal: Refusal, issuer: &str) -> Response {
     }
 }
 
+/// The status and message of a page answering a store failure, logged here, once: 503
+/// with `unavailable` when the store did not answer or its data did not read back, 500
+/// when it refused a call as a misuse (a defect of this server).
+fn store_failure_page(error: &StoreError, unavailable: &'static str) -> (StatusCode, &'static str) {
+    match StoreFailure::logged(error, "mcp_oauth") {
+        StoreFailure::Defect => (StatusCode::INTERNAL_SERVER_ERROR, "The service failed to complete the request."),
+        StoreFailure::Unavailable | StoreFailure::Unreadable => (StatusCode::SERVICE_UNAVAILABLE, unavailable),
+    }
+}
+
 async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal> {
     let bad_page = |message: String| Refusal::Page(StatusCode::BAD_REQUEST, message);
     let client_id = params.get("client_id").map_err(bad_page)?.ok_or_else(|| bad_page("client_id is missing".into()))?;
-    let client = match state.inner.client(client_id).await {
+    let inner = &state.inner;
+    let client = match inner.bounded(inner.readmodel.oauth().client(client_id)).await {
         Ok(Some(client)) => client,
         Ok(None) => return Err(bad_page("unknown client_id: register the client first".into())),
         Err(error) => {
-            tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
-            return Err(Refusal::Page(StatusCode::SERVICE_UNAVAILABLE, "the service is unavailable; retry shortly".into()));
+            let (status, message) = store_failure_page(&error, "the service is unavailable; retry shortly");
+            return Err(Refusal::Page(status, message.into()));
         }
     };
     let requested = params.get("redirect_uri").map_err(bad_page)?;
@@ -205,15 +221,16 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: By
         Ok(Ok(caller)) => caller,
         Ok(Err(AuthError::Unauthorized)) => return consent(StatusCode::UNAUTHORIZED, &request, Some("That is not a valid personal access token.")),
         Ok(Err(AuthError::TokenRevoked)) => return consent(StatusCode::UNAUTHORIZED, &request, Some("That personal access token was revoked.")),
-        Ok(Err(AuthError::Unavailable(_))) | Err(_) => {
-            return consent(StatusCode::SERVICE_UNAVAILABLE, &request, Some("The service could not check the token; retry shortly."));
+        Ok(Err(AuthError::Store(error))) | Err(error) => {
+            let (status, message) = store_failure_page(&error, "The service could not check the token; retry shortly.");
+            return consent(status, &request, Some(message));
         }
     };
     if check_plan(&inner.plans, &caller.account, Feature::Mcp).is_err() {
         return consent(StatusCode::PAYMENT_REQUIRED, &request, Some("Your plan does not include MCP access."));
     }
     let code = random_secret();
-    let ttl_micros = inner.config.code_ttl_secs as i64 * 1_000_000;
+    let lifetime = Duration::from_secs(inner.config.code_ttl_secs);
     let record = CodeRecord {
         client_id: request.client.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),
@@ -224,12 +241,12 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: By
         pat_sha256: token_sha256(pat),
         pat_token_id: caller.token_id.clone(),
         grant_id: random_id("grt_"),
-        expires_at: state.now_micros() + ttl_micros,
+        expires_at: state.now_micros() + inner.config.code_ttl_secs as i64 * 1_000_000,
         used: false,
     };
-    if let Err(error) = inner.write(vec![put(&CODES, &token_sha256(&code), &record, ttl_micros)]).await {
-        tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
-        return consent(StatusCode::SERVICE_UNAVAILABLE, &request, Some("The service is unavailable; retry shortly."));
+    if let Err(error) = inner.bounded(inner.readmodel.oauth().save_code(&token_sha256(&code), &record, lifetime)).await {
+        let (status, message) = store_failure_page(&error, "The service is unavailable; retry shortly.");
+        return consent(status, &request, Some(message));
     }
     tracing::info!(client_id = %record.client_id, account_id = %record.account_id, pat_token_id = %record.pat_token_id, "oauth authorization approved");
     let mut pairs = vec![("code", code.as_str())];

@@ -1,10 +1,15 @@
 //! Errors of the OAuth endpoints that answer JSON (`/token`, `/register`, `/revoke`):
 //! RFC 6749 §5.2, RFC 7591 §3.2.2 and RFC 7009 §2.2.1 codes, each with one status.
-//! Descriptions never contain a token, code or verifier.
+//! Descriptions never contain a token, code or verifier. A store failure travels as
+//! [`OAuthError::Store`] and is classified (`StoreFailure`) and logged once, as the
+//! response is made.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use recap_access::telemetry::ErrorCode;
+use recap_readmodel::StoreError;
+
+use crate::error::StoreFailure;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OAuthError {
@@ -24,8 +29,10 @@ pub enum OAuthError {
     InvalidRedirectUri(String),
     #[error("{0}")]
     InvalidClientMetadata(String),
-    #[error("the authorization server could not reach its store; retry shortly")]
-    TemporarilyUnavailable,
+    /// 503 `temporarily_unavailable`, or 500 `server_error` for a store call refused as
+    /// a misuse (see `StoreFailure`).
+    #[error("{}", store_description(.0))]
+    Store(#[from] StoreError),
     /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).
     #[error("origin not allowed")]
     ForbiddenOrigin,
@@ -41,7 +48,10 @@ impl OAuthError {
             OAuthError::InvalidScope => "invalid_scope",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
-            OAuthError::TemporarilyUnavailable => "temporarily_unavailable",
+            OAuthError::Store(error) => match StoreFailure::of(error) {
+                StoreFailure::Defect => "server_error",
+                StoreFailure::Unavailable | StoreFailure::Unreadable => "temporarily_unavailable",
+            },
             OAuthError::ForbiddenOrigin => "forbidden_origin",
         }
     }
@@ -49,26 +59,33 @@ impl OAuthError {
     pub fn status(&self) -> StatusCode {
         match self {
             OAuthError::InvalidClient(_) => StatusCode::UNAUTHORIZED,
-            OAuthError::TemporarilyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthError::Store(error) => match StoreFailure::of(error) {
+                StoreFailure::Defect => StatusCode::INTERNAL_SERVER_ERROR,
+                StoreFailure::Unavailable | StoreFailure::Unreadable => StatusCode::SERVICE_UNAVAILABLE,
+            },
             OAuthError::ForbiddenOrigin => StatusCode::FORBIDDEN,
             _ => StatusCode::BAD_REQUEST,
         }
     }
 }
 
-impl From<recap_readmodel::StoreError> for OAuthError {
-    fn from(error: recap_readmodel::StoreError) -> OAuthError {
-        tracing::warn!(error = %error, stage = "mcp_oauth", "store call failed");
-        OAuthError::TemporarilyUnavailable
+fn store_description(error: &StoreError) -> &'static str {
+    match StoreFailure::of(error) {
+        StoreFailure::Defect => "the authorization server failed to complete the request",
+        StoreFailure::Unavailable | StoreFailure::Unreadable => "the authorization server could not reach its store; retry shortly",
     }
 }
 
 impl IntoResponse for OAuthError {
+    /// The JSON answer; a store failure is logged here, once, as its answer is made.
     fn into_response(self) -> Response {
+        if let OAuthError::Store(error) = &self {
+            StoreFailure::logged(error, "mcp_oauth");
+        }
         let body = serde_json::json!({"error": self.code(), "error_description": self.to_string()}).to_string();
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], body).into_response();
         response.extensions_mut().insert(ErrorCode(self.code()));
-        if matches!(self, OAuthError::TemporarilyUnavailable) {
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }
         response

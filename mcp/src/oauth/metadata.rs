@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::oauth::store::SCOPE;
+use crate::oauth::secrets::SCOPE;
 use crate::state::McpState;
 use crate::urls::PublicUrls;
 

@@ -1,13 +1,14 @@
 //! The OAuth 2.1 authorization server that issues `svc_oat_` tokens for the MCP
 //! endpoint: discovery metadata, dynamic registration, the authorization page (where the
 //! user proves identity with a personal access token), the token and revocation
-//! endpoints. Its state (clients, codes, grants, tokens) lives in the store with TTLs,
-//! so any pod serves any step.
+//! endpoints. Its state (clients, codes, grants, tokens) lives in the store, as the read
+//! model's OAuth records and operations (`recap_readmodel::oauth`), so any pod serves
+//! any step.
 
 pub mod authorize;
 pub mod error;
 pub mod metadata;
 pub mod page;
 pub mod register;
-pub mod store;
+pub mod secrets;
 pub mod token;

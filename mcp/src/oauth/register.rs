@@ -11,8 +11,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use std::time::Duration;
+
+use recap_readmodel::oauth::ClientRecord;
+
 use crate::oauth::error::OAuthError;
-use crate::oauth::store::{put, random_id, ClientRecord, CLIENTS, SCOPE};
+use crate::oauth::secrets::{random_id, SCOPE};
 use crate::state::McpState;
 
 const MAX_REDIRECT_URIS: usize = 10;
@@ -96,8 +100,8 @@ async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthEr
     }
     let issued_at = state.now_micros() / 1_000_000;
     let client = ClientRecord { client_id: random_id("mcpc_"), client_name, redirect_uris, client_id_issued_at: issued_at };
-    let ttl = state.inner.config.client_ttl_secs as i64 * 1_000_000;
-    state.inner.write(vec![put(&CLIENTS, &client.client_id, &client, ttl)]).await?;
+    let inner = &state.inner;
+    inner.bounded(inner.readmodel.oauth().register_client(&client, Duration::from_secs(inner.config.client_ttl_secs))).await?;
     tracing::info!(client_id = %client.client_id, "oauth client registered");
     Ok(json!({
         "client_id": client.client_id,

@@ -4,20 +4,20 @@
 //! use; presenting a rotated one revokes the whole grant (OAuth 2.1 §4.3.1 reuse
 //! detection). The approving PAT is checked on every exchange.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use recap_access::token_sha256;
+use recap_readmodel::oauth::{GrantRecord, Issue, Spend, Spent, TokenKind, TokenRecord};
 use sha2::{Digest, Sha256};
 
 use crate::oauth::authorize::Params;
 use crate::oauth::error::OAuthError;
-use crate::oauth::store::{
-    delete, index_grant, put, random_secret, Claim, GrantRecord, TokenKind, TokenRecord, ACCESS_TOKEN_PREFIX, CODES, GRANTS, REFRESH_TOKEN_PREFIX, SCOPE,
-    TOKENS,
-};
+use crate::oauth::secrets::{random_secret, ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE};
 use crate::state::McpState;
 
 fn param<'a>(params: &'a Params, name: &str) -> Result<Option<&'a str>, OAuthError> {
@@ -59,46 +59,53 @@ async fn pat_alive(state: &McpState, pat_sha256: &str) -> Result<bool, OAuthErro
     Ok(inner.bounded(inner.readmodel.token_by_hash(pat_sha256)).await?.is_some_and(|pat| !pat.revoked))
 }
 
-/// Mints an access and a refresh token for a grant: the mutations and the response body.
-fn issue(state: &McpState, grant: &mut GrantRecord) -> (Vec<recap_readmodel::Mutation>, String) {
-    let config = &state.inner.config;
+/// How long a spent code or refresh token is kept marked spent, and its single use
+/// claimed: as long as it could still be presented (by the record's clock), at least a
+/// second.
+fn remaining(expires_at: i64, now: i64) -> Duration {
+    Duration::from_micros((expires_at - now).max(1_000_000).unsigned_abs())
+}
+
+/// Mints an access and a refresh token for a grant, stores them with the grant (and
+/// what the exchange spent, marked spent), and returns the response body.
+async fn issue(state: &McpState, mut grant: GrantRecord, spent: Spent<'_>) -> Result<String, OAuthError> {
+    let inner = &state.inner;
+    let config = &inner.config;
     let now = state.now_micros();
-    let access_ttl = config.access_token_ttl_secs as i64 * 1_000_000;
-    let refresh_ttl = config.refresh_token_ttl_secs as i64 * 1_000_000;
+    let (access_lifetime, refresh_lifetime) = (Duration::from_secs(config.access_token_ttl_secs), Duration::from_secs(config.refresh_token_ttl_secs));
     let access = format!("{ACCESS_TOKEN_PREFIX}{}", random_secret());
     let refresh = format!("{REFRESH_TOKEN_PREFIX}{}", random_secret());
     let refresh_sha256 = token_sha256(&refresh);
     grant.refresh_sha256 = refresh_sha256.clone();
-    grant.expires_at = now + refresh_ttl;
+    grant.expires_at = now + config.refresh_token_ttl_secs as i64 * 1_000_000;
     let access_record = TokenRecord {
         kind: TokenKind::Access,
         grant_id: grant.grant_id.clone(),
         client_id: grant.client_id.clone(),
-        expires_at: now + access_ttl,
+        expires_at: now + config.access_token_ttl_secs as i64 * 1_000_000,
         rotated: false,
     };
-    let refresh_record = TokenRecord {
-        kind: TokenKind::Refresh,
-        grant_id: grant.grant_id.clone(),
-        client_id: grant.client_id.clone(),
-        expires_at: now + refresh_ttl,
-        rotated: false,
+    let refresh_record = TokenRecord { kind: TokenKind::Refresh, expires_at: grant.expires_at, ..access_record.clone() };
+    let issue = Issue {
+        grant: &grant,
+        issued_at: now,
+        access_sha256: &token_sha256(&access),
+        access: &access_record,
+        access_lifetime,
+        refresh_sha256: &refresh_sha256,
+        refresh: &refresh_record,
+        refresh_lifetime,
+        spent,
     };
-    let mutations = vec![
-        put(&GRANTS, &grant.grant_id, grant, refresh_ttl),
-        index_grant(grant, now, refresh_ttl),
-        put(&TOKENS, &token_sha256(&access), &access_record, access_ttl),
-        put(&TOKENS, &refresh_sha256, &refresh_record, refresh_ttl),
-    ];
-    let body = serde_json::json!({
+    inner.bounded(inner.readmodel.oauth().issue_tokens(&issue)).await?;
+    Ok(serde_json::json!({
         "access_token": access,
         "token_type": "Bearer",
         "expires_in": config.access_token_ttl_secs,
         "refresh_token": refresh,
         "scope": grant.scope,
     })
-    .to_string();
-    (mutations, body)
+    .to_string())
 }
 
 async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthError> {
@@ -107,16 +114,17 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     let client_id = required(params, "client_id")?;
     let redirect_uri = param(params, "redirect_uri")?;
     let inner = &state.inner;
-    if inner.client(client_id).await?.is_none() {
+    let oauth = inner.readmodel.oauth();
+    if inner.bounded(oauth.client(client_id)).await?.is_none() {
         return Err(OAuthError::InvalidClient("unknown client_id".into()));
     }
     let code_sha256 = token_sha256(code);
-    let Some(record) = inner.code(&code_sha256).await? else {
+    let Some(record) = inner.bounded(oauth.code(&code_sha256)).await? else {
         return Err(OAuthError::InvalidGrant("unknown or expired authorization code".into()));
     };
     if record.used {
         // RFC 6749 §4.1.2: a replayed code revokes what it issued.
-        inner.revoke_grant(&record.grant_id).await?;
+        inner.bounded(oauth.revoke_grant(&record.grant_id)).await?;
         tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "authorization code replayed; grant revoked");
         return Err(OAuthError::InvalidGrant("authorization code already used; the tokens it issued are revoked".into()));
     }
@@ -138,7 +146,7 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     if !pat_alive(state, &record.pat_sha256).await? {
         return Err(OAuthError::InvalidGrant("the personal access token that approved this request was revoked".into()));
     }
-    let mut grant = GrantRecord {
+    let grant = GrantRecord {
         grant_id: record.grant_id.clone(),
         client_id: record.client_id.clone(),
         account_id: record.account_id.clone(),
@@ -150,17 +158,16 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     };
     // Only a request that passed every check may spend the code: a wrong verifier or
     // client must not burn (and so revoke) someone else's authorization.
-    let remaining = (record.expires_at - now).max(1_000_000);
-    if inner.claim_once(&CODES, &code_sha256, remaining).await? == Claim::Lost {
+    let lifetime = remaining(record.expires_at, now);
+    if inner.bounded(oauth.spend_code(&code_sha256, lifetime)).await? == Spend::AlreadySpent {
         // A concurrent redemption of the same code: a reuse, which revokes the grant.
-        inner.revoke_grant(&record.grant_id).await?;
+        inner.bounded(oauth.revoke_grant(&record.grant_id)).await?;
         tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "authorization code redeemed concurrently; grant revoked");
         return Err(OAuthError::InvalidGrant("authorization code already used; the tokens it issued are revoked".into()));
     }
-    let (mut mutations, body) = issue(state, &mut grant);
-    mutations.push(put(&CODES, &code_sha256, &crate::oauth::store::CodeRecord { used: true, ..record }, remaining));
-    inner.write(mutations).await?;
-    tracing::info!(client_id = %grant.client_id, grant_id = %grant.grant_id, "oauth tokens issued");
+    let (client_id, grant_id) = (grant.client_id.clone(), grant.grant_id.clone());
+    let body = issue(state, grant, Spent::Code { code_sha256: &code_sha256, code: &record, lifetime }).await?;
+    tracing::info!(client_id = %client_id, grant_id = %grant_id, "oauth tokens issued");
     Ok(body)
 }
 
@@ -173,18 +180,19 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
         }
     }
     let inner = &state.inner;
+    let oauth = inner.readmodel.oauth();
     let refresh_sha256 = token_sha256(refresh_token);
-    let record = match inner.token(&refresh_sha256).await? {
+    let record = match inner.bounded(oauth.token(&refresh_sha256)).await? {
         Some(record) if record.kind == TokenKind::Refresh => record,
         _ => return Err(OAuthError::InvalidGrant("unknown or expired refresh token".into())),
     };
     if client_id.is_some_and(|client_id| client_id != record.client_id) {
         return Err(OAuthError::InvalidGrant("the refresh token was issued to another client".into()));
     }
-    let grant = inner.grant(&record.grant_id).await?;
+    let grant = inner.bounded(oauth.grant(&record.grant_id)).await?;
     let reused = record.rotated || grant.as_ref().is_some_and(|grant| grant.refresh_sha256 != refresh_sha256);
     if reused {
-        inner.revoke_grant(&record.grant_id).await?;
+        inner.bounded(oauth.revoke_grant(&record.grant_id)).await?;
         tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "rotated refresh token presented; grant revoked");
         return Err(OAuthError::InvalidGrant("refresh token already used; the grant is revoked".into()));
     }
@@ -192,25 +200,22 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
     if record.expires_at <= now {
         return Err(OAuthError::InvalidGrant("refresh token expired".into()));
     }
-    let Some(mut grant) = grant else {
+    let Some(grant) = grant else {
         return Err(OAuthError::InvalidGrant("the grant was revoked".into()));
     };
     if !pat_alive(state, &grant.pat_sha256).await? {
-        inner.revoke_grant(&grant.grant_id).await?;
+        inner.bounded(oauth.revoke_grant(&grant.grant_id)).await?;
         return Err(OAuthError::InvalidGrant("the personal access token that approved this grant was revoked".into()));
     }
     // As a code: only a request that passed every check spends the refresh token, and
     // of concurrent uses of it at most one rotates it; the others are reuses.
-    let remaining = (record.expires_at - now).max(1_000_000);
-    if inner.claim_once(&TOKENS, &refresh_sha256, remaining).await? == Claim::Lost {
-        inner.revoke_grant(&grant.grant_id).await?;
+    let lifetime = remaining(record.expires_at, now);
+    if inner.bounded(oauth.spend_refresh_token(&refresh_sha256, lifetime)).await? == Spend::AlreadySpent {
+        inner.bounded(oauth.revoke_grant(&grant.grant_id)).await?;
         tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "refresh token used concurrently; grant revoked");
         return Err(OAuthError::InvalidGrant("refresh token already used; the grant is revoked".into()));
     }
-    let (mut mutations, body) = issue(state, &mut grant);
-    mutations.push(put(&TOKENS, &refresh_sha256, &TokenRecord { rotated: true, ..record }, remaining));
-    inner.write(mutations).await?;
-    Ok(body)
+    issue(state, grant, Spent::RefreshToken { refresh_sha256: &refresh_sha256, token: &record, lifetime }).await
 }
 
 /// RFC 7009: 200 whether or not the token was known (so the endpoint reveals nothing).
@@ -221,14 +226,15 @@ pub async fn revoke(State(state): State<McpState>, body: Bytes) -> Response {
         let token = required(&params, "token")?;
         let client_id = param(&params, "client_id")?;
         let inner = &state.inner;
+        let oauth = inner.readmodel.oauth();
         let sha256 = token_sha256(token);
-        let Some(record) = inner.token(&sha256).await? else { return Ok(()) };
+        let Some(record) = inner.bounded(oauth.token(&sha256)).await? else { return Ok(()) };
         if client_id.is_some_and(|client_id| client_id != record.client_id) {
             return Ok(());
         }
         match record.kind {
-            TokenKind::Refresh => inner.revoke_grant(&record.grant_id).await?,
-            TokenKind::Access => inner.write(vec![delete(&TOKENS, &sha256)]).await?,
+            TokenKind::Refresh => inner.bounded(oauth.revoke_grant(&record.grant_id)).await?,
+            TokenKind::Access => inner.bounded(oauth.revoke_access_token(&sha256)).await?,
         }
         tracing::info!(client_id = %record.client_id, grant_id = %record.grant_id, "oauth token revoked");
         Ok(())

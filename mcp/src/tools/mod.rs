@@ -19,6 +19,7 @@ use recap_readmodel::{Row, StoreError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::error::StoreFailure;
 use crate::state::McpState;
 use argument_reader::parse;
 use inputs::*;
@@ -41,12 +42,18 @@ pub enum ToolError {
     MeetingNotFound(String),
     #[error("shared note {0} not found")]
     SharedNoteNotFound(String),
-    /// The store did not answer in time or is unreachable: worth retrying.
-    #[error("the data could not be read right now; retry shortly")]
-    Unavailable,
-    /// Stored data could not be read back.
-    #[error("the data could not be read")]
-    ReadFailed,
+    /// A store call failed (unanswered, or stored data that did not read back):
+    /// classified by `StoreFailure` and logged once, where the tool's result is made.
+    #[error("{}", store_message(.0))]
+    Store(#[from] StoreError),
+}
+
+fn store_message(error: &StoreError) -> &'static str {
+    match StoreFailure::of(error) {
+        StoreFailure::Unavailable => "the data could not be read right now; retry shortly",
+        StoreFailure::Unreadable => "the data could not be read",
+        StoreFailure::Defect => "failure on the service side",
+    }
 }
 
 impl ToolError {
@@ -55,8 +62,11 @@ impl ToolError {
             ToolError::InvalidArgument(_) => "invalid_argument",
             ToolError::MeetingNotFound(_) => "meeting_not_found",
             ToolError::SharedNoteNotFound(_) => "shared_note_not_found",
-            ToolError::Unavailable => "unavailable",
-            ToolError::ReadFailed => "read_failed",
+            ToolError::Store(error) => match StoreFailure::of(error) {
+                StoreFailure::Unavailable => "unavailable",
+                StoreFailure::Unreadable => "read_failed",
+                StoreFailure::Defect => "internal_error",
+            },
         }
     }
 
@@ -66,20 +76,10 @@ impl ToolError {
     }
 }
 
-impl From<StoreError> for ToolError {
-    fn from(error: StoreError) -> ToolError {
-        tracing::warn!(error = %error, stage = "mcp_tool", "store call failed");
-        match error {
-            StoreError::Unavailable(_) => ToolError::Unavailable,
-            StoreError::Corrupt(_) => ToolError::ReadFailed,
-        }
-    }
-}
-
+/// A stored body that did not parse: stored data that does not read back.
 impl From<serde_json::Error> for ToolError {
     fn from(error: serde_json::Error) -> ToolError {
-        tracing::warn!(error = %error, stage = "mcp_tool", "stored body did not parse");
-        ToolError::ReadFailed
+        ToolError::Store(StoreError::Corrupt(format!("a stored body did not parse: {error}")))
     }
 }
 

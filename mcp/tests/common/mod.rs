@@ -110,6 +110,17 @@ impl Driver for FaultyDriver {
         }
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.check(table).await?;
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }
@@ -120,7 +131,7 @@ impl Driver for FaultyDriver {
 
 pub struct World {
     _dir: tempfile::TempDir,
-    _store: recap_readmodel::testing::TestStore,
+    _store: recap_testkit::store::TestStore,
     pub driver: Arc<FaultyDriver>,
     pub readmodel: ReadModel,
     pub app: Router,
@@ -230,7 +241,7 @@ impl World {
     async fn build(config: McpConfig, remote: Option<Edition>) -> World {
         let dir = tempfile::tempdir().unwrap();
         // With `RECAP_TEST_STORE=scylla`, a keyspace of its own on the real cluster.
-        let store = recap_readmodel::testing::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
+        let store = recap_testkit::store::test_store("mcp", &dir.path().join("store.lmdb")).await.unwrap();
         let driver = Arc::new(FaultyDriver { inner: store.driver.clone(), faults: Mutex::new(Faults::default()) });
         let readmodel = ReadModel::new(driver.clone());
         let clock_offset = Arc::new(AtomicI64::new(0));

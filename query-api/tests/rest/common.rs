@@ -281,6 +281,16 @@ impl Driver for FaultyDriver {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         self.inner.write(mutations).await
     }
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.fault(false).await?;
         self.inner.ping().await
@@ -288,7 +298,7 @@ impl Driver for FaultyDriver {
 }
 
 enum Backend {
-    Router { _dir: tempfile::TempDir, _store: recap_readmodel::testing::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
+    Router { _dir: tempfile::TempDir, _store: recap_testkit::store::TestStore, driver: Arc<dyn Driver>, router: axum::Router },
     Remote { edition: Edition, next: AtomicU64, sticky: bool },
 }
 
@@ -348,7 +358,7 @@ impl World {
     /// its count of started scans (in this process in every run).
     pub async fn with_limiter(events: &[String], config: RestConfig, limiter: impl FnOnce(ManualClock, Arc<AtomicU64>) -> Arc<dyn Limiter>) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let store = recap_readmodel::testing::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
+        let store = recap_testkit::store::test_store("rest", &dir.path().join("store.lmdb")).await.unwrap();
         let driver = store.driver.clone();
         let fault = Arc::new(std::sync::atomic::AtomicU8::new(FAULT_NONE));
         let scans = Arc::new(AtomicU64::new(0));

@@ -29,7 +29,7 @@ impl Stamp {
         match table.clock {
             Clock::Version => self.version,
             Clock::Position => self.position,
-            Clock::Wall => crate::driver::now_micros(),
+            Clock::Wall | Clock::FirstWriteWins => crate::driver::now_micros(),
         }
     }
 }

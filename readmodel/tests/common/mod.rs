@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use recap_readmodel::{Batch, Driver, EmbeddedDriver, ReadModel};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::{Batch, Driver, ReadModel};
 use recap_schemas::Envelope;
 use serde_json::{json, Value};
 

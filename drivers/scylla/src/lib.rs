@@ -1,13 +1,28 @@
 //! The ScyllaDB driver (Apache Cassandra 5 stands in for ScyllaDB where it is not
-//! installed: same CQL protocol, same driver). Every table of `tables.rs` is a CQL table
-//! of `schemas/cql/recap.cql`; each statement is prepared once, marked idempotent and
-//! bounded by the request timeout.
+//! installed: same CQL protocol, same driver). Every table of the read model's catalog
+//! (`recap_readmodel::tables`) is a CQL table of `schemas/cql/recap.cql`; each statement
+//! is prepared once, bounded by the request timeout and marked idempotent (but the
+//! conditional inserts below), and names its table with the keyspace (`keyspace.table`):
+//! the session sets no keyspace, as a prepared statement that leaves its keyspace to
+//! the session's `USE` is ambiguous (Cassandra warns every connection that prepares one).
 //!
 //! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
 //! `expires_at` is checked on read, and scans walk the clustering order with multi-column
 //! slice restrictions, paged.
+//!
+//! Tables written only if absent ([`Clock::FirstWriteWins`]) are written with a
+//! lightweight transaction, `INSERT ... IF NOT EXISTS USING TTL ?`: a Paxos round among
+//! the replicas at the serial consistency decides which insert of a key wins, whatever
+//! the writers' clocks, and the others are told the row exists. Such a statement takes
+//! no `USING TIMESTAMP` (CQL refuses one), is not idempotent (a retry could report the
+//! call's own write as someone else's, so the driver never retries it), and its rows
+//! are never written otherwise (see `Driver`'s rule). They are read at the serial
+//! consistency too, so a read sees every decided insert whatever `--consistency` is.
+//! The serial consistency is LOCAL_SERIAL when the configured consistency is a local
+//! one (`local_quorum`, `local_one`: one datacenter decides, as it does for every other
+//! read and write), else SERIAL.
 
 use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
@@ -23,11 +38,13 @@ use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
 use scylla::response::PagingState;
 use scylla::statement::prepared::PreparedStatement;
-pub use scylla::statement::Consistency;
+pub use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row as CqlRow};
 
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
-use crate::table::{ColumnType, Order, Table, Val};
+use recap_readmodel::driver::{
+    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
+};
+use recap_readmodel::table::{cql_type, Clock, ColumnType, Order, Table, Val};
 
 /// How to reach the cluster.
 #[derive(Clone, Debug)]
@@ -40,6 +57,15 @@ pub struct ScyllaConfig {
     pub timeout: Duration,
     /// Writes of one batch in flight at once.
     pub write_concurrency: usize,
+}
+
+/// The serial consistency of lightweight transactions and of reads of tables written
+/// by them: the datacenter's own Paxos round when `consistency` is a local one.
+pub fn serial_consistency_for(consistency: Consistency) -> SerialConsistency {
+    match consistency {
+        Consistency::LocalQuorum | Consistency::LocalOne => SerialConsistency::LocalSerial,
+        _ => SerialConsistency::Serial,
+    }
 }
 
 /// Parses a consistency level name (`local_quorum`, `quorum`, `one`, ...).
@@ -181,7 +207,7 @@ fn expected_columns(table: &Table) -> Vec<(&'static str, ColumnSpec)> {
     let spec = |kind: &str, position: i32, kind_type: ColumnType, order: &str| ColumnSpec {
         kind: kind.to_string(),
         position,
-        kind_type: crate::table::cql_type(kind_type).to_string(),
+        kind_type: cql_type(kind_type).to_string(),
         order: order.to_string(),
     };
     let partition = table.partition.iter().zip(0..).map(|(column, position)| (column.name, spec("partition_key", position, column.kind, "none")));
@@ -213,15 +239,26 @@ async fn keyspace_exists(session: &Session, keyspace: &str) -> Result<bool, Stor
     Ok(result.into_rows_result().map_err(corrupt)?.rows_num() > 0)
 }
 
+/// Whether `name` can name a keyspace unquoted in a statement (as CQL allows: letters,
+/// digits and `_`, at most 48), so that interpolating it changes nothing else.
+fn keyspace_name_valid(name: &str) -> bool {
+    (1..=48).contains(&name.len()) && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+}
+
 impl ScyllaDriver {
+    /// Connects to the cluster; an error (Unavailable) until `config.keyspace` exists, so
+    /// that a role started before `recap migrate` waits for it, as it would for a node.
     pub async fn connect(config: ScyllaConfig) -> Result<ScyllaDriver, StoreError> {
-        let session = tokio::time::timeout(
-            config.timeout * 5,
-            SessionBuilder::new().known_nodes(&config.nodes).connection_timeout(config.timeout).use_keyspace(&config.keyspace, false).build(),
-        )
-        .await
-        .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
-        .map_err(unavailable)?;
+        if !keyspace_name_valid(&config.keyspace) {
+            return Err(StoreError::Unavailable(format!("{:?} is not a keyspace name (letters, digits and _, at most 48)", config.keyspace)));
+        }
+        let session = tokio::time::timeout(config.timeout * 5, SessionBuilder::new().known_nodes(&config.nodes).connection_timeout(config.timeout).build())
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
+            .map_err(unavailable)?;
+        if !keyspace_exists(&session, &config.keyspace).await? {
+            return Err(StoreError::Unavailable(format!("keyspace {} does not exist (`recap migrate` creates it)", config.keyspace)));
+        }
         Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()) })
     }
 
@@ -276,18 +313,17 @@ impl ScyllaDriver {
             session.query_unpaged(create, ()).await.map_err(unavailable)?;
             migration.keyspace_created = true;
         }
-        session.use_keyspace(keyspace, false).await.map_err(unavailable)?;
         for table in tables {
             if existing.contains_key(table.name) {
                 continue;
             }
-            session.query_unpaged(table.create_statement(), ()).await.map_err(unavailable)?;
+            session.query_unpaged(table.create_statement_in(keyspace), ()).await.map_err(unavailable)?;
             migration.tables_created.push(table.name.to_string());
         }
         let altered: std::collections::HashSet<&str> = alters.iter().map(|(table, _, _)| *table).collect();
         migration.tables_unchanged = tables.len() - migration.tables_created.len() - altered.len();
         for (table, column, kind_type) in alters {
-            let added = session.query_unpaged(format!("ALTER TABLE {table} ADD {column} {kind_type}"), ()).await;
+            let added = session.query_unpaged(format!("ALTER TABLE {keyspace}.{table} ADD {column} {kind_type}"), ()).await;
             if let Err(error) = added {
                 // Another migrate may have added it since the columns were read.
                 let now = existing_columns(&session, keyspace).await?;
@@ -304,8 +340,8 @@ impl ScyllaDriver {
     /// Empties every table of the read model (test and staging clean-up). TRUNCATE
     /// leaves no tombstone, so rows written afterwards count whatever their timestamps.
     pub async fn truncate_all(&self) -> Result<(), StoreError> {
-        for table in crate::tables::ALL {
-            self.session.query_unpaged(format!("TRUNCATE {}", table.name), ()).await.map_err(unavailable)?;
+        for table in recap_readmodel::tables::ALL {
+            self.session.query_unpaged(format!("TRUNCATE {}", self.qualified(table)), ()).await.map_err(unavailable)?;
         }
         Ok(())
     }
@@ -320,7 +356,8 @@ impl ScyllaDriver {
         Ok(())
     }
 
-    async fn prepared(&self, cql: String) -> Result<Arc<PreparedStatement>, StoreError> {
+    /// The statement `cql`, prepared once and set up for `access`.
+    async fn prepared(&self, cql: String, access: Access) -> Result<Arc<PreparedStatement>, StoreError> {
         if let Some(found) = self.statements.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&cql) {
             return Ok(found.clone());
         }
@@ -330,8 +367,27 @@ impl ScyllaDriver {
             .await
             .map_err(|_| StoreError::Unavailable(format!("preparing a statement took over {} ms", self.config.timeout.as_millis())))?
             .map_err(unavailable)?;
-        statement.set_consistency(self.config.consistency);
-        statement.set_is_idempotent(true);
+        let serial = serial_consistency_for(self.config.consistency);
+        match access {
+            Access::Plain => {
+                statement.set_consistency(self.config.consistency);
+                statement.set_is_idempotent(true);
+            }
+            Access::SerialRead => {
+                statement.set_consistency(match serial {
+                    SerialConsistency::Serial => Consistency::Serial,
+                    SerialConsistency::LocalSerial => Consistency::LocalSerial,
+                });
+                statement.set_is_idempotent(true);
+            }
+            Access::ConditionalInsert => {
+                // The commit is written at the configured consistency, once Paxos at
+                // the serial one has decided it.
+                statement.set_consistency(self.config.consistency);
+                statement.set_serial_consistency(Some(serial));
+                statement.set_is_idempotent(false);
+            }
+        }
         statement.set_request_timeout(Some(self.config.timeout));
         statement.set_page_size(PAGE_ROWS);
         let statement = Arc::new(statement);
@@ -339,11 +395,16 @@ impl ScyllaDriver {
         Ok(statement)
     }
 
-    fn select(table: &Table) -> String {
+    /// `keyspace.table`, as every statement names a table.
+    fn qualified(&self, table: &Table) -> String {
+        format!("{}.{}", self.config.keyspace, table.name)
+    }
+
+    fn select(&self, table: &Table) -> String {
         let mut columns: Vec<&str> = table.clustering.iter().map(|column| column.name).collect();
         columns.extend(["body", "expires_at", "writetime(body)"]);
         let partition: Vec<String> = table.partition.iter().map(|column| format!("{} = ?", column.name)).collect();
-        format!("SELECT {} FROM {} WHERE {}", columns.join(", "), table.name, partition.join(" AND "))
+        format!("SELECT {} FROM {} WHERE {}", columns.join(", "), self.qualified(table), partition.join(" AND "))
     }
 
     /// A row as read back, or only its clustering key when it reads as absent (expired
@@ -391,12 +452,11 @@ impl ScyllaDriver {
                     values.push(CqlValue::BigInt(*expires_at));
                 }
                 let markers = vec!["?"; columns.len()].join(", ");
-                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
+                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", self.qualified(table), columns.join(", "));
                 values.push(CqlValue::BigInt(mutation.ts));
                 if let Some(expires_at) = expires_at {
-                    let seconds = ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64);
                     cql.push_str(" AND TTL ?");
-                    values.push(CqlValue::Int(seconds as i32));
+                    values.push(CqlValue::Int(ttl_seconds(*expires_at)));
                 }
                 cql
             }
@@ -404,25 +464,48 @@ impl ScyllaDriver {
                 values.push(CqlValue::BigInt(mutation.ts));
                 values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
                 let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
-                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND "))
+                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", self.qualified(table), conditions.join(" AND "))
             }
         };
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::Plain).await?;
         self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         Ok(())
+    }
+}
+
+/// How a prepared statement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Plain reads and writes: the configured consistency; idempotent, so the driver may
+    /// retry them on another node.
+    Plain,
+    /// Reads of a table written only if absent: at the serial consistency, so they see
+    /// every insert a lightweight transaction decided.
+    SerialRead,
+    /// A lightweight transaction: never retried.
+    ConditionalInsert,
+}
+
+impl Access {
+    fn reading(table: &Table) -> Access {
+        if table.clock == Clock::FirstWriteWins {
+            Access::SerialRead
+        } else {
+            Access::Plain
+        }
     }
 }
 
 #[async_trait]
 impl Driver for ScyllaDriver {
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let mut cql = Self::select(table);
+        let mut cql = self.select(table);
         let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
         for (column, value) in table.clustering.iter().zip(clustering) {
             cql.push_str(&format!(" AND {} = ?", column.name));
             values.push(cql_value(value));
         }
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::reading(table)).await?;
         let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         let rows = result.into_rows_result().map_err(corrupt)?;
         let now = now_micros();
@@ -500,19 +583,62 @@ impl Driver for ScyllaDriver {
     }
 
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        for mutation in &mutations {
+            check_plain_write(mutation.table)?;
+        }
         stream::iter(mutations.iter().map(Ok::<_, StoreError>))
             .try_for_each_concurrent(self.config.write_concurrency, |mutation| self.write_one(mutation))
             .await
     }
 
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        check_conditional_write(table)?;
+        let mut columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
+        let mut values: Vec<CqlValue> = partition.iter().chain(clustering).map(cql_value).collect();
+        columns.push("body");
+        values.push(CqlValue::Text(body.to_string()));
+        if let Some(expires_at) = expires_at {
+            columns.push("expires_at");
+            values.push(CqlValue::BigInt(expires_at));
+        }
+        let markers = vec!["?"; columns.len()].join(", ");
+        let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) IF NOT EXISTS", self.qualified(table), columns.join(", "));
+        if let Some(expires_at) = expires_at {
+            cql.push_str(" USING TTL ?");
+            values.push(CqlValue::Int(ttl_seconds(expires_at)));
+        }
+        let statement = self.prepared(cql, Access::ConditionalInsert).await?;
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        // The first column of the one row a conditional statement answers is `[applied]`.
+        let row = result.into_rows_result().map_err(corrupt)?.maybe_first_row::<CqlRow>().map_err(corrupt)?;
+        match row.and_then(|row| row.columns.into_iter().next().flatten()) {
+            Some(CqlValue::Boolean(applied)) => Ok(applied),
+            other => Err(StoreError::Corrupt(format!("{}: a conditional insert answered {other:?} for [applied]", table.name))),
+        }
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
-        let statement = self.prepared("SELECT release_version FROM system.local".into()).await?;
+        let statement = self.prepared("SELECT release_version FROM system.local".into(), Access::Plain).await?;
         self.session.execute_unpaged(&statement, ()).await.map(|_| ()).map_err(unavailable)
     }
 
     fn timeout(&self) -> Duration {
         self.config.timeout
     }
+}
+
+/// The CQL TTL of a row that expires at `expires_at` (µs): whole seconds, rounded down
+/// so the store drops it no later than reads stop returning it, and at least one (CQL's
+/// smallest).
+fn ttl_seconds(expires_at: i64) -> i32 {
+    ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
 }
 
 /// Rows per page of a paged read.
@@ -542,7 +668,7 @@ impl ScyllaDriver {
     where
         F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
     {
-        let mut cql = Self::select(table);
+        let mut cql = self.select(table);
         let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
         slice(table, &range.start, true, &mut cql, &mut values);
         slice(table, &range.end, false, &mut cql, &mut values);
@@ -550,7 +676,7 @@ impl ScyllaDriver {
             cql.push_str(" LIMIT ?");
             values.push(CqlValue::Int(limit as i32));
         }
-        let statement = self.prepared(cql).await?;
+        let statement = self.prepared(cql, Access::reading(table)).await?;
         let mut read = 0;
         // A LIMIT that fits in one page is read in one unpaged request: the same rows,
         // without the coordinator's paging state.
@@ -649,6 +775,29 @@ fn copy_key(from: &[Val], to: &mut Vec<Val>) {
                 Some(slot) => *slot = Val::Int(*number),
                 None => to.push(Val::Int(*number)),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lightweight_transactions_stay_in_the_datacenter_only_when_the_consistency_does() {
+        assert_eq!(serial_consistency_for(Consistency::LocalQuorum), SerialConsistency::LocalSerial);
+        assert_eq!(serial_consistency_for(Consistency::LocalOne), SerialConsistency::LocalSerial);
+        for consistency in [Consistency::Quorum, Consistency::One, Consistency::All, Consistency::EachQuorum] {
+            assert_eq!(serial_consistency_for(consistency), SerialConsistency::Serial, "{consistency:?}");
+        }
+    }
+
+    #[test]
+    fn only_plain_keyspace_names_are_put_into_statements() {
+        assert!(keyspace_name_valid("recap"));
+        assert!(keyspace_name_valid("recap_t_mcp_0a1b2c3d_0"));
+        for name in ["", "recap.other", "recap; DROP KEYSPACE x", "\"Recap\"", &"k".repeat(49)] {
+            assert!(!keyspace_name_valid(name), "{name:?}");
         }
     }
 }

@@ -7,9 +7,8 @@ use std::fmt::Write as _;
 
 use recap_schemas::{ActionItemStatus, Envelope, Event};
 
-use crate::driver::StoreError;
-use crate::queries::{ActionItemFilter, MeetingFilter, ReadModel};
-use crate::words::words;
+use recap_readmodel::words::words;
+use recap_readmodel::{ActionItemFilter, MeetingFilter, ReadModel, StoreError};
 
 /// The identifiers and words a stream mentions.
 #[derive(Debug, Default, Clone)]

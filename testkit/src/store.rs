@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scylla::{Consistency, MigrateError, ScyllaConfig, ScyllaDriver};
-use crate::tables::cql_schema;
-use crate::{Driver, EmbeddedDriver, StoreError};
+use recap_lmdb::EmbeddedDriver;
+use recap_readmodel::tables::cql_schema;
+use recap_readmodel::{Driver, StoreError};
+use recap_scylla::{Consistency, MigrateError, ScyllaConfig, ScyllaDriver};
 
 /// Keyspaces this process has migrated and nobody holds.
 static FREE: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -60,12 +61,12 @@ pub async fn test_store(suite: &str, embedded_path: &Path) -> Result<TestStore, 
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             schema.hash(&mut hasher);
             let keyspace = format!("recap_t_{suite}_{:08x}_{}", hasher.finish() as u32, NEXT_SLOT.fetch_add(1, Ordering::Relaxed));
-            ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", crate::tables::ALL, timeout).await.map_err(
-                |error| match error {
+            ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", recap_readmodel::tables::ALL, timeout)
+                .await
+                .map_err(|error| match error {
                     MigrateError::Store(error) => error,
                     incompatible => StoreError::Corrupt(incompatible.to_string()),
-                },
-            )?;
+                })?;
             Lease(keyspace)
         }
     };

@@ -33,7 +33,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-use crate::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, Usage, Verdict, MINUTE_MICROS};
+use recap_access::limits::{billing_period, Clock, Decision, InProcessLimiter, Limiter, LimiterError, Limits, Usage, Verdict, MINUTE_MICROS};
 
 /// Checks the window and the quota, counts the request only when both admit it.
 /// KEYS: the account's minute set, the account's period counter.
@@ -300,7 +300,7 @@ impl Limiter for RedisLimiter {
             );
             match self.admit_in_redis(account_id, limits, now).instrument(span.clone()).await {
                 Ok(decision) => {
-                    crate::telemetry::record_decision(&decision.verdict);
+                    recap_access::telemetry::record_decision(&decision.verdict);
                     self.local.note_shared_decision(account_id, &decision);
                     return Ok(decision);
                 }

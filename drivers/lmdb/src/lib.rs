@@ -11,10 +11,15 @@
 //! compaction tuning; rocksdb costs a long C++ build and much memory for a small
 //! embedded process. LMDB is a small C library, built by `lmdb-master-sys` with cc.
 //!
-//! Keys: table id, partition columns, clustering columns (order-preserving encoding,
-//! see `table.rs`), within LMDB's key size (about 2 KB, built with `longer-keys`; event
-//! identifiers are at most 256 bytes, see `recap-schemas`, so every table's keys fit).
+//! Keys: table id, partition columns, clustering columns (the read model's
+//! order-preserving encoding, `recap_readmodel::keys`), within LMDB's key size (about
+//! 2 KB, built with `longer-keys`; event identifiers are at most 256 bytes, see
+//! `recap-schemas`, so every table's keys fit).
 //! Values: write timestamp, tombstone flag, expiry, body.
+//!
+//! A conditional insert ([`Driver::insert_if_absent`]) looks at the row and writes it in
+//! one write transaction: LMDB has one writer at a time, so of racing inserts the first
+//! to take the write lock writes and the others find its row.
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -24,10 +29,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
-
-use crate::driver::{now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
-use crate::projection::Frozen;
-use crate::table::{append_clustering, decode_clustering, partition_prefix, prefix_successor, Table, Val};
+use recap_readmodel::driver::{
+    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
+};
+use recap_readmodel::keys::{append_clustering, decode_clustering, partition_prefix, prefix_successor};
+use recap_readmodel::table::{Table, Val};
+use recap_readmodel::Frozen;
 
 const HEADER: usize = 8 + 1 + 8;
 const NO_EXPIRY: i64 = i64::MAX;
@@ -161,6 +168,8 @@ impl EmbeddedDriver {
         let mut write = self.env.write_txn().map_err(storage)?;
         let mut touched = [false; 256];
         for mutation in mutations {
+            // Returning drops the transaction uncommitted: nothing of the batch is written.
+            check_plain_write(mutation.table)?;
             touched[usize::from(mutation.table.id)] = true;
             let key = row_key(mutation.table, mutation.partition, mutation.clustering);
             let value = encode_value(mutation.ts, mutation.op);
@@ -178,6 +187,22 @@ impl EmbeddedDriver {
             self.changes[id].fetch_add(1, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Writes `value` at `key` unless a live row is there, in one write transaction.
+    fn insert_if_absent_sync(&self, table: &'static Table, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+        let mut write = self.env.write_txn().map_err(storage)?;
+        if let Some(previous) = self.rows.get(&write, key).map_err(storage)? {
+            let stored = decode_value(previous)?;
+            if !stored.tombstone && stored.expires_at > now_micros() {
+                // Dropped uncommitted: nothing written.
+                return Ok(false);
+            }
+        }
+        self.rows.put(&mut write, key, value).map_err(storage)?;
+        write.commit().map_err(storage)?;
+        self.changes[usize::from(table.id)].fetch_add(1, Ordering::Release);
+        Ok(true)
     }
 }
 
@@ -285,6 +310,23 @@ impl Driver for EmbeddedDriver {
     async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let driver = self.clone();
         tokio::task::spawn_blocking(move || driver.write_sync(mutations.iter().map(Mutation::as_ref)))
+            .await
+            .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
+    }
+
+    async fn insert_if_absent(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        check_conditional_write(table)?;
+        let key = row_key(table, partition, clustering);
+        let value = encode_value(now_micros(), &Op::Put { body: body.to_string(), expires_at });
+        let driver = self.clone();
+        tokio::task::spawn_blocking(move || driver.insert_if_absent_sync(table, &key, &value))
             .await
             .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
     }
