@@ -122,22 +122,22 @@ const PREFETCH_CONCURRENCY: usize = 64;
 /// reads; fan-out reads of teams and shares are left to `apply`).
 fn entity_keys(event: &Event) -> Vec<(&'static str, String)> {
     match event {
-        Event::AccountUpserted(event) => vec![("account", event.account_id.clone())],
-        Event::TokenCreated(event) => vec![("token", event.token_id.clone())],
-        Event::TokenRevoked(event) => vec![("token", event.token_id.clone())],
-        Event::MeetingUpserted(event) => vec![("meeting", event.meeting.id.clone())],
-        Event::MeetingDeleted(event) => vec![("meeting", event.meeting_id.clone()), ("transcript", event.meeting_id.clone())],
-        Event::MeetingTranscriptSet(event) => vec![("transcript", event.meeting_id.clone()), ("meeting", event.meeting_id.clone())],
-        Event::ActionItemUpserted(event) => vec![("action_item", event.item.id.clone())],
-        Event::ActionItemDeleted(event) => vec![("action_item", event.item_id.clone())],
-        Event::TeamUpserted(event) => vec![("team", event.team.id.clone())],
-        Event::TeamDeleted(event) => vec![("team", event.team_id.clone())],
+        Event::AccountUpserted(event) => vec![("account", event.account_id.to_string())],
+        Event::TokenCreated(event) => vec![("token", event.token_id.to_string())],
+        Event::TokenRevoked(event) => vec![("token", event.token_id.to_string())],
+        Event::MeetingUpserted(event) => vec![("meeting", event.meeting.id.to_string())],
+        Event::MeetingDeleted(event) => vec![("meeting", event.meeting_id.to_string()), ("transcript", event.meeting_id.to_string())],
+        Event::MeetingTranscriptSet(event) => vec![("transcript", event.meeting_id.to_string()), ("meeting", event.meeting_id.to_string())],
+        Event::ActionItemUpserted(event) => vec![("action_item", event.item.id.to_string())],
+        Event::ActionItemDeleted(event) => vec![("action_item", event.item_id.to_string())],
+        Event::TeamUpserted(event) => vec![("team", event.team.id.to_string())],
+        Event::TeamDeleted(event) => vec![("team", event.team_id.to_string())],
         Event::TeamMemberUpserted(event) => vec![("member", member_entity_id(&event.team_id, &event.account_id))],
         Event::TeamMemberRemoved(event) => vec![("member", member_entity_id(&event.team_id, &event.account_id))],
-        Event::NoteShared(event) => vec![("share", event.share.id.clone())],
-        Event::NoteUnshared(event) => vec![("share", event.share_id.clone())],
-        Event::TeamActionItemUpserted(event) => vec![("team_item", event.item.id.clone())],
-        Event::TeamActionItemDeleted(event) => vec![("team_item", event.item_id.clone())],
+        Event::NoteShared(event) => vec![("share", event.share.id.to_string())],
+        Event::NoteUnshared(event) => vec![("share", event.share_id.to_string())],
+        Event::TeamActionItemUpserted(event) => vec![("team_item", event.item.id.to_string())],
+        Event::TeamActionItemDeleted(event) => vec![("team_item", event.item_id.to_string())],
     }
 }
 
@@ -396,8 +396,8 @@ impl Batch {
                     return self.stale_token_created(&event.token_id, &event.token_sha256, stamp).await;
                 };
                 let token = TokenData {
-                    account_id: event.account_id.clone(),
-                    token_id: event.token_id.clone(),
+                    account_id: event.account_id.to_string(),
+                    token_id: event.token_id.to_string(),
                     token_sha256: Some(event.token_sha256.clone()),
                     revoked: false,
                 };
@@ -407,8 +407,8 @@ impl Batch {
                 let Some(state) = self.newer("token", &event.token_id, version).await? else { return Ok(Applied::Stale) };
                 let known: Option<TokenData> = state.data.clone().and_then(|data| serde_json::from_value(data).ok());
                 let token = TokenData {
-                    account_id: event.account_id.clone(),
-                    token_id: event.token_id.clone(),
+                    account_id: event.account_id.to_string(),
+                    token_id: event.token_id.to_string(),
                     token_sha256: known.and_then(|known| known.token_sha256),
                     revoked: true,
                 };
@@ -585,9 +585,9 @@ impl Batch {
         let mut audience: BTreeSet<String> = match &share.team {
             Some(team) if self.sharing_team(&team.id).await?.is_some() => self.members(&team.id).await?.into_iter().map(|(account, _)| account).collect(),
             Some(_) => BTreeSet::new(),
-            None => share.recipient_account_ids.iter().cloned().collect(),
+            None => share.recipient_account_ids.iter().map(|id| id.to_string()).collect(),
         };
-        audience.remove(&share.owner_account_id);
+        audience.remove(share.owner_account_id.as_str());
         Ok(audience)
     }
 
