@@ -10,7 +10,8 @@ use crate::{
 
 impl Events {
     /// `meeting.upserted`: a done call in UTC, in English, every time at the epoch, with
-    /// an empty note `{meeting_id}_note` and no summary, participant or action item.
+    /// an empty note (of the meeting's own id, so that any meeting id makes a valid
+    /// event) and no summary, participant or action item.
     #[track_caller]
     pub fn meeting(self, account_id: impl AsRef<str>, meeting_id: impl AsRef<str>) -> Draft<MeetingUpserted> {
         let meeting_id = meeting_id.as_ref();
@@ -29,7 +30,7 @@ impl Events {
                 series_id: None,
                 timezone: "UTC".into(),
                 language: "en".into(),
-                note: self.note(format!("{meeting_id}_note")).into(),
+                note: self.note(meeting_id).into(),
                 summaries: Vec::new(),
                 participants: Vec::new(),
                 action_items: Vec::new(),

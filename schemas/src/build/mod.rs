@@ -197,7 +197,7 @@ mod tests {
     fn every_built_event_decodes_to_itself() {
         let drafts: Vec<Envelope> = vec![
             EVENTS.account("acc_1").plan("flow", Some(5), EVENTS.minute(0)).into(),
-            EVENTS.token_created("acc_1", "tok_1", &"a".repeat(64)).into(),
+            EVENTS.token_created("acc_1", "tok_1", "a".repeat(64)).into(),
             EVENTS.token_revoked("acc_1", "tok_1").version(2).into(),
             EVENTS
                 .meeting("acc_1", "mtg_1")
