@@ -5,6 +5,7 @@
 use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::ops::Deref;
+use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -75,7 +76,16 @@ impl TryFrom<Cow<'_, str>> for Id {
     type Error = IdError;
 
     fn try_from(text: Cow<'_, str>) -> Result<Id, IdError> {
-        Id::try_from(text.into_owned())
+        check(&text)?;
+        Ok(Id(text.into_owned()))
+    }
+}
+
+impl FromStr for Id {
+    type Err = IdError;
+
+    fn from_str(text: &str) -> Result<Id, IdError> {
+        Id::parse(text)
     }
 }
 
