@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
 use recap_readmodel::{Batch, Driver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
-use recap_schemas::Envelope;
+use recap_schemas::build::{Epoch, Events};
 
 /// The demo world, copied with fresh identifiers until it has at least `events` events.
 fn demo_mix(events: usize) -> Vec<String> {
@@ -31,8 +31,8 @@ fn demo_mix(events: usize) -> Vec<String> {
     let mut copy = 0;
     while lines.len() < events {
         let world = recap::demo::world(1_800_000_000_000_000);
-        for line in world.lines {
-            let mut event: serde_json::Value = serde_json::from_str(&line).expect("demo event");
+        for envelope in world.events {
+            let mut event = serde_json::to_value(&envelope).expect("a demo event");
             if let Some(data) = event.get_mut("data") {
                 rename_ids(data, copy);
             }
@@ -176,20 +176,17 @@ fn serve_demo_rss() {
 
 async fn account_with_meetings(dir: &std::path::Path, name: &str, meetings: usize) -> ReadModel {
     let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.lmdb"))).expect("opening the store"));
-    let base = 1_700_000_000_000_000i64;
+    // One meeting a minute from 2023-11-14.
+    let events = Events::new(Epoch::from_unix_seconds(1_700_000_000));
     let mut position = 0;
     for chunk_start in (0..meetings).step_by(5_000) {
         let mut batch = Batch::new(driver.clone());
         for index in chunk_start..(chunk_start + 5_000).min(meetings) {
-            let created = recap_schemas::Timestamp(base + index as i64 * 60_000_000).to_rfc3339();
-            let line = serde_json::json!({"id": format!("e{index}"), "type": "meeting.upserted", "version": 1, "occurred_at": created, "data": {"account_id": "acc", "meeting": {
-                "id": format!("mtg_{index:06}"), "title": format!("Meeting {index}"), "kind": "call", "status": "done", "started_at": created, "ended_at": created,
-                "created_at": created, "updated_at": created, "series_id": null, "timezone": "UTC", "language": "en",
-                "note": {"id": format!("n{index}"), "kind": "note", "title": "n", "template_id": null, "text": "text", "created_at": created, "updated_at": created},
-                "summaries": [], "participants": [], "action_items": []}}})
-            .to_string();
+            let created = events.minute(index as i64);
+            let note = events.note(format!("n{index}")).title("n").text("text");
+            let meeting = events.meeting("acc", format!("mtg_{index:06}")).title(format!("Meeting {index}")).note(note).times(created);
             position += 1;
-            batch.apply(&Envelope::decode(line.as_bytes()).expect("a contract event"), position).await.expect("apply");
+            batch.apply(&meeting.id(format!("e{index}")).occurred_at(created).envelope(), position).await.expect("apply");
         }
         driver.write(batch.into_mutations()).await.expect("write");
     }

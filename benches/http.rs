@@ -28,33 +28,30 @@ use std::time::Duration;
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
 use recap_readmodel::{Batch, BodiesPage, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
-use recap_schemas::{Envelope, Timestamp};
+use recap_schemas::build::{Epoch, Events};
+use recap_schemas::Timestamp;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
 
-fn envelope(event_type: &str, data: serde_json::Value) -> Envelope {
-    let line = serde_json::json!({"id": "e", "type": event_type, "version": 1, "occurred_at": "2026-01-01T00:00:00Z", "data": data}).to_string();
-    Envelope::decode(line.as_bytes()).expect("valid event")
-}
+/// The account's events happen on 2026-01-01 (UTC).
+const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
 
 /// One flow-plan account with `meetings` meetings (titles searchable), a token, and a
 /// quota and minute limit large enough that the benchmark measures work, not refusals.
 async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
     let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.join(format!("bench{meetings}.lmdb"))).expect("store"));
     let mut batch = Batch::new(driver.clone());
-    let plan = serde_json::json!({"tier": "flow", "api_quota": 1_000_000_000_000u64, "billing_cycle_anchor": "2026-01-01T00:00:00Z"});
-    batch.apply(&envelope("account.upserted", serde_json::json!({"account_id": "acc", "plan": plan})), 1).await.expect("apply");
-    let token = serde_json::json!({"account_id": "acc", "token_id": "tok", "name": "bench", "token_sha256": recap_access::token_sha256(TOKEN), "created_at": "2026-01-01T00:00:00Z"});
-    batch.apply(&envelope("token.created", token), 2).await.expect("apply");
+    batch.apply(&EVENTS.account("acc").plan("flow", Some(1_000_000_000_000), EVENTS.minute(0)).envelope(), 1).await.expect("apply");
+    batch.apply(&EVENTS.token_created("acc", "tok", recap_access::token_sha256(TOKEN)).name("bench").envelope(), 2).await.expect("apply");
     driver.write(batch.into_mutations()).await.expect("write");
     let base = 1_700_000_000_000_000i64;
     let topics = ["Budget review", "Design sync", "Hiring debrief", "Customer call", "Roadmap planning", "Incident retro", "Sales pipeline", "Weekly sync"];
     for chunk in (0..meetings).collect::<Vec<_>>().chunks(5_000) {
         let mut batch = Batch::new(driver.clone());
         for &index in chunk {
-            let created = Timestamp(base + index as i64 * 60_000_000).to_rfc3339();
+            let created = Timestamp(base + index as i64 * 60_000_000);
             // One meeting in 100 mentions a rare word, so a search has a realistic
             // selectivity (1%) on the large account.
             let title = if index % 100 == 7 {
@@ -62,14 +59,15 @@ async fn world(dir: &std::path::Path, meetings: usize) -> ReadModel {
             } else {
                 format!("{} {index}", topics[index % topics.len()])
             };
-            let meeting = serde_json::json!({"account_id": "acc", "meeting": {
-                "id": format!("mtg_{index:06}"), "title": title, "kind": "call", "status": "done", "started_at": created, "ended_at": created,
-                "created_at": created, "updated_at": created, "series_id": null, "timezone": "UTC", "language": "en",
-                "note": {"id": format!("n{index}"), "kind": "note", "title": "Notes", "template_id": null, "text": "Agenda\nBudget\nHiring", "created_at": created, "updated_at": created},
-                "summaries": [{"id": format!("s{index}"), "kind": "summary", "title": "Summary", "template_id": null, "text": "We agreed on the plan.", "created_at": created, "updated_at": created}],
-                "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
-                "action_items": [{"id": format!("ai{index}"), "text": "Follow up", "status": "todo", "assignee_human_id": "hum_1", "due_at": null, "completed_at": null, "created_at": created}]}});
-            batch.apply(&envelope("meeting.upserted", meeting), 3 + index as i64).await.expect("apply");
+            let meeting = EVENTS
+                .meeting("acc", format!("mtg_{index:06}"))
+                .title(title)
+                .note(EVENTS.note(format!("n{index}")).text("Agenda\nBudget\nHiring"))
+                .summaries([EVENTS.summary(format!("s{index}")).text("We agreed on the plan.").times(created)])
+                .participants([EVENTS.participant("hum_1")])
+                .action_items([EVENTS.item(format!("ai{index}")).text("Follow up").assignee(Some("hum_1")).created_at(created)])
+                .times(created);
+            batch.apply(&meeting.envelope(), 3 + index as i64).await.expect("apply");
         }
         driver.write(batch.into_mutations()).await.expect("write");
     }

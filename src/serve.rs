@@ -149,11 +149,14 @@ fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
     }
     anyhow::ensure!(log.is_empty()?, "--demo seeds only a new data dir, and {} already has events", data_dir.display());
     let world = crate::demo::world(recap_readmodel::driver::now_micros());
-    let mut content = world.lines.join("\n");
-    content.push('\n');
+    let mut content = String::new();
+    for envelope in &world.events {
+        content.push_str(&envelope.to_line());
+        content.push('\n');
+    }
     log.append("demo", content.as_bytes()).context("appending the demo world")?;
     write_private(&token_path, world.token.as_bytes())?;
-    tracing::info!(events = world.lines.len(), "seeded the demo world");
+    tracing::info!(events = world.events.len(), "seeded the demo world");
     Ok(world.token)
 }
 

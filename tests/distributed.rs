@@ -129,12 +129,10 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
         let line = match index % 10 {
             0..=5 => {
                 let id = format!("mtg_{n}");
-                let mut spec = MeetingSpec::new(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
-                spec.items = vec![item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
-                if n.is_multiple_of(4) {
-                    spec.series_id = Some(["ser_a", "ser_b"][n / 4 % 2]);
-                }
-                spec.event(next(id.clone()))
+                let items = [item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
+                let series = n.is_multiple_of(4).then(|| ["ser_a", "ser_b"][n / 4 % 2]);
+                let draft = meeting_draft(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
+                draft.action_items(items).series_id(series).version(next(id.clone())).to_line()
             }
             6 => transcript(owner(n), &format!("mtg_{n}"), "hello world", Some(vec![word("hello", 0)]), next(format!("mtg_{n}"))),
             7 => meeting_deleted(owner(n), &format!("mtg_{n}"), next(format!("mtg_{n}"))),
@@ -142,16 +140,9 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
                 let id = format!("shr_{}", n % 50);
                 // A third of the shares go directly to two accounts, keyed by share id.
                 let direct = (n % 50).is_multiple_of(3);
-                ShareSpec {
-                    id: &id,
-                    title: "Planning",
-                    owner_account_id: "acc_b",
-                    team: if direct { None } else { Some(("team_1", "Team")) },
-                    recipients: if direct { vec!["acc_a", "acc_c"] } else { vec![] },
-                    text: "budget decisions",
-                    published_minute: n as i64,
-                }
-                .event(next(id.clone()))
+                let team = if direct { None } else { Some(("team_1", "Team")) };
+                let recipients = if direct { vec!["acc_a", "acc_c"] } else { vec![] };
+                share(&id, "acc_b", n as i64).title("Planning").team(team).recipients(recipients).text("budget decisions").version(next(id.clone())).to_line()
             }
             _ => team_item("team_1", &format!("tai_{}", n % 30), "todo", n as i64, next(format!("tai_{}", n % 30))),
         };
@@ -327,8 +318,8 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
     use rdkafka::message::Message;
     let cluster = Cluster::start(&[]);
     let (accounts, meetings, sharing) = ("recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1");
-    let share = |id, team, recipients| ShareSpec { id, title: "Shared", owner_account_id: "acc_o", team, recipients, text: "x", published_minute: 1 };
-    let (of_team, direct) = (share("shr_team", Some(("team_k", "Team")), vec![]), share("shr_direct", None, vec!["acc_r"]));
+    let shared = |id| share(id, "acc_o", 1).title("Shared").text("x");
+    let (of_team, direct) = (shared("shr_team").team(Some(("team_k", "Team"))), shared("shr_direct").recipients(["acc_r"]));
     let expected: Vec<(String, &str, &str)> = vec![
         (account("acc_k", Some("flow"), None, 1), accounts, "acc_k"),
         (token_created("acc_k", "tok_k", &new_token(), 1), accounts, "acc_k"),
@@ -342,9 +333,9 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
         (member("team_k", "acc_k", 1), sharing, "team_k"),
         (member_removed("team_k", "acc_k", 2), sharing, "team_k"),
         (team_item("team_k", "tai_k", "todo", 1, 1), sharing, "team_k"),
-        (envelope("team_action_item.deleted", 2, serde_json::json!({"team_id": "team_k", "item_id": "tai_k"})), sharing, "team_k"),
-        (of_team.event(1), sharing, "team_k"),
-        (direct.event(1), sharing, "shr_direct"),
+        (EVENTS.team_item_deleted("team_k", "tai_k").version(2).to_line(), sharing, "team_k"),
+        (of_team.to_line(), sharing, "team_k"),
+        (direct.to_line(), sharing, "shr_direct"),
         (unshared("shr_direct", 2), sharing, "shr_direct"),
         (team_deleted("team_k", 2), sharing, "team_k"),
     ];

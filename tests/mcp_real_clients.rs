@@ -30,26 +30,20 @@ const PAT: &str = "svc_pat_realclient000000000000000000001";
 /// a note shared with the account's team.
 fn world() -> Server {
     let server = Server::start();
-    let mut weekly = MeetingSpec::new("acc_rc", "mtg_weekly_1", "Weekly sync", 10);
-    weekly.series_id = Some("ser_weekly");
-    weekly.items = vec![item("ai_1", "todo", None, 10)];
+    let weekly = meeting_draft("acc_rc", "mtg_weekly_1", "Weekly sync", 10).series_id(Some("ser_weekly")).action_items([item("ai_1", "todo", None, 10)]);
     server.feed(&[
         account("acc_rc", Some("flow"), None, 1),
         token_created("acc_rc", "tok_rc", PAT, 1),
-        weekly.event(1),
+        weekly.to_line(),
         transcript("acc_rc", "mtg_weekly_1", "Hello team", Some(vec![word("Hello", 0), word("team", 300)]), 2),
         team("team_rc", "Design", Some("business"), true, 1),
         member("team_rc", "acc_rc", 1),
-        ShareSpec {
-            id: "shr_team",
-            title: "Q3 planning",
-            owner_account_id: "acc_owner",
-            team: Some(("team_rc", "Design")),
-            recipients: vec![],
-            text: "Q3 planning\nThe budget is approved.",
-            published_minute: 20,
-        }
-        .event(1),
+        share("shr_team", "acc_owner", 20)
+            .title("Q3 planning")
+            .team(Some(("team_rc", "Design")))
+            .text("Q3 planning\nThe budget is approved.")
+            .version(1)
+            .to_line(),
     ]);
     server
 }

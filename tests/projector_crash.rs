@@ -42,12 +42,11 @@ fn large_stream(events: usize) -> Vec<String> {
                 let meeting = rng.random_range(0..3_000);
                 let id = format!("mtg_{meeting}");
                 let owner = format!("acc_{}", meeting % 20);
-                let mut spec = MeetingSpec::new(&owner, &id, if meeting % 3 == 0 { "Budget review" } else { "Design sync" }, meeting as i64);
-                spec.series_id = (meeting % 10 == 0).then_some("ser_x");
-                spec.items = (0..rng.random_range(0..3))
+                let items: Vec<_> = (0..rng.random_range(0..3))
                     .map(|i| item(&format!("ai_{meeting}_{i}"), ["todo", "in_progress", "done"][i % 3], Some("hum_1"), meeting as i64))
                     .collect();
-                lines.push(spec.event(next(id.clone())));
+                let draft = meeting_draft(&owner, &id, if meeting % 3 == 0 { "Budget review" } else { "Design sync" }, meeting as i64);
+                lines.push(draft.series_id((meeting % 10 == 0).then_some("ser_x")).action_items(items).version(next(id.clone())).to_line());
             }
             60..=69 => {
                 let meeting = rng.random_range(0..3_000);
@@ -78,19 +77,11 @@ fn large_stream(events: usize) -> Vec<String> {
                 }
             }
             88..=96 => {
-                let share = rng.random_range(0..400);
-                let id = format!("shr_{share}");
-                let team = (share % 2 == 0).then_some(("team_a", "A"));
-                let spec = ShareSpec {
-                    id: &id,
-                    title: "Planning notes",
-                    owner_account_id: &acc,
-                    team,
-                    recipients: vec!["acc_1", "acc_2"],
-                    text: "Decisions\nbudget",
-                    published_minute: share as i64,
-                };
-                lines.push(spec.event(next(id.clone())));
+                let share_number = rng.random_range(0..400);
+                let id = format!("shr_{share_number}");
+                let team = (share_number % 2 == 0).then_some(("team_a", "A"));
+                let draft = share(&id, &acc, share_number as i64).title("Planning notes").team(team).recipients(["acc_1", "acc_2"]).text("Decisions\nbudget");
+                lines.push(draft.version(next(id.clone())).to_line());
             }
             _ => {
                 let item_id = format!("tai_{}", rng.random_range(0..100));

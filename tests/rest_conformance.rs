@@ -58,39 +58,16 @@ fn world() -> World {
         vec![account("acc_alice", Some("flow"), None, 1), token_created("acc_alice", "tok_alice", &alice, 1), account("acc_bob", Some("enterprise"), None, 1)];
     for index in 0..7 {
         let id = format!("mtg_{index}");
-        let mut spec = MeetingSpec::new("acc_alice", &id, "Weekly sync", 10 * (index + 1));
-        spec.items = vec![item(&format!("ai_{index}"), if index % 2 == 0 { "todo" } else { "done" }, None, 10 * (index + 1))];
-        lines.push(spec.event(1));
+        let items = [item(&format!("ai_{index}"), if index % 2 == 0 { "todo" } else { "done" }, None, 10 * (index + 1))];
+        lines.push(meeting_draft("acc_alice", &id, "Weekly sync", 10 * (index + 1)).action_items(items).to_line());
     }
     lines.push(meeting("acc_bob", "mtg_bob", "Bob only", 5, 1));
     lines.push(team("team_1", "Design", Some("business"), true, 1));
     lines.push(member("team_1", "acc_alice", 1));
     lines.push(member("team_1", "acc_bob", 1));
     lines.push(team_item("team_1", "tai_1", "todo", 3, 1));
-    lines.push(
-        ShareSpec {
-            id: "shr_1",
-            title: "Q3",
-            owner_account_id: "acc_bob",
-            team: Some(("team_1", "Design")),
-            recipients: vec![],
-            text: "Q3 plan",
-            published_minute: 4,
-        }
-        .event(1),
-    );
-    lines.push(
-        ShareSpec {
-            id: "shr_own",
-            title: "Mine",
-            owner_account_id: "acc_alice",
-            team: Some(("team_1", "Design")),
-            recipients: vec![],
-            text: "mine",
-            published_minute: 6,
-        }
-        .event(1),
-    );
+    lines.push(share("shr_1", "acc_bob", 4).title("Q3").team(Some(("team_1", "Design"))).text("Q3 plan").version(1).to_line());
+    lines.push(share("shr_own", "acc_alice", 6).title("Mine").team(Some(("team_1", "Design"))).text("mine").version(1).to_line());
     server.feed(&lines);
     World { server, alice }
 }

@@ -91,26 +91,14 @@ fn world_lines(alice: &str) -> Vec<String> {
         vec![account("acc_alice", Some("flow"), None, 1), token_created("acc_alice", "tok_alice", alice, 1), account("acc_bob", Some("enterprise"), None, 1)];
     for index in 0..3 {
         let id = format!("mtg_{index}");
-        let mut spec = MeetingSpec::new("acc_alice", &id, "Weekly sync", 10 * (index + 1));
-        spec.items = vec![item(&format!("ai_{index}"), "todo", None, 10 * (index + 1))];
-        lines.push(spec.event(2));
+        let items = [item(&format!("ai_{index}"), "todo", None, 10 * (index + 1))];
+        lines.push(meeting_draft("acc_alice", &id, "Weekly sync", 10 * (index + 1)).action_items(items).version(2).to_line());
     }
     lines.push(team("team_1", "Design", Some("business"), true, 1));
     lines.push(member("team_1", "acc_alice", 1));
     lines.push(member("team_1", "acc_bob", 1));
     lines.push(team_item("team_1", "tai_1", "todo", 3, 1));
-    lines.push(
-        ShareSpec {
-            id: "shr_1",
-            title: "Q3",
-            owner_account_id: "acc_bob",
-            team: Some(("team_1", "Design")),
-            recipients: vec![],
-            text: "Q3 plan",
-            published_minute: 4,
-        }
-        .event(1),
-    );
+    lines.push(share("shr_1", "acc_bob", 4).title("Q3").team(Some(("team_1", "Design"))).text("Q3 plan").version(1).to_line());
     lines
 }
 

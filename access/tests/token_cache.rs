@@ -12,7 +12,11 @@ use recap_access::{AuthError, TokenCache};
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::table::Table;
 use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Envelope;
+
+/// Every event and time here is on 2026-01-01 (UTC).
+const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
 
 const TOKEN: &str = "svc_pat_token_cache_test_0000000000";
 
@@ -71,18 +75,14 @@ impl World {
         let driver = Arc::new(Counting { inner: embedded, gets: AtomicUsize::new(0) });
         let readmodel = ReadModel::new(driver.clone());
         let mut world = World { _dir: dir, driver, readmodel, position: 0 };
-        world
-            .apply("account.upserted", serde_json::json!({"account_id": "acc", "plan": {"tier": "flow", "billing_cycle_anchor": "2026-01-01T00:00:00Z"}}), 1)
-            .await;
-        let token = serde_json::json!({"account_id": "acc", "token_id": "tok", "name": "script", "token_sha256": recap_access::token_sha256(TOKEN), "created_at": "2026-01-01T00:00:00Z"});
-        world.apply("token.created", token, 1).await;
+        world.apply(EVENTS.account("acc").plan("flow", None, EVENTS.minute(0))).await;
+        world.apply(EVENTS.token_created("acc", "tok", recap_access::token_sha256(TOKEN)).name("script")).await;
         world
     }
 
-    async fn apply(&mut self, event_type: &str, data: serde_json::Value, version: i64) {
+    async fn apply(&mut self, event: impl Into<Envelope>) {
         self.position += 1;
-        let line = serde_json::json!({"id": format!("e{}", self.position), "type": event_type, "version": version, "occurred_at": "2026-01-01T00:00:00Z", "data": data});
-        let envelope = Envelope::decode(line.to_string().as_bytes()).unwrap();
+        let envelope = event.into();
         let driver: Arc<dyn Driver> = self.driver.clone();
         let mut batch = Batch::new(driver.clone());
         batch.apply(&envelope, self.position).await.unwrap();
@@ -111,23 +111,18 @@ async fn a_hot_token_costs_no_store_read_until_a_token_or_account_row_changes() 
     assert_eq!(world.reads(), 0, "later lookups are kept");
 
     // A write to another table keeps them.
-    let meeting = serde_json::json!({"account_id": "acc", "meeting": {"id": "mtg_1", "title": "Sync", "kind": "call", "status": "done",
-        "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:30:00Z", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "series_id": null,
-        "timezone": "UTC", "language": "en", "note": {"id": "n1", "kind": "note", "title": "Notes", "template_id": null, "text": "Agenda", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}, "summaries": [], "participants": [], "action_items": []}});
-    world.apply("meeting.upserted", meeting, 1).await;
+    world.apply(EVENTS.meeting("acc", "mtg_1").title("Sync").ended_at(EVENTS.minute(30)).note(EVENTS.note("n1").text("Agenda"))).await;
     cache.authenticate(&world.readmodel, TOKEN).await.unwrap();
     assert_eq!(world.reads(), 0, "a meeting write leaves token lookups current");
 
     // A plan change is seen on the next lookup.
-    world
-        .apply("account.upserted", serde_json::json!({"account_id": "acc", "plan": {"tier": "enterprise", "billing_cycle_anchor": "2026-01-01T00:00:00Z"}}), 2)
-        .await;
+    world.apply(EVENTS.account("acc").plan("enterprise", None, EVENTS.minute(0)).version(2)).await;
     let caller = cache.authenticate(&world.readmodel, TOKEN).await.unwrap();
     assert_eq!(caller.account.plan.map(|plan| plan.tier), Some("enterprise".to_string()));
     assert_eq!(world.reads(), 2);
 
     // So is a revocation, and the refusal is not kept.
-    world.apply("token.revoked", serde_json::json!({"account_id": "acc", "token_id": "tok", "revoked_at": "2026-01-02T00:00:00Z"}), 2).await;
+    world.apply(EVENTS.token_revoked("acc", "tok").revoked_at(EVENTS.minute(24 * 60)).version(2)).await;
     assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await, Err(AuthError::TokenRevoked));
     assert_eq!(cache.authenticate(&world.readmodel, TOKEN).await, Err(AuthError::TokenRevoked));
     assert_eq!(world.reads(), 2, "each refused lookup reads the token again");
@@ -139,7 +134,6 @@ async fn a_token_created_after_a_refusal_works_at_once() {
     let cache = TokenCache::new(Duration::ZERO);
     let fresh = "svc_pat_created_after_a_refusal_00000000";
     assert_eq!(cache.authenticate(&world.readmodel, fresh).await, Err(AuthError::Unauthorized));
-    let token = serde_json::json!({"account_id": "acc", "token_id": "tok2", "name": "script", "token_sha256": recap_access::token_sha256(fresh), "created_at": "2026-01-01T00:00:00Z"});
-    world.apply("token.created", token, 1).await;
+    world.apply(EVENTS.token_created("acc", "tok2", recap_access::token_sha256(fresh)).name("script")).await;
     assert_eq!(cache.authenticate(&world.readmodel, fresh).await.unwrap().token_id, "tok2");
 }

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::json;
+use recap_schemas::build::{Epoch, Events};
+use recap_schemas::Timestamp;
 
 pub const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
 pub const READER: &str = "acc_reader";
@@ -41,11 +42,11 @@ impl DemoMix {
     pub fn new() -> DemoMix {
         let world = recap::demo::world(1_800_000_000_000_000);
         let template = world
-            .lines
-            .into_iter()
-            .map(|line| {
-                let (topic, key) = recap_projector::kafka::route(line.as_bytes());
-                (topic, key, serde_json::from_str(&line).expect("a demo event"))
+            .events
+            .iter()
+            .map(|envelope| {
+                let (topic, key) = (envelope.event.topic().to_string(), envelope.event.message_key().to_string());
+                (topic, key, serde_json::to_value(envelope).expect("a demo event"))
             })
             .collect();
         DemoMix { template, next_copy: AtomicUsize::new(0) }
@@ -71,41 +72,30 @@ impl DemoMix {
     }
 }
 
-fn envelope(id: &str, event_type: &str, occurred_at: &str, data: serde_json::Value) -> String {
-    json!({"id": id, "type": event_type, "version": 1, "occurred_at": occurred_at, "data": data}).to_string()
-}
+/// The reader's account and token events happen on 2026-01-01 (UTC).
+const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
 
 /// A meeting of the reader account, as the REST bench's world has them.
 pub fn reader_meeting(meeting_id: &str, created_micros: i64) -> Event {
-    let created = recap_schemas::Timestamp(created_micros).to_rfc3339();
-    let meeting = json!({"account_id": READER, "meeting": {
-        "id": meeting_id, "title": format!("Budget review {meeting_id}"), "kind": "call", "status": "done", "started_at": created, "ended_at": created,
-        "created_at": created, "updated_at": created, "series_id": null, "timezone": "UTC", "language": "en",
-        "note": {"id": format!("n_{meeting_id}"), "kind": "note", "title": "Notes", "template_id": null, "text": "Agenda\nBudget\nHiring", "created_at": created, "updated_at": created},
-        "summaries": [{"id": format!("s_{meeting_id}"), "kind": "summary", "title": "Summary", "template_id": null, "text": "We agreed on the plan.", "created_at": created, "updated_at": created}],
-        "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
-        "action_items": [{"id": format!("ai_{meeting_id}"), "text": "Follow up", "status": "todo", "assignee_human_id": "hum_1", "due_at": null, "completed_at": null, "created_at": created}]}});
-    ("recap.meetings.v1".into(), READER.into(), envelope(&format!("ev_{meeting_id}"), "meeting.upserted", &created, meeting))
+    let created = Timestamp(created_micros);
+    let meeting = EVENTS
+        .meeting(READER, meeting_id)
+        .title(format!("Budget review {meeting_id}"))
+        .note(EVENTS.note(format!("n_{meeting_id}")).text("Agenda\nBudget\nHiring"))
+        .summaries([EVENTS.summary(format!("s_{meeting_id}")).text("We agreed on the plan.").times(created)])
+        .participants([EVENTS.participant("hum_1")])
+        .action_items([EVENTS.item(format!("ai_{meeting_id}")).text("Follow up").assignee(Some("hum_1")).created_at(created)])
+        .times(created);
+    ("recap.meetings.v1".into(), READER.into(), meeting.id(format!("ev_{meeting_id}")).occurred_at(created).to_line())
 }
 
 /// The reader account (flow plan, a quota the bench never reaches), its token and
 /// `meetings` meetings.
 pub fn reader_world(meetings: usize) -> Vec<Event> {
-    let anchor = "2026-01-01T00:00:00Z";
-    let plan = json!({"tier": "flow", "api_quota": 1_000_000_000_000u64, "billing_cycle_anchor": anchor});
-    let mut events: Vec<Event> = vec![
-        ("recap.accounts.v1".into(), READER.into(), envelope("ev_reader", "account.upserted", anchor, json!({"account_id": READER, "plan": plan}))),
-        (
-            "recap.accounts.v1".into(),
-            READER.into(),
-            envelope(
-                "ev_reader_token",
-                "token.created",
-                anchor,
-                json!({"account_id": READER, "token_id": "tok_reader", "name": "bench", "token_sha256": recap_access::token_sha256(TOKEN), "created_at": anchor}),
-            ),
-        ),
-    ];
+    let account = EVENTS.account(READER).plan("flow", Some(1_000_000_000_000), EVENTS.minute(0)).id("ev_reader");
+    let token = EVENTS.token_created(READER, "tok_reader", recap_access::token_sha256(TOKEN)).name("bench").id("ev_reader_token");
+    let mut events: Vec<Event> =
+        vec![("recap.accounts.v1".into(), READER.into(), account.to_line()), ("recap.accounts.v1".into(), READER.into(), token.to_line())];
     let base = 1_700_000_000_000_000i64;
     events.extend((0..meetings).map(|index| reader_meeting(&format!("mtg_{index:06}"), base + index as i64 * 60_000_000)));
     events

@@ -141,16 +141,7 @@ async fn search_shared_notes_returns_10_by_default_and_1_to_20() {
     let shares: Vec<String> = (0..25)
         .map(|index| {
             let id = format!("shr_retro_{index:02}");
-            events::ShareSpec {
-                id: &id,
-                title: "Retro",
-                owner_account_id: "acc_other",
-                team: None,
-                recipients: vec!["acc_flow"],
-                text: "retro notes",
-                published_minute: 200 + index,
-            }
-            .event(1)
+            events::share(&id, "acc_other", 200 + index).title("Retro").recipients(["acc_flow"]).text("retro notes").version(1).to_line()
         })
         .collect();
     world.feed(&shares).await;

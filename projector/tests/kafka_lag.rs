@@ -15,6 +15,7 @@ use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
 use recap_projector::Stats;
 use recap_readmodel::table::Table;
 use recap_readmodel::{Driver, Mutation, Row, ScanRange, StoreError, Val};
+use recap_schemas::build::{Epoch, Events};
 use tokio::sync::{watch, Semaphore};
 
 fn brokers() -> String {
@@ -107,10 +108,9 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
 
     // Ten events the store does not take yet: the lag shows them while the batch waits.
     let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("producer");
+    let events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
     for index in 0..10 {
-        let line = format!(
-            r#"{{"id":"e{index}","type":"meeting.deleted","version":1,"occurred_at":"2026-01-01T00:00:00Z","data":{{"account_id":"acc_1","meeting_id":"mtg_{index}"}}}}"#
-        );
+        let line = events.meeting_deleted("acc_1", format!("mtg_{index}")).to_line();
         producer.send(FutureRecord::to(&topic).key("acc_1").payload(&line), Duration::from_secs(10)).await.expect("produce");
     }
     wait_for(&stats, "held up", |lags| lags.values().sum::<i64>() == 10).await;

@@ -10,11 +10,9 @@
 //! - `q` of `/shared-notes` without any word (e.g. blank) filters nothing; a word longer
 //!   than the index keeps (64 characters) matches no note.
 
-use std::borrow::Cow;
-
 use recap_readmodel::views::ShareRecord;
 use recap_readmodel::{ActionItemFilter, MeetingFilter, Page, Row, Val};
-use recap_schemas::{ActionItemStatus, Timestamp};
+use recap_schemas::{ActionItemStatus, Id, Timestamp};
 use serde::Serialize;
 
 use crate::cursor::CursorSigner;
@@ -84,14 +82,14 @@ impl Paging {
 }
 
 /// A request whose parameters all passed their checks.
-pub(crate) enum Endpoint<'a> {
+pub(crate) enum Endpoint {
     Meetings { filter: MeetingFilter, paging: Paging },
-    Meeting { meeting_id: Cow<'a, str>, include_transcript: bool },
+    Meeting { meeting_id: Id, include_transcript: bool },
     ActionItems { filter: ActionItemFilter, paging: Paging },
     SharedNotes { words: Vec<String>, unmatchable: bool, paging: Paging },
-    SharedNote { share_id: Cow<'a, str> },
+    SharedNote { share_id: Id },
     Teams,
-    TeamActionItems { team_id: Cow<'a, str>, status: Option<ActionItemStatus>, limit: usize },
+    TeamActionItems { team_id: Id, status: Option<ActionItemStatus>, limit: usize },
 }
 
 /// The canonical, unambiguous form of what a cursor is bound to: equal filters give
@@ -104,9 +102,9 @@ fn micros(instant: Option<Timestamp>) -> Option<String> {
     instant.map(|instant| instant.micros().to_string())
 }
 
-impl<'a> Endpoint<'a> {
+impl Endpoint {
     /// Checks the parameters of a route in the order `params.rs` documents.
-    pub(crate) fn parse(route: Route<'a>, query: &'a str, account_id: &str, signer: &CursorSigner) -> Result<Endpoint<'a>, ApiError> {
+    pub(crate) fn parse(route: Route<'_>, query: &str, account_id: &str, signer: &CursorSigner) -> Result<Endpoint, ApiError> {
         Ok(match route {
             Route::Meetings => {
                 let since = params::instant(query, "since")?;
@@ -124,7 +122,7 @@ impl<'a> Endpoint<'a> {
                 let meeting = params::identifier_param(query, "meeting_id")?;
                 let status_list = statuses.iter().map(|status| status.as_str()).collect::<Vec<_>>().join(",");
                 let binding = binding(&[Some("action-items"), Some(account_id), Some(&status_list), assignee.as_deref(), meeting.as_deref()]);
-                let filter = ActionItemFilter { statuses, assignee_human_id: assignee.map(Cow::into_owned), meeting_id: meeting.map(Cow::into_owned) };
+                let filter = ActionItemFilter { statuses, assignee_human_id: assignee.map(Id::into_string), meeting_id: meeting.map(Id::into_string) };
                 Endpoint::ActionItems { filter, paging: Paging::parse(query, signer, binding)? }
             }
             Route::SharedNotes => {
@@ -220,7 +218,7 @@ fn shared_note_detail(record: &ShareRecord) -> Result<String, ApiError> {
 }
 
 /// Answers an admitted request.
-pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpoint<'_>) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpoint) -> Result<Vec<u8>, ApiError> {
     let readmodel = &state.inner.readmodel;
     let timeout = state.inner.store_timeout;
     match endpoint {

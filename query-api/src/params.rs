@@ -21,7 +21,7 @@ use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
 use recap_readmodel::Val;
-use recap_schemas::{ActionItemStatus, Timestamp, MAX_ID_BYTES};
+use recap_schemas::{ActionItemStatus, Id, Timestamp, MAX_ID_BYTES};
 
 use crate::cursor::CursorSigner;
 use crate::error::ApiError;
@@ -65,21 +65,18 @@ pub fn limit(query: &str) -> Result<usize, ApiError> {
 /// A well-formed identifier (path segment or filter value): UTF-8 text of 1 to
 /// [`MAX_ID_BYTES`] bytes, the bound the events' identifiers have, so that every
 /// identifier a response lists can be asked for in turn.
-pub fn identifier<'a>(value: Cow<'a, str>, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
-    if value.is_empty() || value.len() > MAX_ID_BYTES {
-        return Err(ApiError::invalid(param, format!("{param} must be 1 to {MAX_ID_BYTES} bytes of UTF-8 text")));
-    }
-    Ok(value)
+pub fn identifier(value: Cow<'_, str>, param: &'static str) -> Result<Id, ApiError> {
+    Id::try_from(value).map_err(|_| ApiError::invalid(param, format!("{param} must be 1 to {MAX_ID_BYTES} bytes of UTF-8 text")))
 }
 
 /// A path segment, percent-decoded, as a well-formed identifier.
-pub fn path_identifier<'a>(segment: &'a str, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
+pub fn path_identifier(segment: &str, param: &'static str) -> Result<Id, ApiError> {
     let decoded = percent_decode_str(segment).decode_utf8().map_err(|_| ApiError::invalid(param, format!("{param} is not UTF-8 text")))?;
     identifier(decoded, param)
 }
 
 /// An optional identifier filter.
-pub fn identifier_param<'a>(query: &'a str, name: &'static str) -> Result<Option<Cow<'a, str>>, ApiError> {
+pub fn identifier_param(query: &str, name: &'static str) -> Result<Option<Id>, ApiError> {
     query_param(query, name)?.map(|value| identifier(value, name)).transpose()
 }
 

@@ -225,7 +225,7 @@ pub struct ShareRecord {
 impl ShareRecord {
     pub fn of(share: &Share) -> Self {
         ShareRecord {
-            id: share.id.clone(),
+            id: share.id.to_string(),
             title: share.title.clone(),
             team: share.team.clone(),
             owner_name: share.owner_name.clone(),
@@ -258,7 +258,7 @@ impl TeamRecord {
     pub fn of(team: &Team, role: &str, member_count: i64) -> Self {
         TeamRecord {
             team: TeamView {
-                id: team.id.clone(),
+                id: team.id.to_string(),
                 name: team.name.clone(),
                 role: role.to_string(),
                 member_count,

@@ -15,7 +15,6 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use recap_schemas::Envelope;
 use recap_testkit::snapshot::{snapshot, Universe};
-use serde_json::json;
 
 const ACCOUNTS: [&str; 3] = ["acc_a", "acc_b", "acc_c"];
 const TEAMS: [&str; 2] = ["team_x", "team_y"];
@@ -81,20 +80,16 @@ fn history(ops: &[Op]) -> Vec<((String, String), Envelope)> {
         let (key, envelope) = match op {
             Op::Account(a, plan) => {
                 let tier = plan.map(|p| ["flow", "enterprise", "starter"][p]);
-                (("accounts", ACCOUNTS[*a].to_string()), envelope("account.upserted", next(format!("acc{a}")), account(ACCOUNTS[*a], tier)))
+                (("accounts", ACCOUNTS[*a].to_string()), account(ACCOUNTS[*a], tier).version(next(format!("acc{a}"))).envelope())
             }
             Op::TokenCreate(t) => {
                 let acc = ACCOUNTS[t % 3];
-                let data =
-                    json!({"account_id": acc, "token_id": format!("tok_{t}"), "name": "n", "token_sha256": format!("{:064x}", t + 1), "created_at": ts(0)});
-                (("accounts", acc.to_string()), envelope("token.created", next(format!("tok{t}")), data))
+                let data = token_created(acc, format!("tok_{t}"), &format!("{:064x}", t + 1));
+                (("accounts", acc.to_string()), data.version(next(format!("tok{t}"))).envelope())
             }
             Op::TokenRevoke(t) => {
                 let acc = ACCOUNTS[t % 3];
-                (
-                    ("accounts", acc.to_string()),
-                    envelope("token.revoked", next(format!("tok{t}")), json!({"account_id": acc, "token_id": format!("tok_{t}"), "revoked_at": ts(1)})),
-                )
+                (("accounts", acc.to_string()), token_revoked(acc, format!("tok_{t}")).version(next(format!("tok{t}"))).envelope())
             }
             Op::MeetingUpsert { meeting: m, word, created, series, items } => {
                 let acc = ACCOUNTS[m % 3];
@@ -106,45 +101,38 @@ fn history(ops: &[Op]) -> Vec<((String, String), Envelope)> {
                 let items: Vec<_> = by_id.into_values().collect();
                 let title = format!("{} meeting {m}", WORDS[*word]);
                 let data = common::meeting(acc, &format!("mtg_{m}"), &title, *created, series.then_some("ser_1"), items);
-                (("meetings", acc.to_string()), envelope("meeting.upserted", next(format!("mtg{m}")), data))
+                (("meetings", acc.to_string()), data.version(next(format!("mtg{m}"))).envelope())
             }
             Op::Transcript(m, with_words) => {
                 let acc = ACCOUNTS[m % 3];
-                let words = if *with_words { json!([{"text": "hello", "start_ms": 0, "end_ms": 100, "track": "mic"}]) } else { json!(null) };
-                let data = json!({"account_id": acc, "meeting_id": format!("mtg_{m}"), "transcript": {"text": "hello", "segments": [], "words": words}});
-                (("meetings", acc.to_string()), envelope("meeting.transcript_set", next(format!("mtg{m}")), data))
+                let words = with_words.then(|| vec![EVENTS.word("hello", 0, 100, "mic")]);
+                let data = EVENTS.transcript(acc, format!("mtg_{m}"), "hello").words(words);
+                (("meetings", acc.to_string()), data.version(next(format!("mtg{m}"))).envelope())
             }
             Op::MeetingDelete(m) => {
                 let acc = ACCOUNTS[m % 3];
-                (
-                    ("meetings", acc.to_string()),
-                    envelope("meeting.deleted", next(format!("mtg{m}")), json!({"account_id": acc, "meeting_id": format!("mtg_{m}")})),
-                )
+                (("meetings", acc.to_string()), EVENTS.meeting_deleted(acc, format!("mtg_{m}")).version(next(format!("mtg{m}"))).envelope())
             }
             Op::ItemUpsert(i, s, assignee) => {
                 let acc = ACCOUNTS[i % 3];
-                let data = json!({"account_id": acc, "item": item(&format!("ai_{i}"), STATUSES[*s], assignee.map(|a| ["hum_1", "hum_2"][a]), *i as i64)});
-                (("meetings", acc.to_string()), envelope("action_item.upserted", next(format!("ai{i}")), data))
+                let data = EVENTS.action_item(acc, item(&format!("ai_{i}"), STATUSES[*s], assignee.map(|a| ["hum_1", "hum_2"][a]), *i as i64));
+                (("meetings", acc.to_string()), data.version(next(format!("ai{i}"))).envelope())
             }
             Op::ItemDelete(i) => {
                 let acc = ACCOUNTS[i % 3];
-                (
-                    ("meetings", acc.to_string()),
-                    envelope("action_item.deleted", next(format!("ai{i}")), json!({"account_id": acc, "item_id": format!("ai_{i}")})),
-                )
+                (("meetings", acc.to_string()), EVENTS.action_item_deleted(acc, format!("ai_{i}")).version(next(format!("ai{i}"))).envelope())
             }
-            Op::TeamUpsert(t, includes, collaborates) => (
-                ("sharing", TEAMS[*t].to_string()),
-                envelope("team.upserted", next(format!("team{t}")), team_collaborating(TEAMS[*t], *includes, *collaborates)),
-            ),
-            Op::TeamDelete(t) => (("sharing", TEAMS[*t].to_string()), envelope("team.deleted", next(format!("team{t}")), json!({"team_id": TEAMS[*t]}))),
+            Op::TeamUpsert(t, includes, collaborates) => {
+                (("sharing", TEAMS[*t].to_string()), team_collaborating(TEAMS[*t], *includes, *collaborates).version(next(format!("team{t}"))).envelope())
+            }
+            Op::TeamDelete(t) => (("sharing", TEAMS[*t].to_string()), EVENTS.team_deleted(TEAMS[*t]).version(next(format!("team{t}"))).envelope()),
             Op::MemberUpsert(t, a) => {
-                let data = json!({"team_id": TEAMS[*t], "account_id": ACCOUNTS[*a], "role": "member"});
-                (("sharing", TEAMS[*t].to_string()), envelope("team_member.upserted", next(format!("member{t}{a}")), data))
+                let data = EVENTS.member(TEAMS[*t], ACCOUNTS[*a]);
+                (("sharing", TEAMS[*t].to_string()), data.version(next(format!("member{t}{a}"))).envelope())
             }
             Op::MemberRemove(t, a) => {
-                let data = json!({"team_id": TEAMS[*t], "account_id": ACCOUNTS[*a]});
-                (("sharing", TEAMS[*t].to_string()), envelope("team_member.removed", next(format!("member{t}{a}")), data))
+                let data = EVENTS.member_removed(TEAMS[*t], ACCOUNTS[*a]);
+                (("sharing", TEAMS[*t].to_string()), data.version(next(format!("member{t}{a}"))).envelope())
             }
             Op::Share { share: s, owner, team, recipients, word, published } => {
                 let recipients: Vec<&str> = recipients.iter().map(|r| ACCOUNTS[*r]).collect();
@@ -152,25 +140,19 @@ fn history(ops: &[Op]) -> Vec<((String, String), Envelope)> {
                 let data = common::share(&format!("shr_{s}"), ACCOUNTS[*owner], team_id, &recipients, &format!("{} note {s}", WORDS[*word]), *published);
                 let key = team_id.map(str::to_string).unwrap_or_else(|| format!("shr_{s}"));
                 share_keys.insert(*s, key.clone());
-                (("sharing", key), envelope("note.shared", next(format!("share{s}")), data))
+                (("sharing", key), data.version(next(format!("share{s}"))).envelope())
             }
             Op::Unshare(s) => {
                 let key = share_keys.get(s).cloned().unwrap_or_else(|| format!("shr_{s}"));
-                (("sharing", key), envelope("note.unshared", next(format!("share{s}")), json!({"share_id": format!("shr_{s}")})))
+                (("sharing", key), EVENTS.unshared(format!("shr_{s}")).version(next(format!("share{s}"))).envelope())
             }
             Op::TeamItemUpsert(i, s) => {
                 let team_id = TEAMS[i % 2];
-                (
-                    ("sharing", team_id.to_string()),
-                    envelope("team_action_item.upserted", next(format!("tai{i}")), team_item(team_id, &format!("tai_{i}"), STATUSES[*s], *i as i64)),
-                )
+                (("sharing", team_id.to_string()), team_item(team_id, &format!("tai_{i}"), STATUSES[*s], *i as i64).version(next(format!("tai{i}"))).envelope())
             }
             Op::TeamItemDelete(i) => {
                 let team_id = TEAMS[i % 2];
-                (
-                    ("sharing", team_id.to_string()),
-                    envelope("team_action_item.deleted", next(format!("tai{i}")), json!({"team_id": team_id, "item_id": format!("tai_{i}")})),
-                )
+                (("sharing", team_id.to_string()), EVENTS.team_item_deleted(team_id, format!("tai_{i}")).version(next(format!("tai{i}"))).envelope())
             }
         };
         out.push(((key.0.to_string(), key.1), envelope));

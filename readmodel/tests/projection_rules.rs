@@ -17,15 +17,15 @@ async fn rule_1_last_version_wins_a_stale_version_after_a_newer_one_changes_noth
     store
         .apply(
             &[
-                envelope("meeting.upserted", 2, meeting("acc", "m1", "new title", 0, None, vec![])),
-                envelope("meeting.upserted", 1, meeting("acc", "m1", "old title", 0, None, vec![])),
+                meeting("acc", "m1", "new title", 0, None, vec![]).version(2).envelope(),
+                meeting("acc", "m1", "old title", 0, None, vec![]).version(1).envelope(),
             ],
             10,
         )
         .await;
     assert_eq!(title_of(&store.readmodel.meeting_detail("acc", "m1").await.unwrap()), Some("new title".into()));
     // The same version again is stale too.
-    store.apply(&[envelope("meeting.upserted", 2, meeting("acc", "m1", "same version", 0, None, vec![]))], 1).await;
+    store.apply(&[meeting("acc", "m1", "same version", 0, None, vec![]).version(2).envelope()], 1).await;
     assert_eq!(title_of(&store.readmodel.meeting_detail("acc", "m1").await.unwrap()), Some("new title".into()));
 }
 
@@ -35,9 +35,9 @@ async fn rule_2_deletes_shadow_an_older_upsert_arriving_after_the_delete() {
     store
         .apply(
             &[
-                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)])),
-                envelope("meeting.deleted", 3, json!({"account_id": "acc", "meeting_id": "m1"})),
-                envelope("meeting.upserted", 2, meeting("acc", "m1", "late", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)])),
+                meeting("acc", "m1", "t", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)]).version(1).envelope(),
+                EVENTS.meeting_deleted("acc", "m1").version(3).envelope(),
+                meeting("acc", "m1", "late", 0, Some("s1"), vec![item("i1", "todo", Some("h1"), 1)]).version(2).envelope(),
             ],
             1,
         )
@@ -59,9 +59,9 @@ async fn rule_2_a_higher_version_upsert_after_a_delete_brings_the_entity_back() 
     store
         .apply(
             &[
-                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, None, vec![])),
-                envelope("meeting.deleted", 2, json!({"account_id": "acc", "meeting_id": "m1"})),
-                envelope("meeting.upserted", 3, meeting("acc", "m1", "back", 0, None, vec![])),
+                meeting("acc", "m1", "t", 0, None, vec![]).version(1).envelope(),
+                EVENTS.meeting_deleted("acc", "m1").version(2).envelope(),
+                meeting("acc", "m1", "back", 0, None, vec![]).version(3).envelope(),
             ],
             2,
         )
@@ -71,17 +71,17 @@ async fn rule_2_a_higher_version_upsert_after_a_delete_brings_the_entity_back() 
 
 #[tokio::test]
 async fn transcripts_compare_only_with_the_last_transcript_and_the_meetings_delete() {
-    let transcript = |text: &str| json!({"account_id": "acc", "meeting_id": "m1", "transcript": {"text": text, "segments": [], "words": null}});
+    let transcript = |text: &str| EVENTS.transcript("acc", "m1", text);
     let mut store = Store::new();
     store
         .apply(
             &[
-                envelope("meeting.upserted", 6, meeting("acc", "m1", "t", 0, None, vec![])),
+                meeting("acc", "m1", "t", 0, None, vec![]).version(6).envelope(),
                 // "a transcript at version 5 arriving after meeting.upserted version 6 is applied"
-                envelope("meeting.transcript_set", 5, transcript("five")),
-                envelope("meeting.transcript_set", 4, transcript("four")),
+                transcript("five").version(5).envelope(),
+                transcript("four").version(4).envelope(),
                 // "A newer meeting.upserted does not remove the transcript."
-                envelope("meeting.upserted", 7, meeting("acc", "m1", "t2", 0, None, vec![])),
+                meeting("acc", "m1", "t2", 0, None, vec![]).version(7).envelope(),
             ],
             1,
         )
@@ -89,12 +89,7 @@ async fn transcripts_compare_only_with_the_last_transcript_and_the_meetings_dele
     let record = store.readmodel.meeting_transcript("acc", "m1").await.unwrap().unwrap();
     assert_eq!(record.body, r#"{"text":"five","segments":[]}"#);
     assert_eq!(record.word_count, 0);
-    store
-        .apply(
-            &[envelope("meeting.deleted", 8, json!({"account_id": "acc", "meeting_id": "m1"})), envelope("meeting.transcript_set", 8, transcript("shadowed"))],
-            1,
-        )
-        .await;
+    store.apply(&[EVENTS.meeting_deleted("acc", "m1").version(8).envelope(), transcript("shadowed").version(8).envelope()], 1).await;
     assert_eq!(
         store.readmodel.meeting_transcript("acc", "m1").await.unwrap(),
         None,
@@ -107,21 +102,21 @@ async fn transcripts_compare_only_with_the_last_transcript_and_the_meetings_dele
 // newer upsert: in version order (transcript 2, delete 3, upsert 6) the transcript is gone.
 #[tokio::test]
 async fn a_late_delete_still_shadows_an_older_transcript() {
-    let transcript = |text: &str| json!({"account_id": "acc", "meeting_id": "m1", "transcript": {"text": text, "segments": [], "words": null}});
+    let transcript = |text: &str| EVENTS.transcript("acc", "m1", text);
     let mut store = Store::new();
     store
         .apply(
             &[
-                envelope("meeting.transcript_set", 2, transcript("two")),
-                envelope("meeting.upserted", 6, meeting("acc", "m1", "t", 0, None, vec![])),
-                envelope("meeting.deleted", 3, json!({"account_id": "acc", "meeting_id": "m1"})),
+                transcript("two").version(2).envelope(),
+                meeting("acc", "m1", "t", 0, None, vec![]).version(6).envelope(),
+                EVENTS.meeting_deleted("acc", "m1").version(3).envelope(),
             ],
             1,
         )
         .await;
     assert!(store.readmodel.meeting_detail("acc", "m1").await.unwrap().is_some(), "the meeting's newer upsert stands");
     assert_eq!(store.readmodel.meeting_transcript("acc", "m1").await.unwrap(), None, "the transcript at version 2 is shadowed by the delete at 3");
-    store.apply(&[envelope("meeting.transcript_set", 3, transcript("three")), envelope("meeting.transcript_set", 4, transcript("four"))], 1).await;
+    store.apply(&[transcript("three").version(3).envelope(), transcript("four").version(4).envelope()], 1).await;
     assert_eq!(store.readmodel.meeting_transcript("acc", "m1").await.unwrap().unwrap().body, r#"{"text":"four","segments":[]}"#, "above the delete: applied");
 }
 
@@ -131,8 +126,8 @@ async fn an_item_absent_from_a_newer_meeting_snapshot_is_gone() {
     store
         .apply(
             &[
-                envelope("meeting.upserted", 1, meeting("acc", "m1", "t", 0, None, vec![item("i1", "todo", None, 1), item("i2", "todo", None, 2)])),
-                envelope("meeting.upserted", 2, meeting("acc", "m1", "renamed", 0, None, vec![item("i2", "done", None, 2)])),
+                meeting("acc", "m1", "t", 0, None, vec![item("i1", "todo", None, 1), item("i2", "todo", None, 2)]).version(1).envelope(),
+                meeting("acc", "m1", "renamed", 0, None, vec![item("i2", "done", None, 2)]).version(2).envelope(),
             ],
             1,
         )
@@ -152,9 +147,9 @@ async fn a_revoked_token_reads_as_revoked() {
     store
         .apply(
             &[
-                envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)})),
-                envelope("token.revoked", 2, json!({"account_id": "acc", "token_id": "t1", "revoked_at": ts(1)})),
-                envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)})),
+                token_created("acc", "t1", &sha).version(1).envelope(),
+                token_revoked("acc", "t1").version(2).envelope(),
+                token_created("acc", "t1", &sha).version(1).envelope(),
             ],
             1,
         )
@@ -172,8 +167,8 @@ async fn a_share_republished_at_the_same_instant_with_other_words_stays_listed()
     for batch_size in [1, 2] {
         let mut store = Store::new();
         let events = [
-            envelope("note.shared", 1, share("shr_1", "acc_o", None, &["acc_r"], "alpha note", 5)),
-            envelope("note.shared", 2, share("shr_1", "acc_o", None, &["acc_r"], "beta note", 5)),
+            share("shr_1", "acc_o", None, &["acc_r"], "alpha note", 5).version(1).envelope(),
+            share("shr_1", "acc_o", None, &["acc_r"], "beta note", 5).version(2).envelope(),
         ];
         store.apply(&events, batch_size).await;
         let listed = |page: recap_readmodel::Page| {
@@ -194,9 +189,7 @@ async fn a_share_republished_at_the_same_instant_with_other_words_stays_listed()
 #[tokio::test]
 async fn a_tie_between_entities_on_one_row_ends_the_same_whatever_the_batching() {
     let sha = "b".repeat(64);
-    let created = |token_id: &str| {
-        envelope("token.created", 1, json!({"account_id": "acc", "token_id": token_id, "name": "n", "token_sha256": sha, "created_at": ts(0)}))
-    };
+    let created = |token_id: &str| token_created("acc", token_id, &sha).version(1).envelope();
     let mut answers = Vec::new();
     for (order, batch_size) in [(["t1", "t2"], 1), (["t1", "t2"], 2), (["t2", "t1"], 1), (["t2", "t1"], 2)] {
         let mut store = Store::new();
@@ -215,9 +208,9 @@ async fn a_tie_between_entities_on_one_row_ends_the_same_whatever_the_batching()
 async fn a_token_revoked_before_its_creation_arrives_reads_as_revoked() {
     let mut store = Store::new();
     let sha = "b".repeat(64);
-    store.apply(&[envelope("token.revoked", 2, json!({"account_id": "acc", "token_id": "t1", "revoked_at": ts(1)}))], 1).await;
+    store.apply(&[token_revoked("acc", "t1").version(2).envelope()], 1).await;
     assert!(store.readmodel.token_by_hash(&sha).await.unwrap().is_none(), "the hash is not known yet");
-    let created = envelope("token.created", 1, json!({"account_id": "acc", "token_id": "t1", "name": "n", "token_sha256": sha, "created_at": ts(0)}));
+    let created = token_created("acc", "t1", &sha).version(1).envelope();
     store.apply(std::slice::from_ref(&created), 1).await;
     let token = store.readmodel.token_by_hash(&sha).await.unwrap().expect("the hash row, revoked");
     assert!(token.revoked);
@@ -237,11 +230,11 @@ async fn visibility_follows_team_membership_direct_recipients_and_never_the_owne
     store
         .apply(
             &[
-                envelope("team.upserted", 1, team("t1", true)),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "owner", "role": "member"})),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &[], "team note", 1)),
-                envelope("note.shared", 1, share("s_direct", "owner", None, &["carol"], "direct note", 2)),
+                team("t1", true).version(1).envelope(),
+                EVENTS.member("t1", "owner").version(1).envelope(),
+                EVENTS.member("t1", "bob").version(1).envelope(),
+                share("s_team", "owner", Some("t1"), &[], "team note", 1).version(1).envelope(),
+                share("s_direct", "owner", None, &["carol"], "direct note", 2).version(1).envelope(),
             ],
             1,
         )
@@ -253,19 +246,19 @@ async fn visibility_follows_team_membership_direct_recipients_and_never_the_owne
     assert_eq!(store.readmodel.teams("bob").await.unwrap()[0].team.member_count, 2);
 
     // A member who joins sees everything the team has, older shares included.
-    store.apply(&[envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "carol", "role": "member"}))], 1).await;
+    store.apply(&[EVENTS.member("t1", "carol").version(1).envelope()], 1).await;
     assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct", "s_team"]);
     assert_eq!(store.readmodel.teams("bob").await.unwrap()[0].team.member_count, 3);
 
     // "When the caller leaves a team, that team's notes stop being visible."
-    store.apply(&[envelope("team_member.removed", 2, json!({"team_id": "t1", "account_id": "bob"}))], 1).await;
+    store.apply(&[EVENTS.member_removed("t1", "bob").version(2).envelope()], 1).await;
     assert!(shared_ids(&store, "bob").await.is_empty());
     assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
     assert!(store.readmodel.teams("bob").await.unwrap().is_empty());
     assert_eq!(store.readmodel.teams("carol").await.unwrap()[0].team.member_count, 2);
 
     // Unsharing withdraws it from everyone.
-    store.apply(&[envelope("note.unshared", 2, json!({"share_id": "s_team"}))], 1).await;
+    store.apply(&[EVENTS.unshared("s_team").version(2).envelope()], 1).await;
     assert_eq!(shared_ids(&store, "carol").await, vec!["s_direct"]);
 }
 
@@ -279,29 +272,21 @@ async fn a_team_share_is_visible_to_the_team_only_whatever_its_recipients() {
     store
         .apply(
             &[
-                envelope("team.upserted", 1, team("t1", true)),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &["bob", "carol"], "team note", 1)),
+                team("t1", true).version(1).envelope(),
+                EVENTS.member("t1", "bob").version(1).envelope(),
+                share("s_team", "owner", Some("t1"), &["bob", "carol"], "team note", 1).version(1).envelope(),
             ],
             1,
         )
         .await;
     assert_eq!(shared_ids(&store, "bob").await, vec!["s_team"]);
     assert!(shared_ids(&store, "carol").await.is_empty(), "not a member");
-    store.apply(&[envelope("team_member.removed", 2, json!({"team_id": "t1", "account_id": "bob"}))], 1).await;
+    store.apply(&[EVENTS.member_removed("t1", "bob").version(2).envelope()], 1).await;
     assert!(shared_ids(&store, "bob").await.is_empty(), "the member who leaves sees none of the team's notes");
-    store
-        .apply(
-            &[
-                envelope("team_member.upserted", 3, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("team.deleted", 2, json!({"team_id": "t1"})),
-            ],
-            1,
-        )
-        .await;
+    store.apply(&[EVENTS.member("t1", "bob").version(3).envelope(), EVENTS.team_deleted("t1").version(2).envelope()], 1).await;
     assert!(shared_ids(&store, "bob").await.is_empty(), "a deleted team's shares are visible to no one");
     // Republished as a direct share: now the recipients see it.
-    store.apply(&[envelope("note.shared", 2, share("s_team", "owner", None, &["bob", "carol"], "team note", 1))], 1).await;
+    store.apply(&[share("s_team", "owner", None, &["bob", "carol"], "team note", 1).version(2).envelope()], 1).await;
     assert_eq!(shared_ids(&store, "carol").await, vec!["s_team"]);
     assert_eq!(shared_ids(&store, "bob").await, vec!["s_team"]);
 }
@@ -313,35 +298,29 @@ async fn a_team_that_cannot_collaborate_has_nothing_shared_to_read() {
     store
         .apply(
             &[
-                envelope("team.upserted", 1, team("t1", true)),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "carol", "role": "member"})),
-                envelope("note.shared", 1, share("s_team", "owner", Some("t1"), &[], "team note", 1)),
-                envelope("note.shared", 1, share("s_both", "owner", Some("t1"), &["carol"], "team and carol", 2)),
+                team("t1", true).version(1).envelope(),
+                EVENTS.member("t1", "bob").version(1).envelope(),
+                EVENTS.member("t1", "carol").version(1).envelope(),
+                share("s_team", "owner", Some("t1"), &[], "team note", 1).version(1).envelope(),
+                share("s_both", "owner", Some("t1"), &["carol"], "team and carol", 2).version(1).envelope(),
             ],
             1,
         )
         .await;
     assert_eq!(shared_ids(&store, "bob").await, vec!["s_both", "s_team"]);
-    store.apply(&[envelope("team.upserted", 2, team_collaborating("t1", true, false))], 1).await;
+    store.apply(&[team_collaborating("t1", true, false).version(2).envelope()], 1).await;
     assert!(shared_ids(&store, "bob").await.is_empty(), "nothing of the team is shared to read");
     assert!(store.readmodel.shared_note("bob", "s_team").await.unwrap().is_none());
     assert!(shared_ids(&store, "carol").await.is_empty(), "a team share is the team's only, whatever its recipient list");
     assert!(!store.readmodel.teams("bob").await.unwrap()[0].team.can_collaborate, "the team itself is still listed");
     // Neither a member who joins nor a note shared meanwhile makes anything readable.
     store
-        .apply(
-            &[
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "dave", "role": "member"})),
-                envelope("note.shared", 1, share("s_later", "owner", Some("t1"), &[], "later note", 3)),
-            ],
-            1,
-        )
+        .apply(&[EVENTS.member("t1", "dave").version(1).envelope(), share("s_later", "owner", Some("t1"), &[], "later note", 3).version(1).envelope()], 1)
         .await;
     assert!(shared_ids(&store, "dave").await.is_empty());
     assert!(shared_ids(&store, "bob").await.is_empty());
     // Collaborating again: every member sees everything the team has.
-    store.apply(&[envelope("team.upserted", 3, team("t1", true))], 1).await;
+    store.apply(&[team("t1", true).version(3).envelope()], 1).await;
     for account in ["bob", "dave"] {
         assert_eq!(shared_ids(&store, account).await, vec!["s_later", "s_both", "s_team"], "{account}");
     }
@@ -353,11 +332,11 @@ async fn a_deleted_team_shows_nothing_until_a_newer_upsert_and_its_memberships_a
     store
         .apply(
             &[
-                envelope("team.upserted", 1, team("t1", true)),
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("note.shared", 1, share("s1", "owner", Some("t1"), &[], "team note", 1)),
-                envelope("team_action_item.upserted", 1, team_item("t1", "ti1", "todo", 1)),
-                envelope("team.deleted", 2, json!({"team_id": "t1"})),
+                team("t1", true).version(1).envelope(),
+                EVENTS.member("t1", "bob").version(1).envelope(),
+                share("s1", "owner", Some("t1"), &[], "team note", 1).version(1).envelope(),
+                team_item("t1", "ti1", "todo", 1).version(1).envelope(),
+                EVENTS.team_deleted("t1").version(2).envelope(),
             ],
             1,
         )
@@ -368,17 +347,9 @@ async fn a_deleted_team_shows_nothing_until_a_newer_upsert_and_its_memberships_a
 
     // Replays of older member events stay shadowed; the team comes back with a newer
     // version, and only a newer membership brings bob back, seeing the older share.
-    store
-        .apply(
-            &[
-                envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-                envelope("team.upserted", 3, team("t1", true)),
-            ],
-            1,
-        )
-        .await;
+    store.apply(&[EVENTS.member("t1", "bob").version(1).envelope(), team("t1", true).version(3).envelope()], 1).await;
     assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
-    store.apply(&[envelope("team_member.upserted", 2, json!({"team_id": "t1", "account_id": "bob", "role": "member"}))], 1).await;
+    store.apply(&[EVENTS.member("t1", "bob").version(2).envelope()], 1).await;
     assert!(store.readmodel.team_membership("bob", "t1").await.unwrap().is_some());
     assert_eq!(shared_ids(&store, "bob").await, vec!["s1"]);
 }
@@ -389,9 +360,9 @@ async fn search_matches_every_word_newest_first_with_the_total() {
     store
         .apply(
             &[
-                envelope("meeting.upserted", 1, meeting("acc", "m1", "Budget review", 1, None, vec![])),
-                envelope("meeting.upserted", 1, meeting("acc", "m2", "Budget planning", 2, None, vec![])),
-                envelope("meeting.upserted", 1, meeting("acc", "m3", "Hiring", 3, None, vec![])),
+                meeting("acc", "m1", "Budget review", 1, None, vec![]).version(1).envelope(),
+                meeting("acc", "m2", "Budget planning", 2, None, vec![]).version(1).envelope(),
+                meeting("acc", "m3", "Hiring", 3, None, vec![]).version(1).envelope(),
             ],
             3,
         )
@@ -414,11 +385,11 @@ async fn a_batch_whose_states_were_not_written_is_applied_again_whole() {
     use recap_readmodel::Batch;
     use recap_testkit::snapshot::{snapshot, Universe};
     let events = vec![
-        envelope("account.upserted", 1, json!({"account_id": "acc", "plan": null})),
-        envelope("meeting.upserted", 1, meeting("acc", "m1", "budget review", 0, None, vec![item("ai_1", "todo", None, 0)])),
-        envelope("team.upserted", 1, team("t1", true)),
-        envelope("team_member.upserted", 1, json!({"team_id": "t1", "account_id": "bob", "role": "member"})),
-        envelope("note.shared", 1, share("s1", "acc", Some("t1"), &[], "budget note", 1)),
+        account("acc", None).version(1).envelope(),
+        meeting("acc", "m1", "budget review", 0, None, vec![item("ai_1", "todo", None, 0)]).version(1).envelope(),
+        team("t1", true).version(1).envelope(),
+        EVENTS.member("t1", "bob").version(1).envelope(),
+        share("s1", "acc", Some("t1"), &[], "budget note", 1).version(1).envelope(),
     ];
     let universe = Universe::of(&events);
     let mut whole = Store::new();

@@ -2,14 +2,16 @@
 //!
 //! Validation is the type: a field the contract shows without "null" is required, a
 //! field it documents as nullable may be null or absent (absent reads as null), a
-//! wrong type or a bad timestamp is refused, and unknown fields are ignored at every
-//! level (no `deny_unknown_fields` anywhere), so newer producers can add fields.
+//! wrong type, a bad timestamp or an identifier outside the bound of [`Id`] is refused
+//! (the reason names the field), and unknown fields are ignored at every level (no
+//! `deny_unknown_fields` anywhere), so newer producers can add fields.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::Timestamp;
+use crate::{Id, IdError, Timestamp, MAX_ID_BYTES};
 
 /// The envelope every event travels in. `data` stays raw until the type is known, so
 /// an unknown type costs nothing but the envelope parse.
@@ -24,10 +26,11 @@ pub struct RawEnvelope<'a> {
     pub data: &'a RawValue,
 }
 
-/// A decoded event of a known type.
+/// A decoded event of a known type. Serialises as the contract's envelope
+/// (`{"id","type","version","occurred_at","data"}`): see [`Envelope::to_line`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
-    pub id: String,
+    pub id: Id,
     pub version: u64,
     pub occurred_at: Timestamp,
     pub event: Event,
@@ -37,9 +40,11 @@ pub struct Envelope {
 pub const MAX_VERSION: u64 = (1 << 53) - 1;
 
 // Events are decoded one at a time and applied at once: boxing the large variants
-// would cost an allocation per event for no memory saved.
+// would cost an allocation per event for no memory saved. An event serialises as its
+// payload, the envelope's `data` (its type is the envelope's `type`).
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Event {
     AccountUpserted(AccountUpserted),
     TokenCreated(TokenCreated),
@@ -58,6 +63,36 @@ pub enum Event {
     TeamActionItemUpserted(TeamActionItemUpserted),
     TeamActionItemDeleted(TeamActionItemDeleted),
 }
+
+/// Each payload is the event of its type.
+macro_rules! event_from_payload {
+    ($($variant:ident),* $(,)?) => {
+        $(impl From<$variant> for Event {
+            fn from(data: $variant) -> Event {
+                Event::$variant(data)
+            }
+        })*
+    };
+}
+
+event_from_payload!(
+    AccountUpserted,
+    TokenCreated,
+    TokenRevoked,
+    MeetingUpserted,
+    MeetingTranscriptSet,
+    MeetingDeleted,
+    ActionItemUpserted,
+    ActionItemDeleted,
+    TeamUpserted,
+    TeamDeleted,
+    TeamMemberUpserted,
+    TeamMemberRemoved,
+    NoteShared,
+    NoteUnshared,
+    TeamActionItemUpserted,
+    TeamActionItemDeleted,
+);
 
 /// Every event type this version knows, in contract order.
 pub const KNOWN_TYPES: &[&str] = &[
@@ -173,18 +208,32 @@ impl Envelope {
         if raw.version == 0 || raw.version > MAX_VERSION {
             return Err(DecodeError::Invalid(format!("envelope: version {} is outside 1..2^53", raw.version)));
         }
-        if raw.id.is_empty() {
-            return Err(DecodeError::Invalid("envelope: id is empty".into()));
-        }
-        if raw.id.len() > MAX_ID_BYTES {
-            return Err(DecodeError::Invalid(format!("envelope: id is {} bytes, longer than {MAX_ID_BYTES}", raw.id.len())));
-        }
+        let id = Id::try_from(raw.id).map_err(|error| DecodeError::Invalid(format!("envelope: id {error}")))?;
         // serde reads a struct from an array too: `data` must be an object.
         if !raw.data.get().starts_with('{') {
             return Err(DecodeError::Invalid(format!("{}: data is not an object", raw.event_type)));
         }
         let event = decode_data(&raw.event_type, raw.data.get())?;
-        Ok(Envelope { id: raw.id, version: raw.version, occurred_at: raw.occurred_at, event })
+        Ok(Envelope { id, version: raw.version, occurred_at: raw.occurred_at, event })
+    }
+
+    /// The envelope as one JSON line (no newline): what a producer writes to the log or
+    /// a Kafka message value, and what [`Envelope::decode`] reads back unchanged.
+    pub fn to_line(&self) -> String {
+        // Every field is a string, a number or a struct of them: nothing can fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Envelope {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut envelope = serializer.serialize_struct("Envelope", 5)?;
+        envelope.serialize_field("id", &self.id)?;
+        envelope.serialize_field("type", self.event.type_name())?;
+        envelope.serialize_field("version", &self.version)?;
+        envelope.serialize_field("occurred_at", &self.occurred_at)?;
+        envelope.serialize_field("data", &self.event)?;
+        envelope.end()
     }
 }
 
@@ -196,7 +245,35 @@ struct TypeOnly {
 }
 
 fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {
-    serde_json::from_str(data).map_err(|error| DecodeError::Invalid(format!("{event_type}: data: {error}")))
+    serde_json::from_str(data).map_err(|error| DecodeError::Invalid(invalid_data_reason::<T>(event_type, data, error)))
+}
+
+/// Why a payload was refused. An identifier's check knows the value but not the field
+/// it is in, so a refused identifier is named by decoding again with its path tracked:
+/// only on this error path, so valid events pay nothing for it.
+fn invalid_data_reason<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str, error: serde_json::Error) -> String {
+    let mut deserializer = serde_json::Deserializer::from_str(data);
+    if let Err(tracked) = serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
+        if let Some(id_error) = id_error_of(tracked.inner()) {
+            return format!("{event_type}: data: {} {id_error}", tracked.path());
+        }
+    }
+    format!("{event_type}: data: {error}")
+}
+
+/// The identifier check that refused a payload, if that is what did: serde carries our
+/// error only as its message (followed by the position).
+fn id_error_of(error: &serde_json::Error) -> Option<IdError> {
+    if !error.is_data() {
+        return None;
+    }
+    let text = error.to_string();
+    let message = text.strip_suffix(&format!(" at line {} column {}", error.line(), error.column())).unwrap_or(&text);
+    if message == IdError::Empty.to_string() {
+        return Some(IdError::Empty);
+    }
+    let length = message.strip_prefix("is ")?.strip_suffix(&format!(" bytes, longer than {MAX_ID_BYTES}"))?.parse().ok()?;
+    Some(IdError::TooLong(length))
 }
 
 /// Decodes the payload of a known type.
@@ -226,77 +303,14 @@ pub fn decode_data(event_type: &str, data: &str) -> Result<Event, DecodeError> {
         "team_action_item.deleted" => Event::TeamActionItemDeleted(parse(event_type, data)?),
         other => return Err(DecodeError::UnknownType(other.to_string())),
     };
-    check_ids(event_type, &event)?;
     Ok(event)
-}
-
-/// The longest identifier an event may carry, in bytes. Identifiers become parts of the
-/// read model's keys (a key holds up to four of them, and both stores bound key sizes),
-/// so a longer one is refused with the event, named, instead of failing its write.
-pub const MAX_ID_BYTES: usize = 256;
-
-/// Every identifier of the event, with its field name, is 1 to [`MAX_ID_BYTES`] bytes:
-/// an empty one names nothing (no request could ask for it: a path segment or filter is
-/// at least one byte), so the event is refused rather than projected under it.
-fn check_ids(event_type: &str, event: &Event) -> Result<(), DecodeError> {
-    let mut ids: Vec<(&str, &str)> = Vec::with_capacity(8);
-    match event {
-        Event::AccountUpserted(e) => ids.push(("account_id", &e.account_id)),
-        Event::TokenCreated(e) => ids.extend([("account_id", e.account_id.as_str()), ("token_id", &e.token_id)]),
-        Event::TokenRevoked(e) => ids.extend([("account_id", e.account_id.as_str()), ("token_id", &e.token_id)]),
-        Event::MeetingUpserted(e) => {
-            let meeting = &e.meeting;
-            ids.extend([("account_id", e.account_id.as_str()), ("meeting.id", &meeting.id), ("meeting.note.id", &meeting.note.id)]);
-            ids.extend(meeting.series_id.as_deref().map(|id| ("meeting.series_id", id)));
-            ids.extend(meeting.note.template_id.as_deref().map(|id| ("meeting.note.template_id", id)));
-            for summary in &meeting.summaries {
-                ids.push(("meeting.summaries[].id", &summary.id));
-                ids.extend(summary.template_id.as_deref().map(|id| ("meeting.summaries[].template_id", id)));
-            }
-            ids.extend(meeting.participants.iter().map(|participant| ("meeting.participants[].human_id", participant.human_id.as_str())));
-            for item in &meeting.action_items {
-                ids.push(("meeting.action_items[].id", &item.id));
-                ids.extend(item.assignee_human_id.as_deref().map(|id| ("meeting.action_items[].assignee_human_id", id)));
-            }
-        }
-        Event::MeetingTranscriptSet(e) => {
-            ids.extend([("account_id", e.account_id.as_str()), ("meeting_id", &e.meeting_id)]);
-            ids.extend(e.transcript.segments.iter().map(|segment| ("transcript.segments[].id", segment.id.as_str())));
-        }
-        Event::MeetingDeleted(e) => ids.extend([("account_id", e.account_id.as_str()), ("meeting_id", &e.meeting_id)]),
-        Event::ActionItemUpserted(e) => {
-            ids.extend([("account_id", e.account_id.as_str()), ("item.id", &e.item.id)]);
-            ids.extend(e.item.assignee_human_id.as_deref().map(|id| ("item.assignee_human_id", id)));
-        }
-        Event::ActionItemDeleted(e) => ids.extend([("account_id", e.account_id.as_str()), ("item_id", &e.item_id)]),
-        Event::TeamUpserted(e) => ids.push(("team.id", &e.team.id)),
-        Event::TeamDeleted(e) => ids.push(("team_id", &e.team_id)),
-        Event::TeamMemberUpserted(e) => ids.extend([("team_id", e.team_id.as_str()), ("account_id", &e.account_id)]),
-        Event::TeamMemberRemoved(e) => ids.extend([("team_id", e.team_id.as_str()), ("account_id", &e.account_id)]),
-        Event::NoteShared(e) => {
-            let share = &e.share;
-            ids.extend([("share.id", share.id.as_str()), ("share.owner_account_id", &share.owner_account_id)]);
-            ids.extend(share.team.as_ref().map(|team| ("share.team.id", team.id.as_str())));
-            ids.extend(share.recipient_account_ids.iter().map(|id| ("share.recipient_account_ids[]", id.as_str())));
-        }
-        Event::NoteUnshared(e) => ids.push(("share_id", &e.share_id)),
-        Event::TeamActionItemUpserted(e) => {
-            ids.extend([("team_id", e.team_id.as_str()), ("item.id", &e.item.id), ("item.shared_note.id", &e.item.shared_note.id)]);
-        }
-        Event::TeamActionItemDeleted(e) => ids.extend([("team_id", e.team_id.as_str()), ("item_id", &e.item_id)]),
-    }
-    match ids.into_iter().find(|(_, id)| id.is_empty() || id.len() > MAX_ID_BYTES) {
-        Some((field, "")) => Err(DecodeError::Invalid(format!("{event_type}: data: {field} is empty"))),
-        Some((field, id)) => Err(DecodeError::Invalid(format!("{event_type}: data: {field} is {} bytes, longer than {MAX_ID_BYTES}", id.len()))),
-        None => Ok(()),
-    }
 }
 
 // ---- accounts -------------------------------------------------------------------
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AccountUpserted {
-    pub account_id: String,
+    pub account_id: Id,
     /// null: the account has no active plan.
     #[serde(default)]
     pub plan: Option<Plan>,
@@ -313,8 +327,8 @@ pub struct Plan {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TokenCreated {
-    pub account_id: String,
-    pub token_id: String,
+    pub account_id: Id,
+    pub token_id: Id,
     pub name: String,
     /// Lowercase hex SHA-256 of the whole token string, prefix included.
     pub token_sha256: String,
@@ -323,8 +337,8 @@ pub struct TokenCreated {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TokenRevoked {
-    pub account_id: String,
-    pub token_id: String,
+    pub account_id: Id,
+    pub token_id: Id,
     pub revoked_at: Timestamp,
 }
 
@@ -332,14 +346,14 @@ pub struct TokenRevoked {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeetingUpserted {
-    pub account_id: String,
+    pub account_id: Id,
     pub meeting: Meeting,
 }
 
 /// The whole meeting but its transcript.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Meeting {
-    pub id: String,
+    pub id: Id,
     pub title: String,
     pub kind: String,
     pub status: String,
@@ -348,7 +362,7 @@ pub struct Meeting {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     #[serde(default)]
-    pub series_id: Option<String>,
+    pub series_id: Option<Id>,
     pub timezone: String,
     pub language: String,
     pub note: Document,
@@ -359,12 +373,12 @@ pub struct Meeting {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Document {
-    pub id: String,
+    pub id: Id,
     /// note, summary or template_output.
     pub kind: String,
     pub title: String,
     #[serde(default)]
-    pub template_id: Option<String>,
+    pub template_id: Option<Id>,
     pub text: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -372,7 +386,7 @@ pub struct Document {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Participant {
-    pub human_id: String,
+    pub human_id: Id,
     pub name: String,
     pub email: String,
     #[serde(default)]
@@ -414,11 +428,11 @@ impl ActionItemStatus {
 /// GET /action-items.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionItem {
-    pub id: String,
+    pub id: Id,
     pub text: String,
     pub status: ActionItemStatus,
     #[serde(default)]
-    pub assignee_human_id: Option<String>,
+    pub assignee_human_id: Option<Id>,
     #[serde(default)]
     pub due_at: Option<Timestamp>,
     #[serde(default)]
@@ -428,8 +442,8 @@ pub struct ActionItem {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeetingTranscriptSet {
-    pub account_id: String,
-    pub meeting_id: String,
+    pub account_id: Id,
+    pub meeting_id: Id,
     pub transcript: Transcript,
 }
 
@@ -444,7 +458,7 @@ pub struct Transcript {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Segment {
-    pub id: String,
+    pub id: Id,
     /// mic, speaker or mixed.
     pub track: String,
     pub start_ms: i64,
@@ -462,20 +476,20 @@ pub struct Word {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeetingDeleted {
-    pub account_id: String,
-    pub meeting_id: String,
+    pub account_id: Id,
+    pub meeting_id: Id,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionItemUpserted {
-    pub account_id: String,
+    pub account_id: Id,
     pub item: ActionItem,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionItemDeleted {
-    pub account_id: String,
-    pub item_id: String,
+    pub account_id: Id,
+    pub item_id: Id,
 }
 
 // ---- teams and sharing ----------------------------------------------------------
@@ -487,7 +501,7 @@ pub struct TeamUpserted {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Team {
-    pub id: String,
+    pub id: Id,
     pub name: String,
     /// null: no active plan.
     #[serde(default)]
@@ -498,20 +512,20 @@ pub struct Team {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamDeleted {
-    pub team_id: String,
+    pub team_id: Id,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamMemberUpserted {
-    pub team_id: String,
-    pub account_id: String,
+    pub team_id: Id,
+    pub account_id: Id,
     pub role: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamMemberRemoved {
-    pub team_id: String,
-    pub account_id: String,
+    pub team_id: Id,
+    pub account_id: Id,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -521,9 +535,9 @@ pub struct NoteShared {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Share {
-    pub id: String,
+    pub id: Id,
     pub title: String,
-    pub owner_account_id: String,
+    pub owner_account_id: Id,
     pub owner_name: String,
     /// viewer, commenter or editor.
     pub access: String,
@@ -531,31 +545,31 @@ pub struct Share {
     /// null: shared directly with `recipient_account_ids`.
     #[serde(default)]
     pub team: Option<TeamRef>,
-    pub recipient_account_ids: Vec<String>,
+    pub recipient_account_ids: Vec<Id>,
     /// The shared version: the note and its summary.
     pub text: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamRef {
-    pub id: String,
+    pub id: Id,
     pub name: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NoteUnshared {
-    pub share_id: String,
+    pub share_id: Id,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamActionItemUpserted {
-    pub team_id: String,
+    pub team_id: Id,
     pub item: TeamActionItem,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamActionItem {
-    pub id: String,
+    pub id: Id,
     pub text: String,
     pub status: ActionItemStatus,
     #[serde(default)]
@@ -569,12 +583,12 @@ pub struct TeamActionItem {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SharedNoteRef {
-    pub id: String,
+    pub id: Id,
     pub title: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamActionItemDeleted {
-    pub team_id: String,
-    pub item_id: String,
+    pub team_id: Id,
+    pub item_id: Id,
 }

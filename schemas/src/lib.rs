@@ -1,13 +1,18 @@
 //! The contracts of recap, in code: the events of `docs/events.md` as Rust types
-//! with strict validation, their JSON Schema documents (`schemas/events/*.json`,
-//! generated from those types and checked against them by the tests), and the paths of
-//! the other contract files kept here: the CQL DDL of the read model (`schemas/cql/`)
-//! and the OpenAPI document of REST v1 (`schemas/openapi.json`).
+//! with strict validation (identifiers are [`Id`]s, bounded once where they are made),
+//! typed builders of those events ([`build`]) for the code that writes them, their JSON
+//! Schema documents (`schemas/events/*.json`, generated from those types and checked
+//! against them by the tests), and the paths of the other contract files kept here: the
+//! CQL DDL of the read model (`schemas/cql/`) and the OpenAPI document of REST v1
+//! (`schemas/openapi.json`).
 
+pub mod build;
 pub mod events;
+pub mod id;
 pub mod timestamp;
 
 pub use events::*;
+pub use id::{Id, IdError, MAX_ID_BYTES};
 pub use timestamp::Timestamp;
 
 /// The JSON Schema of one envelope type, generated from the Rust types.
@@ -45,7 +50,7 @@ pub fn envelope_schema(event_type: &str) -> Option<serde_json::Value> {
         "type": "object",
         "required": ["id", "type", "version", "occurred_at", "data"],
         "properties": {
-            "id": {"type": "string", "description": "unique event id (a UUID)"},
+            "id": {"type": "string", "minLength": 1, "description": "unique event id (a UUID)"},
             "type": {"const": event_type},
             "version": {"type": "integer", "minimum": 1, "maximum": events::MAX_VERSION},
             "occurred_at": {"$ref": "#/$defs/Timestamp"},

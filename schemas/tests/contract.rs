@@ -28,6 +28,21 @@ fn every_example_of_the_contract_parses() {
     }
 }
 
+// Producers and tests write events with `Envelope::to_line`: what it writes is the
+// contract's envelope, and reads back as the same event.
+#[test]
+fn every_example_round_trips_through_its_json_line() {
+    for example in examples() {
+        let envelope = decode(&example).unwrap();
+        let line = envelope.to_line();
+        let written: Value = serde_json::from_str(&line).unwrap();
+        let keys: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["data", "id", "occurred_at", "type", "version"], "{line}");
+        assert_eq!(written["type"], example["type"]);
+        assert_eq!(Envelope::decode(line.as_bytes()), Ok(envelope), "{line}");
+    }
+}
+
 /// Resolves `$ref` and the `anyOf [X, null]` schemars writes for Option<X>.
 fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
     if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {

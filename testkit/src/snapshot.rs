@@ -29,66 +29,66 @@ impl Universe {
         for envelope in envelopes {
             match &envelope.event {
                 Event::AccountUpserted(event) => {
-                    universe.accounts.insert(event.account_id.clone());
+                    universe.accounts.insert(event.account_id.to_string());
                 }
                 Event::TokenCreated(event) => {
-                    universe.accounts.insert(event.account_id.clone());
+                    universe.accounts.insert(event.account_id.to_string());
                     universe.token_hashes.insert(event.token_sha256.clone());
                 }
                 Event::TokenRevoked(event) => {
-                    universe.accounts.insert(event.account_id.clone());
+                    universe.accounts.insert(event.account_id.to_string());
                 }
                 Event::MeetingUpserted(event) => {
-                    universe.accounts.insert(event.account_id.clone());
-                    universe.meetings.insert(event.meeting.id.clone());
-                    universe.series.extend(event.meeting.series_id.clone());
+                    universe.accounts.insert(event.account_id.to_string());
+                    universe.meetings.insert(event.meeting.id.to_string());
+                    universe.series.extend(event.meeting.series_id.as_deref().map(str::to_string));
                     universe.words.extend(words(&event.meeting.title));
                     for item in &event.meeting.action_items {
-                        universe.assignees.extend(item.assignee_human_id.clone());
+                        universe.assignees.extend(item.assignee_human_id.as_deref().map(str::to_string));
                     }
                 }
                 Event::MeetingTranscriptSet(event) => {
-                    universe.meetings.insert(event.meeting_id.clone());
+                    universe.meetings.insert(event.meeting_id.to_string());
                 }
                 Event::MeetingDeleted(event) => {
-                    universe.meetings.insert(event.meeting_id.clone());
+                    universe.meetings.insert(event.meeting_id.to_string());
                 }
                 Event::ActionItemUpserted(event) => {
-                    universe.accounts.insert(event.account_id.clone());
-                    universe.assignees.extend(event.item.assignee_human_id.clone());
+                    universe.accounts.insert(event.account_id.to_string());
+                    universe.assignees.extend(event.item.assignee_human_id.as_deref().map(str::to_string));
                 }
                 Event::ActionItemDeleted(_) => {}
                 Event::TeamUpserted(event) => {
-                    universe.teams.insert(event.team.id.clone());
+                    universe.teams.insert(event.team.id.to_string());
                 }
                 Event::TeamDeleted(event) => {
-                    universe.teams.insert(event.team_id.clone());
+                    universe.teams.insert(event.team_id.to_string());
                 }
                 Event::TeamMemberUpserted(event) => {
-                    universe.teams.insert(event.team_id.clone());
-                    universe.accounts.insert(event.account_id.clone());
+                    universe.teams.insert(event.team_id.to_string());
+                    universe.accounts.insert(event.account_id.to_string());
                 }
                 Event::TeamMemberRemoved(event) => {
-                    universe.teams.insert(event.team_id.clone());
-                    universe.accounts.insert(event.account_id.clone());
+                    universe.teams.insert(event.team_id.to_string());
+                    universe.accounts.insert(event.account_id.to_string());
                 }
                 Event::NoteShared(event) => {
-                    universe.shares.insert(event.share.id.clone());
-                    universe.accounts.insert(event.share.owner_account_id.clone());
-                    universe.accounts.extend(event.share.recipient_account_ids.iter().cloned());
+                    universe.shares.insert(event.share.id.to_string());
+                    universe.accounts.insert(event.share.owner_account_id.to_string());
+                    universe.accounts.extend(event.share.recipient_account_ids.iter().map(|id| id.to_string()));
                     universe.words.extend(words(&event.share.title));
                     if let Some(team) = &event.share.team {
-                        universe.teams.insert(team.id.clone());
+                        universe.teams.insert(team.id.to_string());
                     }
                 }
                 Event::NoteUnshared(event) => {
-                    universe.shares.insert(event.share_id.clone());
+                    universe.shares.insert(event.share_id.to_string());
                 }
                 Event::TeamActionItemUpserted(event) => {
-                    universe.teams.insert(event.team_id.clone());
+                    universe.teams.insert(event.team_id.to_string());
                 }
                 Event::TeamActionItemDeleted(event) => {
-                    universe.teams.insert(event.team_id.clone());
+                    universe.teams.insert(event.team_id.to_string());
                 }
             }
         }

@@ -159,20 +159,15 @@ pub fn seed_events() -> Vec<String> {
         token_created("acc_flow", "tok_revoked", REVOKED_PAT, 1),
         token_revoked("acc_flow", "tok_revoked", 2),
     ];
-    let mut weekly_1 = MeetingSpec::new("acc_flow", "mtg_weekly_1", "Weekly sync", 10);
-    weekly_1.series_id = Some("ser_weekly");
-    weekly_1.items = vec![item("ai_todo", "todo", Some("hum_1"), 10), item("ai_done", "done", None, 11)];
-    lines.push(weekly_1.event(1));
-    let mut weekly_2 = MeetingSpec::new("acc_flow", "mtg_weekly_2", "Weekly sync", 20);
-    weekly_2.series_id = Some("ser_weekly");
-    weekly_2.items = vec![item("ai_doing", "in_progress", None, 20)];
-    lines.push(weekly_2.event(1));
-    let mut budget = MeetingSpec::new("acc_flow", "mtg_budget", "Budget planning", 30);
-    budget.summary = "Quarterly budget numbers agreed";
-    lines.push(budget.event(1));
+    let weekly_1_items = [item("ai_todo", "todo", Some("hum_1"), 10), item("ai_done", "done", None, 11)];
+    lines.push(meeting_draft("acc_flow", "mtg_weekly_1", "Weekly sync", 10).series_id(Some("ser_weekly")).action_items(weekly_1_items).to_line());
+    let weekly_2_items = [item("ai_doing", "in_progress", None, 20)];
+    lines.push(meeting_draft("acc_flow", "mtg_weekly_2", "Weekly sync", 20).series_id(Some("ser_weekly")).action_items(weekly_2_items).to_line());
+    let budget = meeting_draft("acc_flow", "mtg_budget", "Budget planning", 30);
+    lines.push(budget.with(|event| event.meeting.summaries[0].text = "Quarterly budget numbers agreed".into()).to_line());
     for index in 0..25 {
         let id = format!("mtg_standup_{index:02}");
-        lines.push(MeetingSpec::new("acc_flow", &id, &format!("Standup {index}"), 100 + index).event(1));
+        lines.push(meeting("acc_flow", &id, &format!("Standup {index}"), 100 + index, 1));
     }
     lines.push(meeting("acc_other", "mtg_foreign", "Other account's budget", 40, 1));
     lines.push(transcript("acc_flow", "mtg_weekly_1", "Hello team budget", Some(vec![word("Hello", 0), word("team", 300), word("budget", 600)]), 2));
@@ -181,42 +176,16 @@ pub fn seed_events() -> Vec<String> {
     lines.push(team("team_design", "Design", Some("business"), true, 1));
     lines.push(member("team_design", "acc_flow", 1));
     lines.push(
-        ShareSpec {
-            id: "shr_team",
-            title: "Q3 planning",
-            owner_account_id: "acc_other",
-            team: Some(("team_design", "Design")),
-            recipients: vec![],
-            text: "Q3 planning\nDecisions\nThe budget for Q3 is approved.",
-            published_minute: 60,
-        }
-        .event(1),
+        share("shr_team", "acc_other", 60)
+            .title("Q3 planning")
+            .team(Some(("team_design", "Design")))
+            .text("Q3 planning\nDecisions\nThe budget for Q3 is approved.")
+            .version(1)
+            .to_line(),
     );
     let long_text = "é".repeat(13_000);
-    lines.push(
-        ShareSpec {
-            id: "shr_long",
-            title: "Long notes",
-            owner_account_id: "acc_other",
-            team: None,
-            recipients: vec!["acc_flow"],
-            text: &long_text,
-            published_minute: 61,
-        }
-        .event(1),
-    );
-    lines.push(
-        ShareSpec {
-            id: "shr_private",
-            title: "Not for you",
-            owner_account_id: "acc_other",
-            team: None,
-            recipients: vec!["acc_ent"],
-            text: "budget secret",
-            published_minute: 62,
-        }
-        .event(1),
-    );
+    lines.push(share("shr_long", "acc_other", 61).title("Long notes").recipients(["acc_flow"]).text(&long_text).version(1).to_line());
+    lines.push(share("shr_private", "acc_other", 62).title("Not for you").recipients(["acc_ent"]).text("budget secret").version(1).to_line());
     lines
 }
 

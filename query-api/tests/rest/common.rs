@@ -19,8 +19,9 @@ use recap_access::{InProcessLimiter, Limiter, ManualClock, Plans};
 use recap_query_api::{router, RestConfig, RestState};
 use recap_readmodel::table::Table;
 use recap_readmodel::{Batch, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
-use recap_schemas::Timestamp;
-use serde_json::{json, Value};
+use recap_schemas::build::{Draft, Epoch, Events};
+use recap_schemas::{AccountUpserted, ActionItem, ActionItemStatus, MeetingUpserted, Timestamp};
+use serde_json::Value;
 use tower::ServiceExt;
 
 #[path = "../../../tests/common/remote.rs"]
@@ -39,103 +40,121 @@ pub const SMALL_QUOTA: &str = "svc_pat_small_0123456789";
 /// The instant the tests' clock starts at.
 pub const NOW: &str = "2026-11-20T10:00:00Z";
 
+/// The suite's events: times count from 2026-11-01T00:00:00Z, envelope ids from a counter.
+pub const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_793_491_200));
+
 pub fn ts(minute: i64) -> String {
-    Timestamp(Timestamp::parse("2026-11-01T00:00:00Z").unwrap().micros() + minute * 60_000_000).to_rfc3339()
+    EVENTS.minute(minute).to_rfc3339()
 }
 
-pub fn event(event_type: &str, version: u64, data: Value) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let id = format!("00000000-0000-4000-8000-{:012}", NEXT.fetch_add(1, Ordering::Relaxed));
-    json!({"id": id, "type": event_type, "version": version, "occurred_at": ts(0), "data": data}).to_string()
+/// An account on `tier` (none: no plan), its billing cycle anchored on January 15th.
+pub fn account_draft(account_id: &str, tier: Option<&str>, quota: Option<u64>) -> Draft<AccountUpserted> {
+    let account = EVENTS.account(account_id);
+    match tier {
+        Some(tier) => account.plan(tier, quota, Timestamp::parse("2026-01-15T00:00:00Z").unwrap()),
+        None => account,
+    }
 }
 
 pub fn account(account_id: &str, tier: Option<&str>, quota: Option<u64>) -> String {
-    let plan = tier.map(|tier| json!({"tier": tier, "api_quota": quota, "billing_cycle_anchor": "2026-01-15T00:00:00Z"}));
-    event("account.upserted", 1, json!({"account_id": account_id, "plan": plan}))
+    account_draft(account_id, tier, quota).to_line()
 }
 
 pub fn token(account_id: &str, token_id: &str, token: &str) -> String {
-    event(
-        "token.created",
-        1,
-        json!({"account_id": account_id, "token_id": token_id, "name": "script", "token_sha256": recap_access::token_sha256(token), "created_at": ts(0)}),
-    )
+    EVENTS.token_created(account_id, token_id, recap_access::token_sha256(token)).name("script").to_line()
 }
 
 pub fn revoke(account_id: &str, token_id: &str) -> String {
-    event("token.revoked", 2, json!({"account_id": account_id, "token_id": token_id, "revoked_at": ts(1)}))
+    EVENTS.token_revoked(account_id, token_id).revoked_at(EVENTS.minute(1)).version(2).to_line()
 }
 
-pub fn item(item_id: &str, status: &str, assignee: Option<&str>, created_minute: i64) -> Value {
-    json!({"id": item_id, "text": format!("do {item_id}"), "status": status, "assignee_human_id": assignee, "due_at": null, "completed_at": null, "created_at": ts(created_minute)})
+/// An action item `do {item_id}`.
+pub fn item(item_id: &str, status: &str, assignee: Option<&str>, created_minute: i64) -> ActionItem {
+    let status = ActionItemStatus::parse(status).unwrap();
+    EVENTS.item(item_id).status(status).assignee(assignee).created_at(EVENTS.minute(created_minute)).into()
 }
 
-pub fn meeting(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, items: Vec<Value>) -> String {
-    event(
-        "meeting.upserted",
-        1,
-        json!({"account_id": account_id, "meeting": {
-            "id": meeting_id, "title": title, "kind": "call", "status": "done",
-            "started_at": ts(created_minute), "ended_at": ts(created_minute + 30), "created_at": ts(created_minute), "updated_at": ts(created_minute + 31),
-            "series_id": if created_minute % 20 == 10 { json!("ser_1") } else { json!(null) }, "timezone": "Europe/Berlin", "language": "en",
-            "note": {"id": format!("{meeting_id}_note"), "kind": "note", "title": title, "template_id": null, "text": format!("{title}\nAgenda"), "created_at": ts(created_minute), "updated_at": ts(created_minute)},
-            "summaries": [{"id": format!("{meeting_id}_sum"), "kind": "template_output", "title": "Summary", "template_id": "tpl_1", "text": format!("summary of {title}"), "created_at": ts(created_minute), "updated_at": ts(created_minute)}],
-            "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
-            "action_items": items}}),
-    )
+/// A 30-minute call in Berlin (of the series `ser_1` when created at minute 10, 30, …)
+/// with its note, a template summary "summary of {title}" and Ada as participant.
+pub fn meeting_draft(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, items: Vec<ActionItem>) -> Draft<MeetingUpserted> {
+    let created = EVENTS.minute(created_minute);
+    EVENTS
+        .meeting(account_id, meeting_id)
+        .title(title)
+        .times(created)
+        .ended_at(EVENTS.minute(created_minute + 30))
+        .updated_at(EVENTS.minute(created_minute + 31))
+        .series_id((created_minute % 20 == 10).then_some("ser_1"))
+        .timezone("Europe/Berlin")
+        .note(EVENTS.note(format!("{meeting_id}_note")).title(title).text(format!("{title}\nAgenda")).times(created))
+        .summaries([EVENTS
+            .summary(format!("{meeting_id}_sum"))
+            .kind("template_output")
+            .template_id(Some("tpl_1"))
+            .text(format!("summary of {title}"))
+            .times(created)])
+        .participants([EVENTS.participant("hum_1")])
+        .action_items(items)
+}
+
+pub fn meeting(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, items: Vec<ActionItem>) -> String {
+    meeting_draft(account_id, meeting_id, title, created_minute, items).to_line()
 }
 
 pub fn transcript(account_id: &str, meeting_id: &str) -> String {
-    event(
-        "meeting.transcript_set",
-        2,
-        json!({"account_id": account_id, "meeting_id": meeting_id, "transcript": {"text": "Hello there", "segments": [
-            {"id": "seg_1", "track": "mic", "start_ms": 0, "end_ms": 4200, "text": "Hello"},
-            {"id": "seg_2", "track": "speaker", "start_ms": 4200, "end_ms": 5000, "text": "there"}],
-            "words": [{"text": "Hello", "start_ms": 0, "end_ms": 350, "track": "mic"}]}}),
-    )
+    EVENTS
+        .transcript(account_id, meeting_id, "Hello there")
+        .segment("seg_1", "mic", 0, 4200, "Hello")
+        .segment("seg_2", "speaker", 4200, 5000, "there")
+        .words(Some(vec![EVENTS.word("Hello", 0, 350, "mic")]))
+        .version(2)
+        .to_line()
 }
 
 pub fn delete_meeting(account_id: &str, meeting_id: &str) -> String {
-    event("meeting.deleted", 9, json!({"account_id": account_id, "meeting_id": meeting_id}))
+    EVENTS.meeting_deleted(account_id, meeting_id).version(9).to_line()
 }
 
-pub fn standalone_item(account_id: &str, item: Value) -> String {
-    event("action_item.upserted", 1, json!({"account_id": account_id, "item": item}))
+pub fn standalone_item(account_id: &str, item: ActionItem) -> String {
+    EVENTS.action_item(account_id, item).to_line()
 }
 
+/// A collaborating team; one that includes team action items is on the business plan.
 pub fn team(team_id: &str, name: &str, includes_items: bool) -> String {
-    event(
-        "team.upserted",
-        1,
-        json!({"team": {"id": team_id, "name": name, "plan": if includes_items { json!("business") } else { json!(null) }, "can_collaborate": true, "includes_team_action_items": includes_items}}),
-    )
+    let plan = includes_items.then_some("business");
+    EVENTS.team(team_id, name).plan(plan).can_collaborate(true).includes_team_action_items(includes_items).to_line()
 }
 
 pub fn member(team_id: &str, account_id: &str) -> String {
-    event("team_member.upserted", 1, json!({"team_id": team_id, "account_id": account_id, "role": "member"}))
+    EVENTS.member(team_id, account_id).to_line()
 }
 
 pub fn remove_member(team_id: &str, account_id: &str) -> String {
-    event("team_member.removed", 2, json!({"team_id": team_id, "account_id": account_id}))
+    EVENTS.member_removed(team_id, account_id).version(2).to_line()
 }
 
+/// A share for viewers by "owner {owner}", its text the title and "shared text".
 pub fn share(share_id: &str, owner: &str, team: Option<(&str, &str)>, recipients: &[&str], title: &str, published_minute: i64) -> String {
-    event(
-        "note.shared",
-        1,
-        json!({"share": {"id": share_id, "title": title, "owner_account_id": owner, "owner_name": format!("owner {owner}"), "access": "viewer",
-            "published_at": ts(published_minute), "team": team.map(|(id, name)| json!({"id": id, "name": name})),
-            "recipient_account_ids": recipients, "text": format!("{title}\nshared text")}}),
-    )
+    EVENTS
+        .share(share_id, owner)
+        .title(title)
+        .owner_name(format!("owner {owner}"))
+        .published_at(EVENTS.minute(published_minute))
+        .team(team)
+        .recipients(recipients)
+        .text(format!("{title}\nshared text"))
+        .to_line()
 }
 
+/// A team action item `team {item_id}` for Grace, from the shared note `shr_team`.
 pub fn team_item(team_id: &str, item_id: &str, status: &str, created_minute: i64) -> String {
-    event(
-        "team_action_item.upserted",
-        1,
-        json!({"team_id": team_id, "item": {"id": item_id, "text": format!("team {item_id}"), "status": status, "due_at": null, "assignee": "Grace", "owner_name": "Ada", "created_at": ts(created_minute), "shared_note": {"id": "shr_team", "title": "Team plan"}}}),
-    )
+    EVENTS
+        .team_item(team_id, item_id)
+        .text(format!("team {item_id}"))
+        .status(ActionItemStatus::parse(status).unwrap())
+        .created_at(EVENTS.minute(created_minute))
+        .shared_note("shr_team", "Team plan")
+        .to_line()
 }
 
 /// The standard world: accounts in every plan situation, two accounts with meetings,

@@ -107,15 +107,9 @@ async fn auth_8_the_plan_is_checked_on_every_request() {
     // "The plan is checked on every request."
     let mut world = World::standard().await;
     assert_eq!(world.get("/v1/teams", ALICE).await.status, 200);
-    world.apply(&[event("account.upserted", 2, serde_json::json!({"account_id": "acc_a", "plan": null}))]).await;
+    world.apply(&[account_draft("acc_a", None, None).version(2).to_line()]).await;
     world.get("/v1/teams", ALICE).await.assert_error(402, "no_plan", &[]);
-    world
-        .apply(&[event(
-            "account.upserted",
-            3,
-            serde_json::json!({"account_id": "acc_a", "plan": {"tier": "free", "api_quota": null, "billing_cycle_anchor": "2026-01-15T00:00:00Z"}}),
-        )])
-        .await;
+    world.apply(&[account_draft("acc_a", Some("free"), None).version(3).to_line()]).await;
     world.get("/v1/teams", ALICE).await.assert_error(402, "feature_not_included", &["feature"]);
 }
 

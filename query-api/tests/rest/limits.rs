@@ -41,7 +41,7 @@ async fn limits_3_plan_uncovered_requests_do_not_count() {
     // "Requests that the plan does not cover do not count."
     let mut world = World::standard().await;
     assert_eq!(world.get("/v1/teams", ALICE).await.remaining(), 49_999);
-    world.apply(&[event("account.upserted", 2, serde_json::json!({"account_id": "acc_a", "plan": null}))]).await;
+    world.apply(&[account_draft("acc_a", None, None).version(2).to_line()]).await;
     for _ in 0..3 {
         world.get("/v1/teams", ALICE).await.assert_error(402, "no_plan", &[]);
     }
@@ -50,11 +50,7 @@ async fn limits_3_plan_uncovered_requests_do_not_count() {
 }
 
 fn account_v(account_id: &str, version: u64) -> String {
-    event(
-        "account.upserted",
-        version,
-        serde_json::json!({"account_id": account_id, "plan": {"tier": "flow", "api_quota": null, "billing_cycle_anchor": "2026-01-15T00:00:00Z"}}),
-    )
+    account_draft(account_id, Some("flow"), None).version(version).to_line()
 }
 
 #[tokio::test]

@@ -121,12 +121,14 @@ async fn every_identifier_a_list_shows_can_be_asked_for_up_to_the_events_256_byt
     let meeting_id = format!("{}x\u{1}", "é".repeat(127));
     let assignee = format!("{}\n", "h".repeat(255));
     assert_eq!((meeting_id.len(), assignee.len()), (256, 256));
-    let mut event: Value = serde_json::from_str(&meeting("acc_a", &meeting_id, "Long ids", 60, vec![item("ai_long", "todo", Some(&assignee), 60)])).unwrap();
-    let data = &mut event["data"]["meeting"];
-    data["note"]["id"] = json!("doc_long_note");
-    data["summaries"][0]["id"] = json!("doc_long_sum");
+    // The documents' ids would outgrow the bound as `{meeting_id}_note`: their own.
+    let event = meeting_draft("acc_a", "mtg_long", "Long ids", 60, vec![item("ai_long", "todo", Some(&assignee), 60)]).with(|event| {
+        event.meeting.id = recap_schemas::build::id(&meeting_id);
+        event.meeting.note.id = recap_schemas::build::id("doc_long_note");
+        event.meeting.summaries[0].id = recap_schemas::build::id("doc_long_sum");
+    });
     let mut events = standard_events();
-    events.push(event.to_string());
+    events.push(event.to_line());
     let world = World::new(&events).await;
 
     assert_eq!(world.get("/v1/meetings?limit=1", ALICE).await.ids(), std::slice::from_ref(&meeting_id));

@@ -1,4 +1,4 @@
-//! Event builders and store helpers shared by the read-model tests.
+//! Events (from `recap_schemas::build`) and store helpers shared by the read-model tests.
 
 #![allow(dead_code)]
 
@@ -6,60 +6,80 @@ use std::sync::Arc;
 
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::{Batch, Driver, ReadModel};
-use recap_schemas::Envelope;
-use serde_json::{json, Value};
+use recap_schemas::build::{Draft, Epoch, Events};
+use recap_schemas::{
+    AccountUpserted, ActionItem, ActionItemStatus, Envelope, MeetingUpserted, NoteShared, TeamActionItemUpserted, TeamUpserted, TokenCreated, TokenRevoked,
+};
 
-pub fn ts(minute: i64) -> String {
-    recap_schemas::Timestamp(1_790_000_000_000_000 + minute * 60_000_000).to_rfc3339()
+/// The suite's events: times count from 2026-09-21T14:13:20Z, envelope ids from a counter.
+pub const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_790_000_000));
+
+/// An account on `tier` (none: no plan), anchored at the epoch, at the tier's quota.
+pub fn account(account_id: &str, tier: Option<&str>) -> Draft<AccountUpserted> {
+    let account = EVENTS.account(account_id);
+    match tier {
+        Some(tier) => account.plan(tier, None, EVENTS.minute(0)),
+        None => account,
+    }
 }
 
-pub fn envelope(event_type: &str, version: u64, data: Value) -> Envelope {
-    let line = json!({"id": uuid(), "type": event_type, "version": version, "occurred_at": ts(0), "data": data}).to_string();
-    Envelope::decode(line.as_bytes()).unwrap_or_else(|error| panic!("{error}: {line}"))
+pub fn token_created(account_id: &str, token_id: impl AsRef<str>, token_sha256: &str) -> Draft<TokenCreated> {
+    EVENTS.token_created(account_id, token_id, token_sha256).name("n")
 }
 
-fn uuid() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("00000000-0000-4000-8000-{:012}", NEXT.fetch_add(1, Ordering::Relaxed))
+pub fn token_revoked(account_id: &str, token_id: impl AsRef<str>) -> Draft<TokenRevoked> {
+    EVENTS.token_revoked(account_id, token_id).revoked_at(EVENTS.minute(1))
 }
 
-pub fn account(account_id: &str, tier: Option<&str>) -> Value {
-    let plan = tier.map(|tier| json!({"tier": tier, "api_quota": null, "billing_cycle_anchor": ts(0)}));
-    json!({"account_id": account_id, "plan": plan})
+/// A 30-minute call created at `created_minute`, with its note, the summary "summary of
+/// {title}" and Ada as participant.
+pub fn meeting(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, series: Option<&str>, items: Vec<ActionItem>) -> Draft<MeetingUpserted> {
+    let created = EVENTS.minute(created_minute);
+    EVENTS
+        .meeting(account_id, meeting_id)
+        .title(title)
+        .times(created)
+        .ended_at(EVENTS.minute(created_minute + 30))
+        .updated_at(EVENTS.minute(created_minute + 31))
+        .series_id(series)
+        .note(EVENTS.note(format!("{meeting_id}_note")).title(title).text(format!("{title}\nAgenda")).times(created))
+        .summaries([EVENTS.summary(format!("{meeting_id}_sum")).text(format!("summary of {title}")).times(created)])
+        .participants([EVENTS.participant("hum_1")])
+        .action_items(items)
 }
 
-pub fn meeting(account_id: &str, meeting_id: &str, title: &str, created_minute: i64, series: Option<&str>, items: Vec<Value>) -> Value {
-    json!({"account_id": account_id, "meeting": {
-        "id": meeting_id, "title": title, "kind": "call", "status": "done",
-        "started_at": ts(created_minute), "ended_at": ts(created_minute + 30), "created_at": ts(created_minute), "updated_at": ts(created_minute + 31),
-        "series_id": series, "timezone": "UTC", "language": "en",
-        "note": {"id": format!("{meeting_id}_note"), "kind": "note", "title": title, "template_id": null, "text": format!("{title}\nAgenda"), "created_at": ts(created_minute), "updated_at": ts(created_minute)},
-        "summaries": [{"id": format!("{meeting_id}_sum"), "kind": "summary", "title": "Summary", "template_id": null, "text": format!("summary of {title}"), "created_at": ts(created_minute), "updated_at": ts(created_minute)}],
-        "participants": [{"human_id": "hum_1", "name": "Ada", "email": "ada@example.com", "role": null, "job_title": "CTO"}],
-        "action_items": items}})
+/// An action item `do {item_id}`.
+pub fn item(item_id: &str, status: &str, assignee: Option<&str>, created_minute: i64) -> ActionItem {
+    let status = ActionItemStatus::parse(status).expect("an action item status");
+    EVENTS.item(item_id).status(status).assignee(assignee).created_at(EVENTS.minute(created_minute)).into()
 }
 
-pub fn item(item_id: &str, status: &str, assignee: Option<&str>, created_minute: i64) -> Value {
-    json!({"id": item_id, "text": format!("do {item_id}"), "status": status, "assignee_human_id": assignee, "due_at": null, "completed_at": null, "created_at": ts(created_minute)})
+/// A share for viewers by "owner {owner}", with the team `team {team}` or directly.
+pub fn share(share_id: &str, owner: &str, team: Option<&str>, recipients: &[&str], title: &str, published_minute: i64) -> Draft<NoteShared> {
+    let team_name = team.map(|team| format!("team {team}"));
+    EVENTS
+        .share(share_id, owner)
+        .title(title)
+        .owner_name(format!("owner {owner}"))
+        .published_at(EVENTS.minute(published_minute))
+        .team(team.zip(team_name.as_deref()))
+        .recipients(recipients)
+        .text(format!("{title}\nshared text"))
 }
 
-pub fn share(share_id: &str, owner: &str, team: Option<&str>, recipients: &[&str], title: &str, published_minute: i64) -> Value {
-    json!({"share": {"id": share_id, "title": title, "owner_account_id": owner, "owner_name": format!("owner {owner}"), "access": "viewer",
-        "published_at": ts(published_minute), "team": team.map(|team| json!({"id": team, "name": format!("team {team}")})),
-        "recipient_account_ids": recipients, "text": format!("{title}\nshared text")}})
-}
-
-pub fn team(team_id: &str, includes_items: bool) -> Value {
+pub fn team(team_id: &str, includes_items: bool) -> Draft<TeamUpserted> {
     team_collaborating(team_id, includes_items, true)
 }
 
-pub fn team_collaborating(team_id: &str, includes_items: bool, can_collaborate: bool) -> Value {
-    json!({"team": {"id": team_id, "name": format!("team {team_id}"), "plan": "business", "can_collaborate": can_collaborate, "includes_team_action_items": includes_items}})
+/// A team `team {team_id}` on the business plan.
+pub fn team_collaborating(team_id: &str, includes_items: bool, can_collaborate: bool) -> Draft<TeamUpserted> {
+    EVENTS.team(team_id, format!("team {team_id}")).plan(Some("business")).can_collaborate(can_collaborate).includes_team_action_items(includes_items)
 }
 
-pub fn team_item(team_id: &str, item_id: &str, status: &str, created_minute: i64) -> Value {
-    json!({"team_id": team_id, "item": {"id": item_id, "text": "t", "status": status, "due_at": null, "assignee": "Grace", "owner_name": "Ada", "created_at": ts(created_minute), "shared_note": {"id": "shr_x", "title": "x"}}})
+/// A team action item "t" for Grace, from the shared note `shr_x`.
+pub fn team_item(team_id: &str, item_id: &str, status: &str, created_minute: i64) -> Draft<TeamActionItemUpserted> {
+    let status = ActionItemStatus::parse(status).expect("an action item status");
+    EVENTS.team_item(team_id, item_id).text("t").status(status).created_at(EVENTS.minute(created_minute)).shared_note("shr_x", "x")
 }
 
 pub struct Store {
