@@ -27,54 +27,10 @@
 //!
 //! # Decisions where the spec is open
 //!
-//! - **Protocol versions**: 2025-03-26 by default; an initialize asking 2025-06-18 or
-//!   2025-11-25 gets it, anything else gets 2025-03-26. Later requests name their
-//!   version in `MCP-Protocol-Version` (absent: 2025-03-26; unsupported: 400). From
-//!   2025-06-18 on, tools/list carries `outputSchema` and results `structuredContent`
-//!   (the same JSON as the text item).
-//! - **Order of checks** on `/mcp`: method 405 → Origin 403 → token 401 → plan 402 →
-//!   protocol header 400 → JSON-RPC. JSON-RPC errors are HTTP 200 with an error object
-//!   (`id: null` when the id could not be read); HTTP errors use the REST envelope.
-//! - **Origin**: absent is fine (native clients); otherwise it must be a configured one
-//!   (`--mcp-allowed-origins`), loopback (on by default), or the server's own when
-//!   `--mcp-public-url` pins it. An origin derived from the Host header is not trusted:
-//!   under DNS rebinding the attacker's page sends its own name as both.
-//! - **Arguments**: see `tools/mod.rs` (numbers and numeric strings are clamped, other
-//!   types are an isError invalid_argument; blank required strings are missing). So the
-//!   advertised `inputSchema` gives limits and offsets no `minimum`/`maximum`: every
-//!   integer is a valid argument, and the clamping range is in the description.
-//! - **Pagination**: list_meetings and list_pending_action_items have `total: null`
-//!   (counting would read everything); search_meetings counts matches; the history
-//!   counts the series; the transcript counts words. `next_offset` is null on the last
-//!   page. get_meeting_transcript returns the text on the first page (offset 0) only,
-//!   `null` on later pages, and `""` when the meeting has no transcript.
-//!   search_shared_notes is not paginated (it has no offset) and returns `results`.
-//!   Offsets of the list and search tools are clamped to 0..=100,000 (their paging
-//!   reads the skipped rows), and a page whose next offset would pass that bound is the
-//!   last (`next_offset` null), so a walk always ends. Transcript offsets are not capped
-//!   (words are read from their index), so any transcript is walked to its end.
-//! - **search_meetings** ("text to find in meeting titles and summaries,
-//!   case-insensitive") finds words: the query's runs of letters and digits must each
-//!   be a whole word of the title or of a summary, case-insensitively, so it is answered
-//!   from the word index rather than by scanning an account's history. A fragment of a
-//!   word ("budg") does not find "budget"; list_meetings' `query` is the substring
-//!   filter the spec asks for there.
-//! - **Numbers** outside the range of a 64-bit float (`1e400`) cannot be read and the
-//!   body is answered -32700, as serde_json refuses them; every number in range is
-//!   read, and limits and offsets are then clamped.
-//! - **Tool errors** are `{"error": {"code", "message"}}` with isError true; codes:
-//!   invalid_argument, meeting_not_found (`meeting <id> not found`),
-//!   shared_note_not_found, unavailable, read_failed (and internal_error, should the
-//!   store refuse one of the server's own calls as a misuse: a defect, never the
-//!   caller's doing).
-//! - **Issuer** = {mcp_url} as the request reached it (`--mcp-public-url` overrides);
-//!   every advertised endpoint lives under it.
-//! - **Revoking the approving PAT**: every grant stores the PAT's SHA-256, and every use
-//!   of an access token and every refresh checks that PAT's row: revocation takes effect
-//!   on the next request, without a sweep. Grants are also indexed by PAT token id
-//!   (`oauth_grants_by_pat`) so connections can be listed.
-//! - **Redirect URIs** are compared as exact strings at /authorize; loopback http on
-//!   any port may be registered.
+//! They are written down once, for users, in `docs/mcp.md` (protocol versions, the order
+//! of checks, origins, arguments, pagination, search, tool errors, the authorization
+//! server's choices); the code that makes each one says why where it makes it
+//! (`transport.rs`, `tools/`, `oauth/`, `cors.rs`).
 //!
 //! # Where rmcp is used, and where not
 //!
