@@ -54,7 +54,8 @@ if scripts/engines/up.sh; then
   run cargo test -p recap-projector --test kafka_lag -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
-  # The cluster worlds run the recap binary of this build (the first pass built it).
+  # The cluster worlds run the recap binary beside the test executables, which cargo
+  # builds only for the root package's own tests.
   run cargo build --bin recap
   run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test generated -- --test-threads=2
   run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
