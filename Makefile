@@ -32,7 +32,6 @@ test-clients: toolchain
 lint: toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --test rest_router --test mcp_router -- -D warnings
 
 ## otelcol: build (once) the OpenTelemetry Collector the telemetry tests export to, cached
 ## under ~/.cache/recap/otelcol (also in `make test`)

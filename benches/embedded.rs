@@ -13,17 +13,15 @@
 // benchmark measures what `recap` runs.
 extern crate recap;
 
-#[path = "common/child.rs"]
-mod child;
-
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
-use recap_readmodel::{Batch, Driver, MeetingFilter, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, MeetingFilter, ReadModel, Val};
 use recap_schemas::build::{Epoch, Events};
+use recap_testkit::bench::child;
+use recap_testkit::FaultyDriver;
 
 /// The demo world, copied with fresh identifiers until it has at least `events` events.
 fn demo_mix(events: usize) -> Vec<String> {
@@ -58,39 +56,6 @@ fn rename_ids(value: &mut serde_json::Value, copy: usize) {
     }
 }
 
-/// A driver that remembers every batch written through it.
-struct Recording {
-    inner: EmbeddedDriver,
-    batches: Mutex<Vec<Vec<Mutation>>>,
-}
-
-#[async_trait]
-impl Driver for Recording {
-    async fn get(&self, table: &'static recap_readmodel::table::Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        self.inner.get(table, partition, clustering).await
-    }
-    async fn scan(&self, table: &'static recap_readmodel::table::Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        self.inner.scan(table, partition, range, limit).await
-    }
-    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
-        self.batches.lock().map_err(|_| StoreError::Unavailable("poisoned".into()))?.push(mutations.clone());
-        self.inner.write(mutations).await
-    }
-    async fn insert_if_absent(
-        &self,
-        table: &'static recap_readmodel::table::Table,
-        partition: &[Val],
-        clustering: &[Val],
-        body: &str,
-        expires_at: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-}
-
 async fn projector_throughput() {
     let lines = demo_mix(40_000);
     let events = lines.len();
@@ -99,17 +64,15 @@ async fn projector_throughput() {
     EventLog::new(&log_path).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the mix to the log");
 
     // The rows the projection writes, captured once (untimed).
-    let recording = Arc::new(Recording {
-        inner: EmbeddedDriver::open(&dir.path().join("record.lmdb")).expect("opening the recording store"),
-        batches: Mutex::new(Vec::new()),
-    });
+    let recording = Arc::new(FaultyDriver::new(Arc::new(EmbeddedDriver::open(&dir.path().join("record.lmdb")).expect("opening the recording store"))));
+    recording.record_writes();
     let progress = EmbeddedProjector::new(recording.clone(), EventLog::new(&log_path), dir.path().join("dl0"), LoopConfig::default())
         .drain()
         .await
         .expect("projecting the mix");
     // Every copy of the mix is valid and known: the figure is for applied events only.
     assert_eq!((progress.applied + progress.stale, progress.skipped_unknown, progress.dead_lettered), (events as u64, 0, 0), "{progress:?}");
-    let batches = std::mem::take(&mut *recording.batches.lock().expect("the recording lock"));
+    let batches = recording.take_recorded();
     let rows: usize = batches.iter().map(Vec::len).sum();
 
     let mut projector_best = Duration::MAX;

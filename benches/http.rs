@@ -13,11 +13,6 @@
 //! built-in open-loop generator for latency) on core 1 (`taskset`). Run with
 //! `make bench`.
 
-#[path = "common/http_client.rs"]
-mod http_client;
-#[path = "common/stats.rs"]
-mod stats;
-
 // The binary's global allocator lives in the recap library: link it, so the
 // benchmark measures what `recap` runs.
 extern crate recap;
@@ -26,10 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use recap_lmdb::EmbeddedDriver;
-use recap_readmodel::table::Table;
-use recap_readmodel::{Batch, BodiesPage, Driver, Mutation, ReadModel, Row, ScanRange, StoreError, Val};
+use recap_readmodel::{Batch, Driver, ReadModel};
 use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Timestamp;
+use recap_testkit::bench::{http_client, stats};
+use recap_testkit::FaultyDriver;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -83,64 +79,11 @@ struct Servers {
     /// As `recap serve` runs.
     rest: String,
     mcp: String,
-    /// Over [`Shared`]: no kept lookups.
+    /// Over the embedded store seen as one other processes write would be (no change
+    /// counts): no kept lookups.
     rest_uncached: String,
     mcp_uncached: String,
     bare: String,
-}
-
-/// The embedded driver as a store other processes write would be seen: no change
-/// counts, so no token lookup is kept (with a zero `--token-cache-ms`).
-struct Shared(Arc<dyn Driver>);
-
-#[async_trait::async_trait]
-impl Driver for Shared {
-    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        self.0.get(table, partition, clustering).await
-    }
-
-    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        self.0.scan(table, partition, range, limit).await
-    }
-
-    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
-        self.0.write(mutations).await
-    }
-
-    async fn scan_bodies(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        range: &ScanRange,
-        skip: usize,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<BodiesPage, StoreError> {
-        self.0.scan_bodies(table, partition, range, skip, limit, out).await
-    }
-
-    async fn scan_counted(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<(Vec<Row>, usize), StoreError> {
-        self.0.scan_counted(table, partition, range, limit).await
-    }
-
-    async fn count(&self, table: &'static Table, partition: &[Val], range: &ScanRange) -> Result<usize, StoreError> {
-        self.0.count(table, partition, range).await
-    }
-
-    async fn insert_if_absent(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        clustering: &[Val],
-        body: &str,
-        expires_at: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        self.0.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.0.ping().await
-    }
 }
 
 /// The REST and MCP routers (as `recap serve` runs them, and with no kept token
@@ -163,7 +106,9 @@ async fn serve(readmodel: ReadModel) -> Servers {
     let mcp = |readmodel: &ReadModel| {
         recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans.clone(), &recap_mcp::McpConfig::default())))
     };
-    let shared = ReadModel::new(Arc::new(Shared(readmodel.driver().clone())));
+    // The embedded store as a store other processes write would be seen: no change
+    // counts, so no token lookup is kept (with a zero `--token-cache-ms`).
+    let shared = ReadModel::new(Arc::new(FaultyDriver::new(readmodel.driver().clone()).hiding_change_counts()));
     // The reference route, and a constant as large as a page of 50 meetings: how much of
     // the list route's cost is moving its bytes rather than computing them.
     let page_sized: &'static str = Box::leak(format!("{{\"data\":\"{}\"}}", "x".repeat(15_000)).into_boxed_str());

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The whole suite, as `make test` and CI run it:
-#   1. the embedded edition: every crate's tests, black-box tests against `recap serve`,
-#      the real MCP clients (official Python SDK, headless Chromium) and telemetry into a
-#      real OpenTelemetry Collector (built once by scripts/otel-collector.sh);
-#   2. the distributed edition on the real engines (`make up`): the driver semantics
-#      suite on Cassandra, the REST and MCP router suites over Cassandra
-#      (`RECAP_TEST_STORE=scylla`), the same router suites again with each world a
-#      cluster of its own (`tests/rest_router.rs`, `tests/mcp_router.rs`), the REST and MCP black-box suites
-#      unchanged against one projector, two query-api and one mcp process fed through
-#      Kafka, then the fault suite (one test at a time: it stops and kills shared
-#      engines), and the distributed roles' telemetry.
+#   1. the embedded edition: every crate's tests (the router suites' worlds in process
+#      over an embedded store), black-box tests against `recap serve`, the real MCP
+#      clients (official Python SDK, headless Chromium) and telemetry into a real
+#      OpenTelemetry Collector (built once by scripts/otel-collector.sh);
+#   2. the real engines (`make up`): the driver semantics suite on Cassandra, the Kafka
+#      lag test, then the same suites on the other editions, chosen by the test kit's
+#      RECAP_TEST_WORLD (testkit/src/world): the REST and MCP router suites over a
+#      Cassandra keyspace per world (`cassandra`), the router suites and the REST and
+#      MCP black-box suites with each world a cluster of its own (`cluster`: one
+#      projector, two query-api and one mcp process fed through Kafka), then the fault
+#      suite (one test at a time: it stops and kills shared engines), and the
+#      distributed roles' telemetry.
 # Prints one closing summary line over every test binary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,10 +52,13 @@ if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
   run cargo test -p recap-projector --test kafka_lag -- --ignored
-  run env RECAP_TEST_STORE=scylla cargo test --no-fail-fast -p recap-query-api --test rest
-  run env RECAP_TEST_STORE=scylla cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
-  run cargo test --no-fail-fast --test rest_router --test mcp_router -- --test-threads=2
-  run env RECAP_TEST_EDITION=distributed cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
+  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
+  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
+  # The cluster worlds run the recap binary beside the test executables, which cargo
+  # builds only for the root package's own tests.
+  run cargo build --bin recap
+  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test generated -- --test-threads=2
+  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
   run cargo test --test distributed -- --ignored --test-threads=1
   run cargo test --test telemetry -- --ignored
 else

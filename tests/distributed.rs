@@ -1,7 +1,7 @@
 //! The distributed edition against the real engines (`make up`): Kafka, Cassandra
 //! standing in for ScyllaDB, Redis. Each test starts its own projector, two query-api
-//! processes and an mcp process (`common/cluster.rs`). The fault tests stop, kill or
-//! pause shared engines, so this suite runs one test at a time (`make test` passes
+//! processes and an mcp process (`testkit/src/cluster.rs`). The fault tests stop, kill
+//! or pause shared engines, so this suite runs one test at a time (`make test` passes
 //! `--test-threads=1`) and every test is ignored unless the engines are up.
 //!
 //! Every fault ends with the read model compared against a reference fold of everything
@@ -9,19 +9,17 @@
 //! lost, nothing doubled. Then every REST endpoint and MCP tool the stream's accounts
 //! read is compared over HTTP with the embedded edition serving that fold.
 
-mod common;
-
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
-use common::events::*;
-use common::get;
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::{Batch, Driver, ReadModel};
 use recap_schemas::Envelope;
 use recap_scylla::{ScyllaConfig, ScyllaDriver};
+use recap_testkit::cluster::Cluster;
+use recap_testkit::events::*;
+use recap_testkit::process::{get, EventLine};
 use recap_testkit::snapshot::{snapshot, Universe};
 
 fn engine(script: &str, action: &str) {
@@ -79,12 +77,13 @@ fn kafka_client(cluster: &Cluster, group: &str) -> rdkafka::config::ClientConfig
     config
 }
 
-fn world(account: &str, token: &str) -> Vec<String> {
-    vec![account_line(account), token_created(account, &format!("tok_{account}"), token, 1)]
+fn world(account_id: &str, token: &str) -> Vec<Envelope> {
+    vec![account(account_id, Some("flow"), None, 1), token_created(account_id, &format!("tok_{account_id}"), token, 1)]
 }
 
-fn account_line(account_id: &str) -> String {
-    account(account_id, Some("flow"), None, 1)
+/// The lines of `events`, for streams that also carry lines no builder makes (poison).
+fn lines_of(events: &[Envelope]) -> Vec<String> {
+    events.iter().map(Envelope::to_line).collect()
 }
 
 /// The accounts of [`stream`], each with the token it creates for it.
@@ -105,7 +104,7 @@ fn unlimited() -> (String, String) {
 }
 
 /// A stream of many events of every kind over a few accounts and one team.
-fn stream(count: usize, seed: usize) -> Vec<String> {
+fn stream(count: usize, seed: usize) -> Vec<Envelope> {
     // Six owners and direct shares beside the team's: keys (account_id, share_id) that
     // land on every partition of the 3-partition topics, so that every projector of a
     // rebalanced group has events to apply.
@@ -132,7 +131,7 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
                 let items = [item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
                 let series = n.is_multiple_of(4).then(|| ["ser_a", "ser_b"][n / 4 % 2]);
                 let draft = meeting_draft(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
-                draft.action_items(items).series_id(series).version(next(id.clone())).to_line()
+                draft.action_items(items).series_id(series).version(next(id.clone())).envelope()
             }
             6 => transcript(owner(n), &format!("mtg_{n}"), "hello world", Some(vec![word("hello", 0)]), next(format!("mtg_{n}"))),
             7 => meeting_deleted(owner(n), &format!("mtg_{n}"), next(format!("mtg_{n}"))),
@@ -142,7 +141,7 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
                 let direct = (n % 50).is_multiple_of(3);
                 let team = if direct { None } else { Some(("team_1", "Team")) };
                 let recipients = if direct { vec!["acc_a", "acc_c"] } else { vec![] };
-                share(&id, "acc_b", n as i64).title("Planning").team(team).recipients(recipients).text("budget decisions").version(next(id.clone())).to_line()
+                share(&id, "acc_b", n as i64).title("Planning").team(team).recipients(recipients).text("budget decisions").version(next(id.clone())).envelope()
             }
             _ => team_item("team_1", &format!("tai_{}", n % 30), "todo", n as i64, next(format!("tai_{}", n % 30))),
         };
@@ -152,8 +151,8 @@ fn stream(count: usize, seed: usize) -> Vec<String> {
 }
 
 /// Where the cluster's read model differs from the reference fold, if anywhere.
-fn difference(cluster: &Cluster, lines: &[String]) -> Option<String> {
-    let envelopes: Vec<Envelope> = lines.iter().filter_map(|line| Envelope::decode(line.as_bytes()).ok()).collect();
+fn difference<E: EventLine>(cluster: &Cluster, events: &[E]) -> Option<String> {
+    let envelopes: Vec<Envelope> = events.iter().filter_map(|event| Envelope::decode(event.event_line().as_bytes()).ok()).collect();
     let universe = Universe::of(&envelopes);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (expected, actual) = runtime.block_on(async {
@@ -212,9 +211,9 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
     let cluster = Cluster::start(&[]);
     let token = new_token();
     let poison = envelope("meeting.upserted", 1, serde_json::json!({"account_id": "acc_p"}));
-    let mut lines = world("acc_p", &token);
+    let mut lines = lines_of(&world("acc_p", &token));
     lines.push(poison.clone());
-    lines.push(meeting("acc_p", "mtg_after", "After the poison", 1, 1));
+    lines.push(meeting("acc_p", "mtg_after", "After the poison", 1, 1).to_line());
     cluster.produce(&lines);
     cluster.wait_projected();
     let (status, _, body) = get(&format!("{}/meetings/mtg_after", cluster.query_apis[1].url), Some(&token));
@@ -246,8 +245,8 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
     use rdkafka::{Offset, TopicPartitionList};
     let cluster = Cluster::start(&[]);
     let token = new_token();
-    let mut lines = world("acc_d", &token);
-    lines.push(meeting("acc_d", "mtg_before", "Before the poison", 1, 1));
+    let mut lines = lines_of(&world("acc_d", &token));
+    lines.push(meeting("acc_d", "mtg_before", "Before the poison", 1, 1).to_line());
     cluster.produce(&lines);
     cluster.wait_projected();
 
@@ -274,7 +273,7 @@ fn a_dead_letter_that_cannot_be_written_holds_the_offset_until_it_is() {
     set_max_message_bytes("64");
     let before = ends();
     let poison = envelope("meeting.upserted", 2, serde_json::json!({"account_id": "acc_d"}));
-    let after = vec![poison.clone(), meeting("acc_d", "mtg_after", "After the poison", 2, 1)];
+    let after = vec![poison.clone(), meeting("acc_d", "mtg_after", "After the poison", 2, 1).to_line()];
     cluster.produce(&after);
     lines.extend(after);
     let grown = ends();
@@ -320,7 +319,7 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
     let (accounts, meetings, sharing) = ("recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1");
     let shared = |id| share(id, "acc_o", 1).title("Shared").text("x");
     let (of_team, direct) = (shared("shr_team").team(Some(("team_k", "Team"))), shared("shr_direct").recipients(["acc_r"]));
-    let expected: Vec<(String, &str, &str)> = vec![
+    let expected: Vec<(Envelope, &str, &str)> = vec![
         (account("acc_k", Some("flow"), None, 1), accounts, "acc_k"),
         (token_created("acc_k", "tok_k", &new_token(), 1), accounts, "acc_k"),
         (token_revoked("acc_k", "tok_k", 2), accounts, "acc_k"),
@@ -333,16 +332,18 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
         (member("team_k", "acc_k", 1), sharing, "team_k"),
         (member_removed("team_k", "acc_k", 2), sharing, "team_k"),
         (team_item("team_k", "tai_k", "todo", 1, 1), sharing, "team_k"),
-        (EVENTS.team_item_deleted("team_k", "tai_k").version(2).to_line(), sharing, "team_k"),
-        (of_team.to_line(), sharing, "team_k"),
-        (direct.to_line(), sharing, "shr_direct"),
+        (EVENTS.team_item_deleted("team_k", "tai_k").version(2).envelope(), sharing, "team_k"),
+        (of_team.envelope(), sharing, "team_k"),
+        (direct.envelope(), sharing, "shr_direct"),
         (unshared("shr_direct", 2), sharing, "shr_direct"),
         (team_deleted("team_k", 2), sharing, "team_k"),
     ];
-    let types: std::collections::BTreeSet<String> =
-        expected.iter().map(|(line, _, _)| serde_json::from_str::<serde_json::Value>(line).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    let types: std::collections::BTreeSet<String> = expected
+        .iter()
+        .map(|(event, _, _)| serde_json::from_str::<serde_json::Value>(&event.to_line()).unwrap()["type"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(types.len(), recap_schemas::KNOWN_TYPES.len(), "one event of every type: {types:?}");
-    let lines: Vec<String> = expected.iter().map(|(line, _, _)| line.clone()).collect();
+    let lines: Vec<Envelope> = expected.iter().map(|(event, _, _)| event.clone()).collect();
     cluster.produce(&lines);
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -358,8 +359,9 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
         let topic = message.topic().strip_prefix(&cluster.topic_prefix).unwrap().to_string();
         assert!(published.insert(payload, (topic, key)).is_none(), "published once");
     }
-    for (line, topic, key) in &expected {
-        assert_eq!(published.get(line), Some(&(topic.to_string(), key.to_string())), "{line}");
+    for (event, topic, key) in &expected {
+        let line = event.to_line();
+        assert_eq!(published.get(&line), Some(&(topic.to_string(), key.to_string())), "{line}");
     }
 }
 
@@ -487,7 +489,7 @@ fn a_revoke_while_a_batch_waits_for_the_store_fences_it_and_the_rebalance_comple
     );
     let progress = cluster.projectors[0].progress_json();
     assert!(progress["fenced"].as_u64().unwrap_or(0) > 0, "the held batch's messages of the revoked partitions were fenced: {progress}");
-    assert_eq!(common::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
+    assert_eq!(recap_testkit::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
     outage.end();
     wait_until_equal(&cluster, &lines, &stream_tokens());
 }
@@ -532,7 +534,7 @@ fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
         std::thread::sleep(Duration::from_millis(500));
     }
     let progress = cluster.projectors[0].progress_json();
-    assert_eq!(common::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
+    assert_eq!(recap_testkit::cluster::accounted(&progress), accounted, "nothing accounted for while the store is away: {progress}");
     assert_eq!(progress["fenced"].as_u64(), Some(0), "no partition changed hands: {progress}");
     outage.end();
     wait_until_equal(&cluster, &lines, &stream_tokens());
@@ -628,7 +630,7 @@ fn a_query_api_started_while_redis_is_away_serves_and_counts_once_it_returns() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn limiters_with_one_process_id_and_one_clock_count_every_request() {
-    let engines = common::cluster::Engines::from_env();
+    let engines = recap_testkit::cluster::Engines::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let clock = recap_access::ManualClock::at(recap_schemas::Timestamp::now());
@@ -661,7 +663,7 @@ fn limiters_with_one_process_id_and_one_clock_count_every_request() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again() {
-    let engines = common::cluster::Engines::from_env();
+    let engines = recap_testkit::cluster::Engines::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let mut admin = redis::Client::open(engines.redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
@@ -815,7 +817,7 @@ fn a_projector_stopped_with_sigterm_leaves_nothing_to_replay() {
     // Time to replay, had anything been left uncommitted, and for a lag refresh (2 s).
     std::thread::sleep(Duration::from_secs(3));
     let progress = cluster.projectors[1].progress_json();
-    let accounted = common::cluster::accounted(&progress);
+    let accounted = recap_testkit::cluster::accounted(&progress);
     assert_eq!(accounted, 0, "the successor applied {accounted} events again: {progress}");
     let lags = progress["partition_lag"].as_object().expect("partition_lag");
     assert!(lags.values().all(|lag| lag == 0), "every partition committed to its end: {progress}");
@@ -903,7 +905,7 @@ fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl Fn
 /// compares every REST endpoint and every MCP tool `tokens` read, over HTTP, between the
 /// cluster's query-api and mcp processes and the embedded edition fed `lines` (the
 /// reference fold served).
-fn wait_until_equal(cluster: &Cluster, lines: &[String], tokens: &[String]) {
+fn wait_until_equal<E: EventLine>(cluster: &Cluster, lines: &[E], tokens: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         match difference(cluster, lines) {
@@ -912,7 +914,7 @@ fn wait_until_equal(cluster: &Cluster, lines: &[String], tokens: &[String]) {
             Some(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
-    let reference = common::Server::builder()
+    let reference = recap_testkit::server::Server::builder()
         .embedded()
         .env("RECAP_CURSOR_SECRET", cluster.env("RECAP_CURSOR_SECRET").expect("the cluster's cursor secret"))
         .env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000")
@@ -1102,11 +1104,11 @@ struct ScratchKeyspace {
 
 impl ScratchKeyspace {
     fn new() -> ScratchKeyspace {
-        ScratchKeyspace::named(format!("recap_{}_migrate", common::cluster::run_id()))
+        ScratchKeyspace::named(format!("recap_{}_migrate", recap_testkit::cluster::run_id()))
     }
 
     fn named(name: String) -> ScratchKeyspace {
-        let nodes = common::cluster::Engines::from_env().scylla_nodes.split(',').map(str::to_string).collect();
+        let nodes = recap_testkit::cluster::Engines::from_env().scylla_nodes.split(',').map(str::to_string).collect();
         ScratchKeyspace { name, nodes }
     }
 
@@ -1152,7 +1154,7 @@ impl ScratchKeyspace {
     }
 
     fn migrate(&self) -> std::process::Output {
-        Command::new(common::recap_bin())
+        Command::new(recap_testkit::process::recap_bin())
             .args(["migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"])
             .env("RECAP_SCYLLA_NODES", self.nodes.join(","))
             .env("RECAP_SCYLLA_KEYSPACE", &self.name)
@@ -1267,7 +1269,7 @@ struct MadeTopics(Vec<String>);
 
 impl Drop for MadeTopics {
     fn drop(&mut self) {
-        common::cluster::delete_topics(&common::cluster::Engines::from_env().brokers, &self.0);
+        recap_testkit::cluster::delete_topics(&recap_testkit::cluster::Engines::from_env().brokers, &self.0);
     }
 }
 
@@ -1293,7 +1295,10 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     let running = format!("t{own}_sweep.recap.meetings.v1");
     let unlike = format!("tenant{gone}_sweep.recap.meetings.v1");
     let made = MadeTopics(left.iter().chain([&running, &unlike]).cloned().collect());
-    common::cluster::create_topics(&common::cluster::Engines::from_env().brokers, &made.0.iter().map(|name| (name.clone(), 1)).collect::<Vec<_>>());
+    recap_testkit::cluster::create_topics(
+        &recap_testkit::cluster::Engines::from_env().brokers,
+        &made.0.iter().map(|name| (name.clone(), 1)).collect::<Vec<_>>(),
+    );
     let left_keyspace = ScratchKeyspace::named(format!("recap_t{gone}_1_0"));
     left_keyspace.cql(&[CREATE_SCRATCH_KEYSPACE]);
     running_keyspace.cql(&[CREATE_SCRATCH_KEYSPACE]);

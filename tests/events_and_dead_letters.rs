@@ -6,18 +6,17 @@
 //! - contract rule 4: unknown types are skipped and counted;
 //! - one data dir has one `recap serve`: a second is refused, naming the store in use.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use common::events::*;
-use common::{append_lines, recap_bin, Server};
+use recap_testkit::events::*;
+use recap_testkit::process::{append_lines, recap_bin};
+use recap_testkit::server::Server;
 
 #[test]
 fn append_refuses_a_file_with_a_non_object_line_whole_and_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
-    let good = account("acc_1", Some("flow"), None, 1);
+    let good = account("acc_1", Some("flow"), None, 1).to_line();
     let output = append_lines(dir.path(), &[good.clone(), "[1, 2, 3]".into(), good.clone()]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -44,7 +43,7 @@ fn append_reads_standard_input_when_no_file_is_named() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(format!("{}\n", account("acc_1", None, None, 1)).as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(format!("{}\n", account("acc_1", None, None, 1).to_line()).as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("appended 1 events"));
@@ -78,9 +77,9 @@ fn concurrent_appends_never_interleave_within_a_line() {
 #[test]
 fn invalid_events_are_dead_lettered_with_reason_and_offset_and_never_block_what_follows() {
     let server = Server::start();
-    let valid_before = account("acc_1", Some("flow"), None, 1);
+    let valid_before = account("acc_1", Some("flow"), None, 1).to_line();
     let missing_field = envelope("meeting.upserted", 1, serde_json::json!({"account_id": "acc_1"}));
-    let bad_timestamp = token_created("acc_1", "tok_1", "svc_pat_x", 1).replace(&at(0), "20th of September");
+    let bad_timestamp = token_created("acc_1", "tok_1", "svc_pat_x", 1).to_line().replace(&at(0), "20th of September");
     let wrong_type = envelope(
         "team.upserted",
         1,
@@ -88,7 +87,7 @@ fn invalid_events_are_dead_lettered_with_reason_and_offset_and_never_block_what_
     );
     let not_an_envelope = r#"{"hello": "world"}"#.to_string();
     let unknown_type = envelope("meeting.archived", 1, serde_json::json!({"meeting_id": "m"}));
-    let valid_after = meeting("acc_1", "mtg_after", "Still applied", 1, 1);
+    let valid_after = meeting("acc_1", "mtg_after", "Still applied", 1, 1).to_line();
     let lines = vec![valid_before, missing_field.clone(), bad_timestamp.clone(), wrong_type.clone(), not_an_envelope.clone(), unknown_type, valid_after];
     server.feed(&lines);
 

@@ -5,13 +5,11 @@
 //! cached under ~/.cache/recap), so they are ignored by a plain `cargo test` and run by
 //! `make test` and `make test-clients` (`-- --ignored`).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::events::*;
-use common::Server;
+use recap_testkit::events::*;
+use recap_testkit::server::Server;
 
 fn repo() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
@@ -34,7 +32,7 @@ fn world() -> Server {
     server.feed(&[
         account("acc_rc", Some("flow"), None, 1),
         token_created("acc_rc", "tok_rc", PAT, 1),
-        weekly.to_line(),
+        weekly.envelope(),
         transcript("acc_rc", "mtg_weekly_1", "Hello team", Some(vec![word("Hello", 0), word("team", 300)]), 2),
         team("team_rc", "Design", Some("business"), true, 1),
         member("team_rc", "acc_rc", 1),
@@ -43,7 +41,7 @@ fn world() -> Server {
             .team(Some(("team_rc", "Design")))
             .text("Q3 planning\nThe budget is approved.")
             .version(1)
-            .to_line(),
+            .envelope(),
     ]);
     server
 }

@@ -4,23 +4,21 @@
 //! query is compared with a run that was never killed. The committed counters prove
 //! exactly-once: a batch applied twice would count its events again as stale.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::events::*;
-use common::Server;
 use rand::{Rng, SeedableRng};
 use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
 use recap_readmodel::{Driver, ReadModel};
 use recap_schemas::Envelope;
+use recap_testkit::events::*;
+use recap_testkit::server::Server;
 use recap_testkit::snapshot::{snapshot, Universe};
 
 /// A large, varied stream: meetings with items and transcripts, updates, deletes,
 /// standalone items, teams, members, shares and team items over many accounts.
-fn large_stream(events: usize) -> Vec<String> {
+fn large_stream(events: usize) -> Vec<Envelope> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut lines = Vec::with_capacity(events);
     let mut versions = std::collections::HashMap::<String, u64>::new();
@@ -30,7 +28,7 @@ fn large_stream(events: usize) -> Vec<String> {
         *version
     };
     for account in 0..20 {
-        lines.push(account_line(account, next(format!("acc{account}"))));
+        lines.push(account_event(account, next(format!("acc{account}"))));
     }
     lines.push(team("team_a", "A", Some("business"), true, next("team_a".into())));
     lines.push(team("team_b", "B", None, false, next("team_b".into())));
@@ -46,7 +44,7 @@ fn large_stream(events: usize) -> Vec<String> {
                     .map(|i| item(&format!("ai_{meeting}_{i}"), ["todo", "in_progress", "done"][i % 3], Some("hum_1"), meeting as i64))
                     .collect();
                 let draft = meeting_draft(&owner, &id, if meeting % 3 == 0 { "Budget review" } else { "Design sync" }, meeting as i64);
-                lines.push(draft.series_id((meeting % 10 == 0).then_some("ser_x")).action_items(items).version(next(id.clone())).to_line());
+                lines.push(draft.series_id((meeting % 10 == 0).then_some("ser_x")).action_items(items).version(next(id.clone())).envelope());
             }
             60..=69 => {
                 let meeting = rng.random_range(0..3_000);
@@ -81,7 +79,7 @@ fn large_stream(events: usize) -> Vec<String> {
                 let id = format!("shr_{share_number}");
                 let team = (share_number % 2 == 0).then_some(("team_a", "A"));
                 let draft = share(&id, &acc, share_number as i64).title("Planning notes").team(team).recipients(["acc_1", "acc_2"]).text("Decisions\nbudget");
-                lines.push(draft.version(next(id.clone())).to_line());
+                lines.push(draft.version(next(id.clone())).envelope());
             }
             _ => {
                 let item_id = format!("tai_{}", rng.random_range(0..100));
@@ -92,7 +90,7 @@ fn large_stream(events: usize) -> Vec<String> {
     lines
 }
 
-fn account_line(index: usize, version: u64) -> String {
+fn account_event(index: usize, version: u64) -> Envelope {
     account(&format!("acc_{index}"), Some("flow"), None, version)
 }
 
@@ -146,8 +144,7 @@ fn kill_9_mid_projection_loses_nothing_and_applies_nothing_twice() {
     for (name, expected) in [("applied", reference_progress.applied), ("stale", reference_progress.stale), ("position", reference_progress.position)] {
         assert_eq!(killed_counters[name].as_u64(), Some(expected), "{name} after {kills} kills");
     }
-    let envelopes: Vec<Envelope> = lines.iter().map(|line| Envelope::decode(line.as_bytes()).unwrap()).collect();
-    let universe = Universe::of(&envelopes);
+    let universe = Universe::of(&lines);
     let killed = store_snapshot(&server.data_dir.join("store.lmdb"), &universe);
     let reference = store_snapshot(&reference_dir.path().join("store.lmdb"), &universe);
     assert!(killed.len() > 100_000, "the snapshot covers a real world ({} bytes)", killed.len());

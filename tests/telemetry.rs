@@ -1,5 +1,5 @@
-//! Telemetry through a real OpenTelemetry Collector (`common/otel.rs`): the real binary
-//! exports OTLP over HTTP/protobuf to a collector that writes what it received as
+//! Telemetry through a real OpenTelemetry Collector (`testkit/src/otel.rs`): the real
+//! binary exports OTLP over HTTP/protobuf to a collector that writes what it received as
 //! OTLP/JSON lines, and each test checks that what it caused arrived as the telemetry
 //! contract names it: HTTP server spans and their duration histogram, MCP request spans,
 //! projector batch spans and event counters, store client spans and durations, limiter
@@ -10,13 +10,12 @@
 //! Redis) are checked by an ignored test that `make test` runs in its pass over the
 //! engines. The collector is built by `scripts/otel-collector.sh` (`RECAP_OTELCOL`).
 
-mod common;
-
 use std::time::Duration;
 
-use common::events::*;
-use common::otel::*;
-use common::Server;
+use recap_schemas::Envelope;
+use recap_testkit::events::*;
+use recap_testkit::otel::*;
+use recap_testkit::server::Server;
 use serde_json::{json, Value};
 
 const SERVICE: &str = "recap-test";
@@ -66,7 +65,7 @@ fn scene() -> Scene {
 }
 
 /// A scene with extra variables for recap and extra events in the world.
-fn scene_with(envs: &[(&str, &str)], extra: impl FnOnce(&mut Vec<String>)) -> Scene {
+fn scene_with(envs: &[(&str, &str)], extra: impl FnOnce(&mut Vec<Envelope>)) -> Scene {
     let collector = Collector::start();
     let mut builder = Server::builder().embedded();
     for key in OTEL_VARIABLES {
@@ -86,19 +85,19 @@ fn scene_with(envs: &[(&str, &str)], extra: impl FnOnce(&mut Vec<String>)) -> Sc
     Scene { collector, server, alice, events: lines.len() }
 }
 
-fn world_lines(alice: &str) -> Vec<String> {
+fn world_lines(alice: &str) -> Vec<Envelope> {
     let mut lines =
         vec![account("acc_alice", Some("flow"), None, 1), token_created("acc_alice", "tok_alice", alice, 1), account("acc_bob", Some("enterprise"), None, 1)];
     for index in 0..3 {
         let id = format!("mtg_{index}");
         let items = [item(&format!("ai_{index}"), "todo", None, 10 * (index + 1))];
-        lines.push(meeting_draft("acc_alice", &id, "Weekly sync", 10 * (index + 1)).action_items(items).version(2).to_line());
+        lines.push(meeting_draft("acc_alice", &id, "Weekly sync", 10 * (index + 1)).action_items(items).version(2).envelope());
     }
     lines.push(team("team_1", "Design", Some("business"), true, 1));
     lines.push(member("team_1", "acc_alice", 1));
     lines.push(member("team_1", "acc_bob", 1));
     lines.push(team_item("team_1", "tai_1", "todo", 3, 1));
-    lines.push(share("shr_1", "acc_bob", 4).title("Q3").team(Some(("team_1", "Design"))).text("Q3 plan").version(1).to_line());
+    lines.push(share("shr_1", "acc_bob", 4).title("Q3").team(Some(("team_1", "Design"))).text("Q3 plan").version(1).envelope());
     lines
 }
 
@@ -648,7 +647,7 @@ fn signal_specific_otlp_endpoints_are_honoured() {
 #[ignore = "needs the engines (`make up`); make test runs it in its distributed pass"]
 fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_decisions() {
     let collector = Collector::start();
-    let cluster = common::cluster::Cluster::start(&exporting_to(&collector));
+    let cluster = recap_testkit::cluster::Cluster::start(&exporting_to(&collector));
     let alice = new_token();
     let lines = world_lines(&alice);
     cluster.produce(&lines);
@@ -688,8 +687,7 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
     // gauge's collection (at most a few export intervals ago).
     let age = collector.wait_point("recap.projector.newest_event_age", "from the projector", |point| point.resource.str("recap.role") == Some("projector"));
     assert_eq!((age.kind, age.unit.as_str()), (MetricKind::Gauge, "s"), "{age:?}");
-    let newest =
-        lines.iter().filter_map(|line| recap_schemas::Envelope::decode(line.as_bytes()).ok()).map(|envelope| envelope.occurred_at.micros()).max().unwrap();
+    let newest = lines.iter().map(|envelope| envelope.occurred_at.micros()).max().unwrap();
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() - newest as f64 / 1e6;
     assert!(age.value <= since + 1.0 && age.value >= since - 300.0, "age {} s, the newest event occurred {since} s ago: {age:?}", age.value);
 

@@ -144,7 +144,7 @@ impl Role {
             None => Command::new(recap_bin()),
         };
         command.arg(role).env("RECAP_LOG", "error").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        crate::child::ends_with_this_process(&mut command);
+        recap_testkit::bench::child::ends_with_this_process(&mut command);
         command.envs(envs.iter().map(|(key, value)| (key.as_str(), value.as_str())));
         let mut child = command.spawn().unwrap_or_else(|error| panic!("start recap {role}: {error}"));
         let stdout = child.stdout.take().expect("piped stdout");
@@ -351,7 +351,7 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     pub fn start() -> PrivateRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).map(|address| address.port()).expect("a free port");
-        let child = crate::child::ends_with_this_process(&mut Command::new("redis-server"))
+        let child = recap_testkit::bench::child::ends_with_this_process(&mut Command::new("redis-server"))
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"])
             .stdout(Stdio::null())
             .spawn()

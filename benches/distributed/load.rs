@@ -54,7 +54,7 @@ pub fn get_request(base_url: &str, path: &str) -> (String, Vec<u8>) {
     (host.to_string(), request.into_bytes())
 }
 
-pub use crate::http_client::read_response;
+pub use recap_testkit::bench::http_client::read_response;
 
 /// One open-loop sample: when it was scheduled (since the start), its latency from the
 /// scheduled instant, its status (0: no answer).

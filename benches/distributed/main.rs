@@ -27,15 +27,9 @@
 // work (recording rows, generating events) is what `recap` would do.
 extern crate recap;
 
-#[path = "../common/child.rs"]
-mod child;
 mod engines;
 mod events;
-#[path = "../common/http_client.rs"]
-mod http_client;
 mod load;
-#[path = "../common/stats.rs"]
-mod stats;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,6 +40,7 @@ use events::{DemoMix, Event, READER};
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::{Batch, Driver, Mutation};
 use recap_schemas::Envelope;
+use recap_testkit::bench::stats;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.replace('_', "").parse().ok()).unwrap_or(default)

@@ -8,11 +8,6 @@
 
 mod common;
 
-// Where worlds run (`crate::edition`): in this process; unused where
-// `tests/mcp_router.rs` compiles this file with a hook of its own.
-#[allow(unused_imports)]
-use common::in_process_edition as edition;
-
 use axum::body::Body;
 use axum::http::{Method, Request};
 use common::*;

@@ -4,19 +4,15 @@
 
 mod common;
 
-// Where worlds run (`crate::edition`): in this process; unused where
-// `tests/mcp_router.rs` compiles this file with a hook of its own.
-#[allow(unused_imports)]
-use common::in_process_edition as edition;
-
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::*;
 use recap_mcp::McpConfig;
+use recap_testkit::events;
 use serde_json::{json, Value};
 
-async fn mcp_status(world: &World, token: &str) -> (StatusCode, Value) {
+async fn mcp_status<W: recap_testkit::World + ?Sized>(world: &World<W>, token: &str) -> (StatusCode, Value) {
     let reply =
         world.post_raw(Some(token), r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_meetings","arguments":{"limit":1}}}"#, &[]).await;
     let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
@@ -493,7 +489,7 @@ async fn only_hashes_of_tokens_and_codes_are_stored() {
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let tokens = exchange(&world, &client_id, &code).await.json();
-    let driver = world.readmodel.driver();
+    let driver = world.readmodel().driver();
     let secrets = [code.as_str(), tokens["access_token"].as_str().unwrap(), tokens["refresh_token"].as_str().unwrap(), FLOW_PAT];
     assert!(driver.get(&OAUTH_CODES, &[Val::text(&code)], &[]).await.unwrap().is_none());
     let code_row = driver.get(&OAUTH_CODES, &[Val::text(recap_access::token_sha256(&code))], &[]).await.unwrap().expect("the code's hash is the key");
@@ -514,7 +510,7 @@ async fn any_router_over_the_same_store_continues_a_flow() {
     let world = World::in_process(McpConfig::default()).await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let code = authorize(&world, &client_id, FLOW_PAT).await;
-    let second = recap_mcp::router(recap_mcp::McpState::new(world.readmodel.clone(), recap_access::Plans::default(), &recap_mcp::McpConfig::default()));
+    let second = recap_mcp::router(recap_mcp::McpState::new(world.readmodel().clone(), recap_access::Plans::default(), &recap_mcp::McpConfig::default()));
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs([
             ("grant_type", "authorization_code"),

@@ -6,9 +6,6 @@
 
 mod common;
 
-#[allow(unused_imports)]
-use common::in_process_edition as edition;
-
 use common::*;
 use serde_json::{json, Value};
 

@@ -3,12 +3,8 @@
 
 mod common;
 
-// Where worlds run (`crate::edition`): in this process; unused where
-// `tests/mcp_router.rs` compiles this file with a hook of its own.
-#[allow(unused_imports)]
-use common::in_process_edition as edition;
-
 use common::*;
+use recap_testkit::events;
 use serde_json::{json, Value};
 
 fn ids(list: &Value) -> Vec<String> {
@@ -138,10 +134,10 @@ async fn every_paginated_tool_has_its_default_limit_and_clamps() {
 #[tokio::test]
 async fn search_shared_notes_returns_10_by_default_and_1_to_20() {
     let world = World::new().await;
-    let shares: Vec<String> = (0..25)
+    let shares: Vec<recap_schemas::Envelope> = (0..25)
         .map(|index| {
             let id = format!("shr_retro_{index:02}");
-            events::share(&id, "acc_other", 200 + index).title("Retro").recipients(["acc_flow"]).text("retro notes").version(1).to_line()
+            events::share(&id, "acc_other", 200 + index).title("Retro").recipients(["acc_flow"]).text("retro notes").version(1).envelope()
         })
         .collect();
     world.feed(&shares).await;

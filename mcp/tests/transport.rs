@@ -4,17 +4,13 @@
 
 mod common;
 
-// Where worlds run (`crate::edition`): in this process; unused where
-// `tests/mcp_router.rs` compiles this file with a hook of its own.
-#[allow(unused_imports)]
-use common::in_process_edition as edition;
-
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
 use recap_mcp::McpConfig;
+use recap_testkit::events;
 use serde_json::{json, Value};
 
 const INITIALIZE: &str =

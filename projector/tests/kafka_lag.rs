@@ -7,16 +7,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recap_lmdb::EmbeddedDriver;
 use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
 use recap_projector::Stats;
-use recap_readmodel::table::Table;
-use recap_readmodel::{Driver, Mutation, Row, ScanRange, StoreError, Val};
 use recap_schemas::build::{Epoch, Events};
-use tokio::sync::{watch, Semaphore};
+use recap_testkit::FaultyDriver;
+use tokio::sync::watch;
 
 fn brokers() -> String {
     if let Ok(brokers) = std::env::var("RECAP_KAFKA_BROKERS") {
@@ -28,39 +26,6 @@ fn brokers() -> String {
         .lines()
         .find_map(|line| line.trim().trim_start_matches("export ").strip_prefix("RECAP_KAFKA_BROKERS=").map(|value| value.trim_matches('"').to_string()))
         .unwrap_or_else(|| "127.0.0.1:9092".into())
-}
-
-/// An embedded store whose writes wait until the test lets them through.
-struct Gated {
-    inner: EmbeddedDriver,
-    gate: Semaphore,
-}
-
-#[async_trait]
-impl Driver for Gated {
-    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        self.inner.get(table, partition, clustering).await
-    }
-    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        self.inner.scan(table, partition, range, limit).await
-    }
-    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
-        let _permit = self.gate.acquire().await.map_err(|_| StoreError::Unavailable("gate closed".into()))?;
-        self.inner.write(mutations).await
-    }
-    async fn insert_if_absent(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        clustering: &[Val],
-        body: &str,
-        expires_at: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
 }
 
 fn lags(stats: &Stats) -> BTreeMap<String, i64> {
@@ -89,7 +54,9 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
         assert!(results.iter().all(Result::is_ok), "{results:?}");
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    let gated = Arc::new(Gated { inner: EmbeddedDriver::open(&dir.path().join("store.lmdb")).expect("store"), gate: Semaphore::new(0) });
+    // An embedded store whose writes wait until the test lets them through.
+    let gated = Arc::new(FaultyDriver::new(Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).expect("store"))));
+    gated.hold_writes();
     let stats = Arc::new(Stats::default());
     let (stop, shutdown) = watch::channel(false);
     let config = KafkaConfig {
@@ -116,7 +83,7 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
     wait_for(&stats, "held up", |lags| lags.values().sum::<i64>() == 10).await;
 
     // Once written and committed, the lag goes back to 0 without any further event.
-    gated.gate.add_permits(1_000);
+    gated.release_writes();
     wait_for(&stats, "caught up", |lags| lags.len() == 3 && lags.values().all(|lag| *lag == 0)).await;
 
     let _ = stop.send(true);

@@ -171,6 +171,6 @@ async fn check_order_parameters_before_the_minute_limit_and_the_limit_before_the
     bad.assert_error(400, "invalid_request", &["param"]);
     assert_eq!(bad.json["error"]["param"], "limit");
     world.get("/v1/teams", SMALL_QUOTA).await.assert_error(429, "rate_limited", &[]);
-    world.clock.advance_micros(61_000_000);
+    world.clock().advance_micros(61_000_000);
     world.get("/v1/teams", SMALL_QUOTA).await.assert_error(402, "quota_exhausted", &["used", "limit", "resets_at"]);
 }

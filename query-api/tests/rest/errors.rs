@@ -35,7 +35,7 @@ async fn auth_7_missing_malformed_or_unknown_tokens_are_401_unauthorized() {
 async fn auth_7_a_token_without_the_prefix_is_401_even_when_its_hash_is_known() {
     // "a token without the svc_pat_ prefix ... 401 unauthorized": the prefix is checked
     // itself, not only through an unknown hash.
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     let (prefixless, known) = ("sk_live_alice_0123456789", "svc_pat_alice_known_0123456789");
     world.apply(&[token("acc_a", "tok_prefixless", prefixless), token("acc_a", "tok_known", known)]).await;
     let response = world.get("/v1/meetings", prefixless).await;
@@ -54,7 +54,7 @@ async fn auth_7_a_revoked_token_is_401_token_revoked() {
 #[tokio::test]
 async fn auth_5_revocation_takes_effect_on_the_next_request() {
     // "It is revoked on the same settings page, and stops working on the next request."
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
     world.apply(&[revoke("acc_a", "tok_a")]).await;
     world.get("/v1/meetings", ALICE).await.assert_error(401, "token_revoked", &[]);
@@ -66,7 +66,7 @@ async fn auth_5_a_configured_token_cache_bounds_how_long_a_revoked_token_keeps_w
     // --token-cache-ms N a revocation takes effect within N ms, never later.
     // In this process: the cache is per process, and the check is timed.
     let config = recap_query_api::RestConfig { token_cache_ms: 1_500, ..Default::default() };
-    let mut world = World::in_process(&standard_events(), config).await;
+    let world = World::in_process(&standard_events(), config).await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
     world.apply(&[revoke("acc_a", "tok_a")]).await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200, "answered from the cache within its age");
@@ -78,7 +78,7 @@ async fn auth_5_a_configured_token_cache_bounds_how_long_a_revoked_token_keeps_w
 async fn auth_5_a_configured_token_cache_never_keeps_a_refusal() {
     // A token created after a refused attempt works at once: only successes are cached.
     let config = recap_query_api::RestConfig { token_cache_ms: 60_000, ..Default::default() };
-    let mut world = World::with_config(&standard_events(), config).await;
+    let world = World::with_config(&standard_events(), config).await;
     let fresh = "svc_pat_freshly_created_token_000000000000";
     world.get("/v1/meetings", fresh).await.assert_error(401, "unauthorized", &[]);
     world.apply(&[token("acc_a", "tok_fresh", fresh)]).await;
@@ -105,11 +105,11 @@ async fn auth_8_a_plan_without_the_api_is_402_feature_not_included_public_api() 
 #[tokio::test]
 async fn auth_8_the_plan_is_checked_on_every_request() {
     // "The plan is checked on every request."
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     assert_eq!(world.get("/v1/teams", ALICE).await.status, 200);
-    world.apply(&[account_draft("acc_a", None, None).version(2).to_line()]).await;
+    world.apply(&[account_draft("acc_a", None, None).version(2).envelope()]).await;
     world.get("/v1/teams", ALICE).await.assert_error(402, "no_plan", &[]);
-    world.apply(&[account_draft("acc_a", Some("free"), None).version(3).to_line()]).await;
+    world.apply(&[account_draft("acc_a", Some("free"), None).version(3).envelope()]).await;
     world.get("/v1/teams", ALICE).await.assert_error(402, "feature_not_included", &["feature"]);
 }
 
@@ -117,9 +117,9 @@ async fn auth_8_the_plan_is_checked_on_every_request() {
 async fn errors_a_store_that_cannot_be_reached_is_503_unavailable() {
     // "503 unavailable: the service could not check the token or the plan; retry shortly."
     let world = World::standard_in_process().await;
-    world.set_fault(FAULT_UNAVAILABLE);
+    world.set_fault(Fault::Unavailable);
     world.get("/v1/meetings", ALICE).await.assert_error(503, "unavailable", &[]);
-    world.set_fault(FAULT_NONE);
+    world.set_fault(Fault::None);
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
 }
 
@@ -127,7 +127,7 @@ async fn errors_a_store_that_cannot_be_reached_is_503_unavailable() {
 async fn errors_a_store_that_hangs_is_503_unavailable_within_the_bound() {
     let config = recap_query_api::RestConfig { store_timeout_ms: Some(100), ..Default::default() };
     let world = World::in_process(&standard_events(), config).await;
-    world.set_fault(FAULT_HANG);
+    world.set_fault(Fault::Hang);
     let started = std::time::Instant::now();
     world.get("/v1/meetings", ALICE).await.assert_error(503, "unavailable", &[]);
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "bounded: {:?}", started.elapsed());
@@ -137,7 +137,7 @@ async fn errors_a_store_that_hangs_is_503_unavailable_within_the_bound() {
 async fn errors_internal_error_carries_the_request_id() {
     // "request_id: for internal_error, identifies the request".
     let world = World::standard_in_process().await;
-    world.set_fault(FAULT_CORRUPT);
+    world.set_fault(Fault::Corrupt);
     let response = world.get("/v1/meetings", ALICE).await;
     response.assert_error(500, "internal_error", &["request_id"]);
     assert_eq!(response.json["error"]["request_id"].as_str(), response.header("x-request-id"));

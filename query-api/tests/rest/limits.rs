@@ -39,9 +39,9 @@ async fn limits_2_3_quota_remaining_moves_by_one_per_counted_request_and_not_oth
 #[tokio::test]
 async fn limits_3_plan_uncovered_requests_do_not_count() {
     // "Requests that the plan does not cover do not count."
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     assert_eq!(world.get("/v1/teams", ALICE).await.remaining(), 49_999);
-    world.apply(&[account_draft("acc_a", None, None).version(2).to_line()]).await;
+    world.apply(&[account_draft("acc_a", None, None).version(2).envelope()]).await;
     for _ in 0..3 {
         world.get("/v1/teams", ALICE).await.assert_error(402, "no_plan", &[]);
     }
@@ -49,8 +49,8 @@ async fn limits_3_plan_uncovered_requests_do_not_count() {
     assert_eq!(world.get("/v1/teams", ALICE).await.remaining(), 49_998);
 }
 
-fn account_v(account_id: &str, version: u64) -> String {
-    account_draft(account_id, Some("flow"), None).version(version).to_line()
+fn account_v(account_id: &str, version: u64) -> recap_schemas::Envelope {
+    account_draft(account_id, Some("flow"), None).version(version).envelope()
 }
 
 #[tokio::test]
@@ -64,7 +64,7 @@ async fn limits_5_the_121st_request_in_a_minute_is_429_rate_limited_with_retry_a
         // t: whole seconds until the first request leaves the window.
         let t = (60_000_000u64 - index * 100_000).div_ceil(1_000_000);
         assert_eq!(response.header("ratelimit"), Some(format!("\"minute\";r={};t={t}", 119 - index).as_str()));
-        world.clock.advance_micros(100_000);
+        world.clock().advance_micros(100_000);
     }
     // 12 s after the first request: it leaves the window in 48 s.
     let refused = world.get("/v1/teams", ALICE).await;
@@ -74,9 +74,9 @@ async fn limits_5_the_121st_request_in_a_minute_is_429_rate_limited_with_retry_a
     assert_eq!(refused.remaining(), 50_000 - 120, "a 429 is not counted");
     // Other accounts have their own minute.
     assert_eq!(world.get("/v1/teams", BOB).await.status, 200);
-    world.clock.advance_micros(47_000_000);
+    world.clock().advance_micros(47_000_000);
     world.get("/v1/teams", ALICE).await.assert_error(429, "rate_limited", &[]);
-    world.clock.advance_micros(1_000_000);
+    world.clock().advance_micros(1_000_000);
     let admitted = world.get("/v1/teams", ALICE).await;
     assert_eq!(admitted.status, 200, "the window slid past the first request");
     assert_eq!(admitted.remaining(), 50_000 - 121);
@@ -111,9 +111,9 @@ async fn limits_6_used_up_period_requests_are_402_quota_exhausted_until_the_peri
         assert_eq!(exhausted.json["error"]["resets_at"], "2026-12-15T00:00:00Z");
         assert_eq!(exhausted.header("x-quota-reset"), Some("2026-12-15T00:00:00Z"));
     }
-    world.clock.set(recap_schemas::Timestamp::parse("2026-12-14T23:59:59Z").unwrap());
+    world.clock().set(recap_schemas::Timestamp::parse("2026-12-14T23:59:59Z").unwrap());
     world.get("/v1/teams", SMALL_QUOTA).await.assert_error(402, "quota_exhausted", &["used", "limit", "resets_at"]);
-    world.clock.set(recap_schemas::Timestamp::parse("2026-12-15T00:00:00Z").unwrap());
+    world.clock().set(recap_schemas::Timestamp::parse("2026-12-15T00:00:00Z").unwrap());
     let renewed = world.get("/v1/teams", SMALL_QUOTA).await;
     assert_eq!(renewed.status, 200, "a new billing period");
     assert_eq!(renewed.remaining(), 2);
@@ -132,7 +132,7 @@ async fn limits_4_the_quota_follows_the_plan_or_the_tier_default() {
 
 #[tokio::test]
 async fn limits_the_minute_and_the_quota_are_per_account_not_per_token() {
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     const SECOND: &str = "svc_pat_alice_second_token";
     world.apply(&[token("acc_a", "tok_a2", SECOND)]).await;
     assert_eq!(world.get("/v1/teams", ALICE).await.remaining(), 49_999);
@@ -145,7 +145,7 @@ async fn limits_the_minute_and_the_quota_are_per_account_not_per_token() {
 struct DecidesAfterTheRead {
     inner: recap_access::InProcessLimiter,
     likely: bool,
-    scans: Arc<AtomicU64>,
+    store: recap_testkit::FaultyDriver,
     /// The count of scans when it last decided.
     decided_at: AtomicU64,
 }
@@ -157,14 +157,14 @@ impl recap_access::Limiter for DecidesAfterTheRead {
             // (The read may have started before this is first polled, or after.)
             let before = self.decided_at.load(Ordering::SeqCst);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while self.scans.load(Ordering::SeqCst) == before {
+            while self.store.scans() == before {
                 if std::time::Instant::now() > deadline {
                     return Err(recap_access::LimiterError::Unavailable("the read did not start before the decision".into()));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
         }
-        self.decided_at.store(self.scans.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.decided_at.store(self.store.scans(), Ordering::SeqCst);
         self.inner.admit(account_id, limits).await
     }
 
@@ -173,10 +173,10 @@ impl recap_access::Limiter for DecidesAfterTheRead {
     }
 }
 
-async fn world_deciding_after_the_read(per_minute: u32, likely: bool) -> World {
+async fn world_deciding_after_the_read(per_minute: u32, likely: bool) -> World<recap_testkit::InProcess> {
     let config = recap_query_api::RestConfig { rate_limit_per_minute: per_minute, ..Default::default() };
-    World::with_limiter(&standard_events(), config, move |clock, scans| {
-        Arc::new(DecidesAfterTheRead { inner: recap_access::InProcessLimiter::new(Arc::new(clock)), likely, scans, decided_at: AtomicU64::new(0) })
+    World::with_limiter(&standard_events(), config, move |clock, store| {
+        Arc::new(DecidesAfterTheRead { inner: recap_access::InProcessLimiter::new(Arc::new(clock)), likely, store, decided_at: AtomicU64::new(0) })
     })
     .await
 }
@@ -191,19 +191,19 @@ async fn limits_2_5_reads_overlapping_the_limiter_change_no_answer_and_no_count(
     assert_eq!(first.status, 200, "the read started before the decision: {}", first.text);
     assert_eq!(first.ids(), ["mtg_a5", "mtg_a4", "mtg_a3", "mtg_a2", "mtg_a1"]);
     assert_eq!(first.remaining(), 49_999);
-    let reads = world.scans.load(Ordering::SeqCst);
+    let reads = world.scans();
     let refused = world.get("/v1/meetings", ALICE).await;
     refused.assert_error(429, "rate_limited", &[]);
     assert!(refused.header("retry-after").is_some());
     assert_eq!(refused.remaining(), 49_999, "not counted");
-    assert!(world.scans.load(Ordering::SeqCst) > reads, "its read had started, and was dropped");
+    assert!(world.scans() > reads, "its read had started, and was dropped");
 }
 
 #[tokio::test]
 async fn limits_5_a_request_of_an_account_at_its_limit_reads_nothing_before_its_refusal() {
     let world = world_deciding_after_the_read(1, false).await;
     assert_eq!(world.get("/v1/meetings", ALICE).await.status, 200);
-    let reads = world.scans.load(Ordering::SeqCst);
+    let reads = world.scans();
     world.get("/v1/meetings", ALICE).await.assert_error(429, "rate_limited", &[]);
-    assert_eq!(world.scans.load(Ordering::SeqCst), reads, "refused before any read");
+    assert_eq!(world.scans(), reads, "refused before any read");
 }

@@ -1,7 +1,9 @@
 //! Conformance of the REST router to `docs/rest.md`, rule by rule: each test is
-//! named after the rule it checks and quotes it. The router runs over a temporary
-//! embedded store seeded through the real projection; every response any test
-//! receives is also checked against `schemas/openapi.json` and for CORS headers.
+//! named after the rule it checks and quotes it. Each test's world is the kit's, on the
+//! edition `RECAP_TEST_WORLD` chooses (the router in process over a temporary embedded
+//! store by default, over a Cassandra keyspace, or a cluster of processes), seeded
+//! through the real projection; every response any test receives is also checked
+//! against `schemas/openapi.json` and for CORS headers.
 
 mod common;
 mod conventions;
@@ -11,11 +13,3 @@ mod limits;
 mod openapi;
 mod pagination;
 mod resources;
-
-/// Where worlds run: in this process. The distributed run of this suite
-/// (`tests/rest_router.rs` at the workspace root) starts a cluster here instead.
-mod edition {
-    pub fn start(_config: &recap_query_api::RestConfig) -> Option<crate::common::Edition> {
-        None
-    }
-}

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
-fn meetings(account: &str, count: i64) -> Vec<String> {
+fn meetings(account: &str, count: i64) -> Vec<recap_schemas::Envelope> {
     (0..count).map(|index| meeting(account, &format!("m{index:03}"), &format!("Meeting {index}"), 1000 + index, vec![])).collect()
 }
 
@@ -56,7 +56,7 @@ async fn pagination_1_to_4_a_walk_returns_every_item_exactly_once_newest_first()
 
 #[tokio::test]
 async fn pagination_a_walk_sees_every_item_once_while_new_items_arrive() {
-    let mut world = world_with_meetings(10).await;
+    let world = world_with_meetings(10).await;
     let mut seen = Vec::new();
     let mut response = world.get("/v1/meetings?limit=3", CAROL).await;
     let mut round = 0;

@@ -128,7 +128,7 @@ async fn every_identifier_a_list_shows_can_be_asked_for_up_to_the_events_256_byt
         event.meeting.summaries[0].id = recap_schemas::build::id("doc_long_sum");
     });
     let mut events = standard_events();
-    events.push(event.to_line());
+    events.push(event.envelope());
     let world = World::new(&events).await;
 
     assert_eq!(world.get("/v1/meetings?limit=1", ALICE).await.ids(), std::slice::from_ref(&meeting_id));
@@ -237,7 +237,7 @@ async fn a_note_not_shared_with_the_caller_is_404_shared_note_not_found() {
 #[tokio::test]
 async fn leaving_a_team_hides_its_notes() {
     // "When the caller leaves a team, that team's notes stop being visible."
-    let mut world = World::standard().await;
+    let world = World::standard().await;
     world.apply(&[remove_member("team_design", "acc_a")]).await;
     assert_eq!(world.get("/v1/shared-notes", ALICE).await.ids(), ["shr_direct"]);
     world.get("/v1/shared-notes/shr_team", ALICE).await.assert_error(404, "shared_note_not_found", &[]);

@@ -9,8 +9,6 @@
 //! The binary is `$RECAP_OTELCOL` (what `make test` exports), else whatever
 //! `scripts/otel-collector.sh` prints (it builds the collector once, then answers at once).
 
-#![allow(dead_code)]
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,7 +43,8 @@ pub fn collector_bin() -> PathBuf {
             );
             return path;
         }
-        let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test")).join("scripts/otel-collector.sh");
+        // The workspace root is the test kit's parent directory.
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/otel-collector.sh");
         let output = Command::new(&script)
             .stderr(Stdio::inherit())
             .output()
@@ -70,7 +69,8 @@ pub fn free_port() -> u16 {
 /// A running collector.
 pub struct Collector {
     child: Option<Child>,
-    dir: tempfile::TempDir,
+    /// Where the exporters write; removed with the collector.
+    _dir: tempfile::TempDir,
     /// `http://127.0.0.1:<port>`: the value for `OTEL_EXPORTER_OTLP_ENDPOINT`.
     pub endpoint: String,
     pub port: u16,
@@ -164,7 +164,7 @@ service:
             .stderr(log_file)
             .spawn()
             .unwrap_or_else(|error| panic!("start {}: {error}", collector_bin().display()));
-        let mut collector = Collector { child: Some(child), dir, endpoint: format!("http://127.0.0.1:{port}"), port, traces, metrics, log };
+        let mut collector = Collector { child: Some(child), _dir: dir, endpoint: format!("http://127.0.0.1:{port}"), port, traces, metrics, log };
         let health = format!("http://127.0.0.1:{health_port}/");
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(2))).build().into();
         let deadline = Instant::now() + Duration::from_secs(30);

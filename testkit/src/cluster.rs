@@ -3,15 +3,15 @@
 //! standing in for ScyllaDB, Redis), isolated per test by their own topic prefix,
 //! keyspace, consumer group and Redis key prefix. Engine addresses come from
 //! `RECAP_KAFKA_BROKERS`, `RECAP_SCYLLA_NODES` and `RECAP_REDIS_URL`, or from the file
-//! `make up` writes (`~/.cache/recap/engines/env`).
-
-#![allow(dead_code)]
+//! `make up` writes (`~/.cache/recap/engines/env`). Starting and dropping a cluster
+//! run a runtime of their own (topics, keyspace): never from inside a test's runtime
+//! ([`crate::world::ClusterWorld`] does both on a thread of its own).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::recap_bin;
+use crate::process::{events_file, get, recap_bin, spawn_with_lines, EventLine};
 
 /// Where the engines listen.
 #[derive(Clone, Debug)]
@@ -75,7 +75,7 @@ impl Role {
 
     /// A running projector's `/progress` document (null when it does not answer).
     pub fn progress_json(&self) -> serde_json::Value {
-        let (_, _, body) = super::get(&format!("{}progress", self.admin_url), None);
+        let (_, _, body) = get(&format!("{}progress", self.admin_url), None);
         serde_json::from_str(&body).unwrap_or_default()
     }
 
@@ -91,7 +91,7 @@ impl Role {
         for (key, value) in &self.envs {
             command.env(key, value);
         }
-        let (child, receiver) = super::spawn_with_lines(&mut command).unwrap_or_else(|error| panic!("start recap {}: {error}", self.name));
+        let (child, receiver) = spawn_with_lines(&mut command).unwrap_or_else(|error| panic!("start recap {}: {error}", self.name));
         self.child = Some(child);
         self.url.clear();
         self.admin_url.clear();
@@ -112,7 +112,7 @@ impl Role {
         // Ready means its store answers.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let (status, _, _) = super::get(&format!("{}readyz", self.admin_url), None);
+            let (status, _, _) = get(&format!("{}readyz", self.admin_url), None);
             if status == 200 {
                 break;
             }
@@ -226,19 +226,15 @@ impl Cluster {
     }
 
     /// Publishes events to their contract topics with their contract keys.
-    pub fn produce(&self, lines: &[String]) {
-        let mut file = tempfile::NamedTempFile::new().expect("temp file");
-        use std::io::Write;
-        for line in lines {
-            writeln!(file, "{line}").expect("write events");
-        }
+    pub fn produce<E: EventLine>(&self, events: &[E]) {
+        let file = events_file(events);
         let output = Command::new(recap_bin())
             .args(["events", "append", "--kafka", &self.engines.brokers, "--topic-prefix", &self.topic_prefix])
             .arg(file.path())
             .output()
             .expect("run recap events append --kafka");
         assert!(output.status.success(), "producing failed: {}", String::from_utf8_lossy(&output.stderr));
-        self.produced.fetch_add(lines.len() as u64, Ordering::SeqCst);
+        self.produced.fetch_add(events.len() as u64, Ordering::SeqCst);
     }
 
     /// Events every projector accounted for (applied, stale, skipped or dead-lettered).
@@ -313,39 +309,5 @@ pub fn create_topics(brokers: &str, topics: &[(String, i32)]) {
         if let Err((topic, code)) = result {
             assert_eq!(code, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists, "creating {topic}");
         }
-    }
-}
-
-/// A cluster for one world of a router suite run against the distributed edition
-/// (`tests/rest_router.rs`, `tests/mcp_router.rs`), started with `envs`: the function
-/// that produces a world's events and waits until they are projected, owning the
-/// cluster, and the origins `origins` picks from it. The cluster starts and stops on a
-/// thread of its own: both run a runtime of their own (creating topics, dropping the
-/// keyspace), never inside the test's.
-pub fn edition(envs: Vec<(String, String)>, origins: impl FnOnce(&Cluster) -> Vec<String>) -> Edition {
-    let cluster = std::thread::spawn(move || Cluster::start(&envs)).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-    let origins = origins(&cluster);
-    let owned = OwnThread(Some(cluster));
-    let apply = move |events: &[String]| {
-        let cluster = owned.0.as_ref().expect("running");
-        cluster.produce(events);
-        cluster.wait_projected();
-    };
-    (Box::new(apply), origins)
-}
-
-/// Produces a world's events and waits until they are projected.
-pub type Apply = Box<dyn Fn(&[String]) + Send + Sync>;
-
-/// What a suite's `common` calls an `Edition` (`remote.rs`; the same std type).
-pub type Edition = (Apply, Vec<String>);
-
-/// A cluster dropped on a thread of its own.
-struct OwnThread(Option<Cluster>);
-
-impl Drop for OwnThread {
-    fn drop(&mut self) {
-        let cluster = self.0.take();
-        let _ = std::thread::spawn(move || drop(cluster)).join();
     }
 }

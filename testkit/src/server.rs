@@ -1,28 +1,20 @@
 //! The black-box harness: starts the real `recap serve` on port 0 over a temporary data
 //! dir, feeds it events through `recap events append`, and waits on the operations
-//! listener's `/progress` (never on sleeps). Event builders live in `events`.
+//! listener's `/progress` (never on sleeps).
 //!
-//! With `RECAP_TEST_EDITION=distributed` (what `make test` sets for its second pass over
-//! the conformance suites), `Server::start()` and `Server::builder().env(..).start()`
-//! start the distributed edition instead (`cluster.rs`): the same URLs, `feed` produces
-//! to Kafka and waits for the projector. Tests that need a data dir or `serve` flags are
+//! With `RECAP_TEST_WORLD=cluster` (what `make test` sets for its second pass over the
+//! black-box suites), `Server::start()` and `Server::builder().env(..).start()` start the
+//! distributed edition instead ([`crate::cluster`]): the same URLs, `feed` produces to
+//! Kafka and waits for the projector. Tests that need a data dir or `serve` flags are
 //! about the embedded edition and always run it, as do builders marked `.embedded()`.
 
-#![allow(dead_code)]
-
-pub mod cluster;
-pub mod events;
-pub mod otel;
-
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub fn recap_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_recap"))
-}
+use crate::cluster;
+use crate::process::{append_lines, recap_bin, spawn_with_lines, EventLine};
+use crate::world::Edition;
 
 /// A running `recap serve`.
 pub struct Server {
@@ -46,9 +38,10 @@ pub struct Server {
     pub cluster: Option<cluster::Cluster>,
 }
 
-/// Whether the black-box suites run against the distributed edition.
+/// Whether the black-box suites run against the distributed edition
+/// (`RECAP_TEST_WORLD=cluster`).
 pub fn distributed() -> bool {
-    std::env::var("RECAP_TEST_EDITION").is_ok_and(|edition| edition == "distributed")
+    Edition::from_env() == Edition::Cluster
 }
 
 pub struct ServerBuilder {
@@ -82,7 +75,7 @@ impl ServerBuilder {
         self
     }
 
-    /// The embedded edition whatever `RECAP_TEST_EDITION` says.
+    /// The embedded edition whatever `RECAP_TEST_WORLD` says.
     pub fn embedded(mut self) -> Self {
         self.embedded = true;
         self
@@ -187,13 +180,13 @@ impl Server {
         std::thread::spawn(move || while receiver.recv().is_ok() {});
     }
 
-    /// Appends JSON lines through `recap events append`; panics when refused.
-    pub fn append(&self, lines: &[String]) {
+    /// Appends events through `recap events append`; panics when refused.
+    pub fn append<E: EventLine>(&self, events: &[E]) {
         if let Some(cluster) = &self.cluster {
-            cluster.produce(lines);
+            cluster.produce(events);
             return;
         }
-        let output = append_lines(&self.data_dir, lines);
+        let output = append_lines(&self.data_dir, events);
         assert!(output.status.success(), "recap events append failed: {}", String::from_utf8_lossy(&output.stderr));
     }
 
@@ -221,8 +214,8 @@ impl Server {
     }
 
     /// Appends and waits until the events are readable.
-    pub fn feed(&self, lines: &[String]) {
-        self.append(lines);
+    pub fn feed<E: EventLine>(&self, events: &[E]) {
+        self.append(events);
         self.wait_caught_up();
     }
 
@@ -292,43 +285,4 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
     }
-}
-
-/// Starts a process whose standard output is piped, and forwards its lines to a
-/// channel from a thread, so the process never blocks on a full pipe.
-pub fn spawn_with_lines(command: &mut Command) -> std::io::Result<(Child, mpsc::Receiver<String>)> {
-    let mut child = command.spawn()?;
-    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("standard output is not piped"))?;
-    let (sender, receiver) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    Ok((child, receiver))
-}
-
-/// Runs `recap events append --data-dir <dir>` with the lines in a temporary file.
-pub fn append_lines(data_dir: &Path, lines: &[String]) -> std::process::Output {
-    let mut file = tempfile::NamedTempFile::new().expect("temp file");
-    for line in lines {
-        writeln!(file, "{line}").expect("write events");
-    }
-    Command::new(recap_bin()).args(["events", "append", "--data-dir"]).arg(data_dir).arg(file.path()).output().expect("run recap events append")
-}
-
-/// A GET with a bearer token; any status is a response (no error on 4xx/5xx).
-pub fn get(url: &str, token: Option<&str>) -> (u16, Vec<(String, String)>, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    let mut request = agent.get(url);
-    if let Some(token) = token {
-        request = request.header("Authorization", &format!("Bearer {token}"));
-    }
-    let mut response = request.call().expect("request");
-    let status = response.status().as_u16();
-    let headers = response.headers().iter().map(|(name, value)| (name.as_str().to_string(), value.to_str().unwrap_or_default().to_string())).collect();
-    let body = response.body_mut().read_to_string().unwrap_or_default();
-    (status, headers, body)
 }
