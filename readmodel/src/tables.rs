@@ -263,6 +263,64 @@ pub static OAUTH_CLAIMS: Table = Table {
     clock: Clock::FirstWriteWins,
 };
 
+const fn seq(name: &'static str) -> Clustering {
+    Clustering { name, kind: ColumnType::BigInt, order: Order::Asc }
+}
+
+pub static WEBHOOK_ENDPOINTS: Table = Table {
+    id: 28,
+    name: "webhook_endpoints",
+    doc: "GET /webhook-endpoints and delivery: an account's endpoints by id; body {id, url, types, enabled, description}, never the secret; write time = the endpoint's version",
+    partition: &[text("account_id")],
+    clustering: &[id_asc("endpoint_id")],
+    clock: Clock::Version,
+};
+
+pub static WEBHOOK_SECRETS: Table = Table {
+    id: 29,
+    name: "webhook_secrets",
+    doc: "delivery only, never served: an endpoint's signing secrets, current first; body {secrets: [{secret, expires_at}]}",
+    partition: &[text("account_id"), text("endpoint_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
+pub static MESSAGE_OUTBOX: Table = Table {
+    id: 30,
+    name: "message_outbox",
+    doc: "embedded edition: the messages the projector derived, in order, written with the rows they announce; body {account_id, message}",
+    partition: &[text("source")],
+    clustering: &[seq("seq")],
+    clock: Clock::Position,
+};
+
+pub static FEED: Table = Table {
+    id: 31,
+    name: "feed",
+    doc: "GET /events and list_recent_changes: an account's messages, oldest first, kept for the retention; body = the message",
+    partition: &[text("account_id")],
+    clustering: &[seq("seq")],
+    clock: Clock::Position,
+};
+
+pub static FEED_HEADS: Table = Table {
+    id: 32,
+    name: "feed_heads",
+    doc: "GET /events: the last seq of an account's feed whose rows, and every earlier one, are written; body {seq}",
+    partition: &[text("account_id")],
+    clustering: &[],
+    clock: Clock::Position,
+};
+
+pub static MESSAGES_BY_ID: Table = Table {
+    id: 33,
+    name: "messages_by_id",
+    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, kept for the retention; body {seq, message}",
+    partition: &[text("account_id"), text("message_id")],
+    clustering: &[],
+    clock: Clock::Position,
+};
+
 /// Word timings per TRANSCRIPT_WORDS row: the largest page get_meeting_transcript
 /// serves, so any page reads at most two rows.
 pub const WORDS_PER_CHUNK: usize = 500;
@@ -296,6 +354,12 @@ pub static ALL: &[&Table] = &[
     &OAUTH_GRANTS_BY_TOKEN,
     &TRANSCRIPT_WORDS,
     &OAUTH_CLAIMS,
+    &WEBHOOK_ENDPOINTS,
+    &WEBHOOK_SECRETS,
+    &MESSAGE_OUTBOX,
+    &FEED,
+    &FEED_HEADS,
+    &MESSAGES_BY_ID,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {
