@@ -23,6 +23,7 @@ pub mod queries;
 pub mod table;
 pub mod tables;
 pub mod views;
+pub mod webhooks;
 pub mod words;
 
 pub use driver::{BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};

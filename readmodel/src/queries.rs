@@ -98,6 +98,11 @@ impl ReadModel {
         crate::oauth::OAuthStore::new(self.driver.clone())
     }
 
+    /// The webhooks' records (endpoints, feed, deliveries), messages kept for `retention`.
+    pub fn webhooks(&self, retention: std::time::Duration) -> crate::webhooks::WebhookStore {
+        crate::webhooks::WebhookStore::new(self.driver.clone(), retention)
+    }
+
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.driver.ping().await
     }

@@ -315,10 +315,37 @@ pub static FEED_HEADS: Table = Table {
 pub static MESSAGES_BY_ID: Table = Table {
     id: 33,
     name: "messages_by_id",
-    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, kept for the retention; body {seq, message}",
+    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq, message}",
     partition: &[text("account_id"), text("message_id")],
     clustering: &[],
-    clock: Clock::Position,
+    clock: Clock::FirstWriteWins,
+};
+
+pub static WEBHOOK_DELIVERIES: Table = Table {
+    id: 34,
+    name: "webhook_deliveries",
+    doc: "delivery: the pending deliveries of one shard, soonest due first; body {account_id, endpoint_id, message_id, seq, attempt}",
+    partition: &[text("shard")],
+    clustering: &[seq("due_at"), id_asc("delivery_id")],
+    clock: Clock::Wall,
+};
+
+pub static WEBHOOK_ATTEMPTS: Table = Table {
+    id: 35,
+    name: "webhook_attempts",
+    doc: "GET /webhook-endpoints/{id}/attempts: an endpoint's delivery attempts, newest first, kept 30 days; body = the attempt",
+    partition: &[text("account_id"), text("endpoint_id")],
+    clustering: &[newest("attempted_at"), id_desc("attempt_id")],
+    clock: Clock::Wall,
+};
+
+pub static WEBHOOK_ENDPOINT_STATES: Table = Table {
+    id: 36,
+    name: "webhook_endpoint_states",
+    doc: "GET /webhook-endpoints and delivery: an endpoint's delivery state (failing since, disabled at which version, last attempt and success); body = the state",
+    partition: &[text("account_id"), text("endpoint_id")],
+    clustering: &[],
+    clock: Clock::Wall,
 };
 
 /// Word timings per TRANSCRIPT_WORDS row: the largest page get_meeting_transcript
@@ -360,6 +387,9 @@ pub static ALL: &[&Table] = &[
     &FEED,
     &FEED_HEADS,
     &MESSAGES_BY_ID,
+    &WEBHOOK_DELIVERIES,
+    &WEBHOOK_ATTEMPTS,
+    &WEBHOOK_ENDPOINT_STATES,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {

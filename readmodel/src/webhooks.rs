@@ -1,0 +1,461 @@
+//! Webhooks as typed records and operations: an account's endpoints and their signing
+//! secrets (written by the projection from `webhook_endpoint.*` events), its feed of
+//! messages, the pending deliveries, the attempts made and each endpoint's delivery
+//! state. Callers see records; the storage rules stay here:
+//!
+//! - an endpoint's row and its secrets carry the endpoint's event version, so an older
+//!   upsert never overrides a newer one, and a delete shadows both;
+//! - the feed of an account is ordered by `seq`, a number that only grows within the
+//!   account (the outbox's sequence in the embedded edition, the offset of the message in
+//!   its `recap.messages.v1` partition in the distributed one, where an account's
+//!   messages all travel in one partition);
+//! - a message enters the feed once: its id is claimed by the first seq that carries
+//!   it ([`Driver::insert_if_absent`] on `messages_by_id`); a replay of the same seq
+//!   finds its own claim and writes the same rows again, a duplicate at another seq
+//!   (the projector replaying a batch) finds another's claim and is dropped;
+//! - readers see the feed up to its head (`feed_heads`), which is written only once
+//!   every row at or below it is: a row that lands late (CQL writes of one batch land in
+//!   any order) is never skipped by a cursor that moved past it;
+//! - service-written rows (deliveries, attempts, endpoint states) carry wall-clock
+//!   timestamps.
+
+use std::sync::Arc;
+
+use recap_schemas::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{now_micros, Driver, Mutation, Op, ScanRange, StoreError};
+use crate::messages::{AccountMessage, Message, MessageKind};
+use crate::table::{Table, Val};
+use crate::tables::{FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_SECRETS};
+
+/// How long a feed message, its id and an attempt are kept unless configured otherwise.
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// How long the secret an endpoint had before a rotation still signs its deliveries
+/// (beside the new one), so that a receiver can switch over without dropping any.
+pub const ROTATION_OVERLAP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// An endpoint as the account configured it, never its secret. The body of a
+/// `webhook_endpoints` row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRecord {
+    pub id: String,
+    pub url: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The kinds it receives; empty for every kind.
+    #[serde(default)]
+    pub types: Vec<MessageKind>,
+    /// Whether the account wants deliveries to it at all.
+    pub enabled: bool,
+    /// The version of the event that set it: a delivery state that disabled it names
+    /// the version it disabled, so a newer upsert re-enables it.
+    pub version: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl EndpointRecord {
+    /// Whether the endpoint receives messages of `kind`.
+    pub fn wants(&self, kind: MessageKind) -> bool {
+        self.types.is_empty() || self.types.contains(&kind)
+    }
+}
+
+/// One secret an endpoint's deliveries are signed with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigningSecret {
+    /// `whsec_` and the base64 of the key.
+    pub secret: String,
+    /// When it stops signing (a previous secret during a rotation); None for the current.
+    #[serde(default)]
+    pub expires_at: Option<Timestamp>,
+}
+
+/// The secrets an endpoint signs with, current first. The body of a `webhook_secrets`
+/// row; never served.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretsRecord {
+    pub secrets: Vec<SigningSecret>,
+}
+
+impl SecretsRecord {
+    /// The secrets that sign a delivery made at `now`: the current one and any previous
+    /// one still in its overlap.
+    pub fn signing_at(&self, now: Timestamp) -> Vec<&str> {
+        self.secrets.iter().filter(|secret| secret.expires_at.is_none_or(|expires_at| expires_at > now)).map(|secret| secret.secret.as_str()).collect()
+    }
+}
+
+/// How deliveries to an endpoint are going. The body of a `webhook_endpoint_states`
+/// row; absent for an endpoint nothing was attempted to yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointState {
+    /// Since when every attempt failed (None after a success).
+    #[serde(default)]
+    pub failing_since: Option<Timestamp>,
+    /// The endpoint version that was disabled for failing too long: disabled while the
+    /// endpoint is still at that version.
+    #[serde(default)]
+    pub disabled_version: Option<u64>,
+    #[serde(default)]
+    pub disabled_at: Option<Timestamp>,
+    #[serde(default)]
+    pub last_attempt_at: Option<Timestamp>,
+    #[serde(default)]
+    pub last_success_at: Option<Timestamp>,
+}
+
+impl EndpointState {
+    /// Whether deliveries to `endpoint` are stopped because it failed for too long.
+    pub fn disables(&self, endpoint: &EndpointRecord) -> bool {
+        self.disabled_version == Some(endpoint.version)
+    }
+}
+
+/// What became of one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// A 2xx answer.
+    Succeeded,
+    /// Any other answer.
+    Failed,
+    /// No complete answer in time.
+    TimedOut,
+    /// Not sent: the URL or the address it resolves to is not allowed, or the connection
+    /// failed.
+    Unreachable,
+}
+
+/// One delivery attempt, as `GET /v1/webhook-endpoints/{id}/attempts` lists it. The body
+/// of a `webhook_attempts` row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub id: String,
+    pub message_id: String,
+    #[serde(rename = "type")]
+    pub kind: MessageKind,
+    /// 1 for the first attempt of the message to this endpoint.
+    pub attempt: u32,
+    pub attempted_at: Timestamp,
+    pub outcome: AttemptOutcome,
+    /// The HTTP status answered, when one was.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Why it failed, in words (never a secret, never the response body).
+    #[serde(default)]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    /// When it is tried again; None when it succeeded or was the last try.
+    #[serde(default)]
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// A pending delivery of one message to one endpoint. The body of a
+/// `webhook_deliveries` row, keyed by shard, due time and [`Delivery::id`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub account_id: String,
+    pub endpoint_id: String,
+    pub message_id: String,
+    /// The message's seq in the account's feed.
+    pub seq: i64,
+    /// The attempt this row is due for (1 for the first).
+    pub attempt: u32,
+}
+
+impl Delivery {
+    /// The delivery's key within its shard and due time: the same message to the same
+    /// endpoint always has the same one.
+    pub fn id(&self) -> String {
+        format!("{}\u{1f}{}\u{1f}{}", self.account_id, self.endpoint_id, self.message_id)
+    }
+}
+
+/// A pending delivery as scanned: its shard, due time and body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub shard: String,
+    pub due_at: i64,
+    pub delivery: Delivery,
+}
+
+/// A page of an account's feed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeedPage {
+    /// The messages, oldest first, each with its seq.
+    pub messages: Vec<(i64, Message)>,
+    /// The seq a next page continues after: the last one read, which may lie past the
+    /// last message returned when a type filter passed over later ones.
+    pub last_seq: Option<i64>,
+    /// Whether the feed holds messages past `last_seq` (up to its head).
+    pub has_more: bool,
+}
+
+/// A message of the feed by id, as claimed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Claim {
+    seq: i64,
+    message: Message,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Head {
+    seq: i64,
+}
+
+/// Most feed rows one page reads past, when a type filter skips them, before it answers
+/// with what it has (and a cursor after the last row read).
+pub const FEED_SCAN_BUDGET: usize = 1_000;
+
+fn decode<T: serde::de::DeserializeOwned>(table: &Table, body: &str) -> Result<T, StoreError> {
+    serde_json::from_str(body).map_err(|error| StoreError::Corrupt(format!("{}: {error}", table.name)))
+}
+
+fn encode<T: Serialize>(value: &T) -> String {
+    // Records hold strings, numbers, booleans, lists and objects only.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn micros(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The webhooks' records in the read model's store.
+#[derive(Clone)]
+pub struct WebhookStore {
+    driver: Arc<dyn Driver>,
+    retention: std::time::Duration,
+}
+
+impl WebhookStore {
+    pub fn new(driver: Arc<dyn Driver>, retention: std::time::Duration) -> WebhookStore {
+        WebhookStore { driver, retention }
+    }
+
+    pub fn retention(&self) -> std::time::Duration {
+        self.retention
+    }
+
+    // ---- endpoints ----------------------------------------------------------------
+
+    /// The account's endpoints, by id, each with its delivery state.
+    pub async fn endpoints(&self, account_id: &str) -> Result<Vec<(EndpointRecord, EndpointState)>, StoreError> {
+        let rows = self.driver.scan(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &ScanRange::all(), usize::MAX).await?;
+        let mut endpoints = Vec::with_capacity(rows.len());
+        for row in rows {
+            let endpoint: EndpointRecord = decode(&WEBHOOK_ENDPOINTS, &row.body)?;
+            let state = self.endpoint_state(account_id, &endpoint.id).await?;
+            endpoints.push((endpoint, state));
+        }
+        Ok(endpoints)
+    }
+
+    /// One endpoint of the account, with its delivery state.
+    pub async fn endpoint(&self, account_id: &str, endpoint_id: &str) -> Result<Option<(EndpointRecord, EndpointState)>, StoreError> {
+        let Some(row) = self.driver.get(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &[Val::text(endpoint_id)]).await? else { return Ok(None) };
+        let endpoint: EndpointRecord = decode(&WEBHOOK_ENDPOINTS, &row.body)?;
+        let state = self.endpoint_state(account_id, endpoint_id).await?;
+        Ok(Some((endpoint, state)))
+    }
+
+    /// The secrets the endpoint signs with (empty when it has none or is deleted).
+    pub async fn secrets(&self, account_id: &str, endpoint_id: &str) -> Result<SecretsRecord, StoreError> {
+        let row = self.driver.get(&WEBHOOK_SECRETS, &[Val::text(account_id), Val::text(endpoint_id)], &[]).await?;
+        row.map(|row| decode(&WEBHOOK_SECRETS, &row.body)).transpose().map(Option::unwrap_or_default)
+    }
+
+    pub async fn endpoint_state(&self, account_id: &str, endpoint_id: &str) -> Result<EndpointState, StoreError> {
+        let row = self.driver.get(&WEBHOOK_ENDPOINT_STATES, &[Val::text(account_id), Val::text(endpoint_id)], &[]).await?;
+        row.map(|row| decode(&WEBHOOK_ENDPOINT_STATES, &row.body)).transpose().map(Option::unwrap_or_default)
+    }
+
+    pub async fn save_endpoint_state(&self, account_id: &str, endpoint_id: &str, state: &EndpointState) -> Result<(), StoreError> {
+        let mutation = Mutation {
+            table: &WEBHOOK_ENDPOINT_STATES,
+            partition: vec![Val::text(account_id), Val::text(endpoint_id)],
+            clustering: vec![],
+            op: Op::Put { body: encode(state), expires_at: None },
+            ts: now_micros(),
+        };
+        self.driver.write(vec![mutation]).await
+    }
+
+    // ---- the feed -----------------------------------------------------------------
+
+    /// Claims `message`'s id for `seq` in the account's feed: true when this seq holds
+    /// it (claimed now, or by an earlier run of the same seq), false when another seq
+    /// carried it first (a duplicate, to drop).
+    pub async fn claim(&self, account_id: &str, seq: i64, message: &Message) -> Result<bool, StoreError> {
+        let partition = [Val::text(account_id), Val::text(&message.id)];
+        let body = encode(&Claim { seq, message: message.clone() });
+        let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
+        if self.driver.insert_if_absent(&MESSAGES_BY_ID, &partition, &[], &body, expires_at).await? {
+            return Ok(true);
+        }
+        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &partition, &[]).await? else {
+            // Expired between the two calls: the message is older than the retention.
+            return Ok(false);
+        };
+        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
+        Ok(claim.seq == seq)
+    }
+
+    /// The feed row of a claimed message, to write with the other rows of its batch.
+    pub fn feed_row(&self, account_id: &str, seq: i64, message: &Message) -> Mutation {
+        let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
+        Mutation {
+            table: &FEED,
+            partition: vec![Val::text(account_id)],
+            clustering: vec![Val::Int(seq)],
+            op: Op::Put { body: message.to_json(), expires_at },
+            ts: seq,
+        }
+    }
+
+    /// The account's feed head at `seq`: written once every feed row at or below it is.
+    pub fn head_row(&self, account_id: &str, seq: i64) -> Mutation {
+        Mutation {
+            table: &FEED_HEADS,
+            partition: vec![Val::text(account_id)],
+            clustering: vec![],
+            op: Op::Put { body: encode(&Head { seq }), expires_at: None },
+            ts: seq,
+        }
+    }
+
+    /// The last seq of the account's feed readers may see; None for an empty feed.
+    pub async fn head(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
+        let row = self.driver.get(&FEED_HEADS, &[Val::text(account_id)], &[]).await?;
+        Ok(row.map(|row| decode::<Head>(&FEED_HEADS, &row.body)).transpose()?.map(|head| head.seq))
+    }
+
+    /// Up to `limit` messages of the account's feed after `after_seq`, oldest first, of
+    /// `types` (every kind when empty), never past the head. Reads at most
+    /// [`FEED_SCAN_BUDGET`] rows past those it returns.
+    pub async fn feed_page(&self, account_id: &str, after_seq: Option<i64>, limit: usize, types: &[MessageKind]) -> Result<FeedPage, StoreError> {
+        let Some(head) = self.head(account_id).await? else { return Ok(FeedPage::default()) };
+        let partition = [Val::text(account_id)];
+        let mut page = FeedPage { last_seq: after_seq, ..FeedPage::default() };
+        let mut budget = FEED_SCAN_BUDGET;
+        loop {
+            let cursor = page.last_seq.map(|seq| vec![Val::Int(seq)]);
+            let wanted = (limit - page.messages.len()).min(budget) + 1;
+            let rows = self.driver.scan(&FEED, &partition, &ScanRange::after(cursor.as_deref()), wanted).await?;
+            let exhausted = rows.len() < wanted;
+            for row in rows {
+                let Some(seq) = row.clustering.first().and_then(Val::as_int) else { continue };
+                if seq > head {
+                    return Ok(page);
+                }
+                if page.messages.len() == limit || budget == 0 {
+                    page.has_more = true;
+                    return Ok(page);
+                }
+                let message: Message = decode(&FEED, &row.body)?;
+                page.last_seq = Some(seq);
+                if types.is_empty() || types.contains(&message.kind) {
+                    page.messages.push((seq, message));
+                } else {
+                    budget -= 1;
+                }
+            }
+            if exhausted {
+                return Ok(page);
+            }
+        }
+    }
+
+    /// One message of the account's feed by id, while it is kept and once its seq is
+    /// within the head.
+    pub async fn message(&self, account_id: &str, message_id: &str) -> Result<Option<(i64, Message)>, StoreError> {
+        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
+        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
+        if self.head(account_id).await?.is_none_or(|head| claim.seq > head) {
+            return Ok(None);
+        }
+        Ok(Some((claim.seq, claim.message)))
+    }
+
+    // ---- deliveries and attempts --------------------------------------------------
+
+    /// The row that schedules `delivery` in `shard` at `due_at` (microseconds).
+    pub fn delivery_row(&self, shard: &str, due_at: i64, delivery: &Delivery) -> Mutation {
+        Mutation {
+            table: &WEBHOOK_DELIVERIES,
+            partition: vec![Val::text(shard)],
+            clustering: vec![Val::Int(due_at), Val::text(delivery.id())],
+            op: Op::Put { body: encode(delivery), expires_at: None },
+            ts: now_micros(),
+        }
+    }
+
+    /// The tombstone of a scheduled delivery (done, or moved to another due time).
+    pub fn delivery_done_row(&self, due: &DueDelivery) -> Mutation {
+        Mutation {
+            table: &WEBHOOK_DELIVERIES,
+            partition: vec![Val::text(&due.shard)],
+            clustering: vec![Val::Int(due.due_at), Val::text(due.delivery.id())],
+            op: Op::Delete,
+            ts: now_micros(),
+        }
+    }
+
+    /// Up to `limit` deliveries of `shard` due at or before `now`, soonest first.
+    pub async fn due(&self, shard: &str, now: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        let range = ScanRange { start: std::ops::Bound::Unbounded, end: std::ops::Bound::Included(vec![Val::Int(now)]) };
+        let rows = self.driver.scan(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &range, limit).await?;
+        let mut due = Vec::with_capacity(rows.len());
+        for row in rows {
+            let Some(due_at) = row.clustering.first().and_then(Val::as_int) else { continue };
+            due.push(DueDelivery { shard: shard.to_owned(), due_at, delivery: decode(&WEBHOOK_DELIVERIES, &row.body)? });
+        }
+        Ok(due)
+    }
+
+    /// Every pending delivery of `shard` (for queue depth and the oldest pending age),
+    /// up to `limit`.
+    pub async fn pending(&self, shard: &str, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        self.due(shard, i64::MAX, limit).await
+    }
+
+    /// The row recording an attempt, kept for the retention.
+    pub fn attempt_row(&self, account_id: &str, endpoint_id: &str, attempt: &AttemptRecord) -> Mutation {
+        let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
+        Mutation {
+            table: &WEBHOOK_ATTEMPTS,
+            partition: vec![Val::text(account_id), Val::text(endpoint_id)],
+            clustering: vec![Val::Int(attempt.attempted_at.0), Val::text(&attempt.id)],
+            op: Op::Put { body: encode(attempt), expires_at },
+            ts: now_micros(),
+        }
+    }
+
+    /// Up to `limit` attempts to the endpoint, newest first, after the attempt keyed
+    /// `after` (its time and id).
+    pub async fn attempts(
+        &self,
+        account_id: &str,
+        endpoint_id: &str,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<(Vec<AttemptRecord>, bool), StoreError> {
+        let cursor = after.map(|(at, id)| vec![Val::Int(at), Val::text(id)]);
+        let rows =
+            self.driver.scan(&WEBHOOK_ATTEMPTS, &[Val::text(account_id), Val::text(endpoint_id)], &ScanRange::after(cursor.as_deref()), limit + 1).await?;
+        let has_more = rows.len() > limit;
+        let attempts = rows.iter().take(limit).map(|row| decode(&WEBHOOK_ATTEMPTS, &row.body)).collect::<Result<Vec<AttemptRecord>, _>>()?;
+        Ok((attempts, has_more))
+    }
+
+    pub async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        self.driver.write(mutations).await
+    }
+}
+
+/// The message log's record of an account's message, for tests and tools that read it.
+pub fn decode_account_message(body: &str) -> Result<AccountMessage, StoreError> {
+    serde_json::from_str(body).map_err(|error| StoreError::Corrupt(format!("message log: {error}")))
+}
