@@ -1,5 +1,5 @@
-//! The seven endpoints: their routes, their parsed parameters, and how each answer is
-//! written. Bodies are written by concatenating the JSON the read model stored ready to
+//! The endpoints: their routes, their parsed parameters, and how each answer is
+//! written (the feed's and the webhook endpoints' in `feed.rs`). Bodies are written by concatenating the JSON the read model stored ready to
 //! send, never by parsing and re-serialising rows.
 //!
 //! Rendering decisions where the spec is open:
@@ -10,6 +10,7 @@
 //! - `q` of `/shared-notes` without any word (e.g. blank) filters nothing; a word longer
 //!   than the index keeps (64 characters) matches no note.
 
+use recap_readmodel::messages::MessageKind;
 use recap_readmodel::views::ShareRecord;
 use recap_readmodel::{ActionItemFilter, MeetingFilter, Page, Row, Val};
 use recap_schemas::{ActionItemStatus, Id, Timestamp};
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 use crate::cursor::CursorSigner;
 use crate::error::ApiError;
+use crate::feed;
 use crate::params;
 use crate::pipeline::bounded;
 use crate::RestState;
@@ -31,6 +33,10 @@ pub(crate) enum Route<'a> {
     SharedNote(&'a str),
     Teams,
     TeamActionItems(&'a str),
+    Events,
+    Event(&'a str),
+    WebhookEndpoints,
+    WebhookAttempts(&'a str),
 }
 
 impl<'a> Route<'a> {
@@ -47,6 +53,10 @@ impl<'a> Route<'a> {
             ("shared-notes", Some(id), None) if !id.is_empty() => Route::SharedNote(id),
             ("teams", None, None) => Route::Teams,
             ("teams", Some(id), Some("action-items")) if !id.is_empty() => Route::TeamActionItems(id),
+            ("events", None, None) => Route::Events,
+            ("events", Some(id), None) if !id.is_empty() => Route::Event(id),
+            ("webhook-endpoints", None, None) => Route::WebhookEndpoints,
+            ("webhook-endpoints", Some(id), Some("attempts")) if !id.is_empty() => Route::WebhookAttempts(id),
             _ => return None,
         };
         segments.next().is_none().then_some(route)
@@ -62,15 +72,19 @@ impl<'a> Route<'a> {
             Route::SharedNote(_) => "/v1/shared-notes/{shared_note_id}",
             Route::Teams => "/v1/teams",
             Route::TeamActionItems(_) => "/v1/teams/{team_id}/action-items",
+            Route::Events => "/v1/events",
+            Route::Event(_) => "/v1/events/{event_id}",
+            Route::WebhookEndpoints => "/v1/webhook-endpoints",
+            Route::WebhookAttempts(_) => "/v1/webhook-endpoints/{endpoint_id}/attempts",
         }
     }
 }
 
 /// Where a page resumes and what its cursors are bound to.
 pub(crate) struct Paging {
-    limit: usize,
-    after: Option<Vec<Val>>,
-    binding: String,
+    pub(crate) limit: usize,
+    pub(crate) after: Option<Vec<Val>>,
+    pub(crate) binding: String,
 }
 
 impl Paging {
@@ -78,6 +92,15 @@ impl Paging {
         let limit = params::limit(query)?;
         let after = params::cursor(query, signer, &binding)?;
         Ok(Paging { limit, after, binding })
+    }
+
+    /// As [`Paging::parse`], for a cursor whose key must have the shape `valid` accepts.
+    fn parse_keyed(query: &str, signer: &CursorSigner, binding: String, valid: impl Fn(&[Val]) -> bool) -> Result<Paging, ApiError> {
+        let paging = Paging::parse(query, signer, binding)?;
+        if paging.after.as_deref().is_some_and(|key| !valid(key)) {
+            return Err(ApiError::invalid("cursor", "cursor is not a next_cursor this endpoint issued"));
+        }
+        Ok(paging)
     }
 }
 
@@ -90,6 +113,10 @@ pub(crate) enum Endpoint {
     SharedNote { share_id: Id },
     Teams,
     TeamActionItems { team_id: Id, status: Option<ActionItemStatus>, limit: usize },
+    Events { types: Vec<MessageKind>, paging: Paging },
+    Event { event_id: Id },
+    WebhookEndpoints,
+    WebhookAttempts { endpoint_id: Id, paging: Paging },
 }
 
 /// The canonical, unambiguous form of what a cursor is bound to: equal filters give
@@ -139,12 +166,25 @@ impl Endpoint {
                 let status = params::single_status(query)?;
                 Endpoint::TeamActionItems { team_id, status, limit: params::limit(query)? }
             }
+            Route::Events => {
+                let types = params::message_types(query)?;
+                let type_list = types.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(",");
+                let binding = binding(&[Some("events"), Some(account_id), Some(&type_list)]);
+                Endpoint::Events { types, paging: Paging::parse_keyed(query, signer, binding, |key| feed::feed_position(key).is_some())? }
+            }
+            Route::Event(segment) => Endpoint::Event { event_id: params::path_identifier(segment, "event_id")? },
+            Route::WebhookEndpoints => Endpoint::WebhookEndpoints,
+            Route::WebhookAttempts(segment) => {
+                let endpoint_id = params::path_identifier(segment, "endpoint_id")?;
+                let binding = binding(&[Some("webhook-attempts"), Some(account_id), Some(&endpoint_id)]);
+                Endpoint::WebhookAttempts { endpoint_id, paging: Paging::parse_keyed(query, signer, binding, |key| feed::attempt_position(key).is_some())? }
+            }
         })
     }
 }
 
 /// `{"data":<body>}`
-fn single(body: &str) -> Vec<u8> {
+pub(crate) fn single(body: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 9);
     out.extend_from_slice(b"{\"data\":");
     out.extend_from_slice(body.as_bytes());
@@ -168,11 +208,11 @@ fn list<'b>(bodies: impl Iterator<Item = &'b str> + Clone, pagination: Option<(b
 }
 
 /// What a list body starts with; the items follow, comma-separated.
-const LIST_OPEN: &[u8] = b"{\"data\":[";
+pub(crate) const LIST_OPEN: &[u8] = b"{\"data\":[";
 
 /// Ends a list body whose items were written after [`LIST_OPEN`]: the array, then
 /// `has_more` and `next_cursor` for paginated lists.
-fn close_list(out: &mut Vec<u8>, pagination: Option<(bool, Option<String>)>) {
+pub(crate) fn close_list(out: &mut Vec<u8>, pagination: Option<(bool, Option<String>)>) {
     out.push(b']');
     if let Some((has_more, next_cursor)) = pagination {
         out.extend_from_slice(if has_more { b",\"has_more\":true,\"next_cursor\":" } else { b",\"has_more\":false,\"next_cursor\":" });
@@ -284,6 +324,10 @@ pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpo
             let rows = bounded(timeout, "team action items read", readmodel.team_action_items(&team_id, status, limit)).await?;
             Ok(list(rows.iter().map(|row| row.body.as_str()), None))
         }
+        Endpoint::Events { types, paging } => feed::events(state, account_id, &types, &paging).await,
+        Endpoint::Event { event_id } => feed::event(state, account_id, &event_id).await,
+        Endpoint::WebhookEndpoints => feed::webhook_endpoints(state, account_id).await,
+        Endpoint::WebhookAttempts { endpoint_id, paging } => feed::webhook_attempts(state, account_id, &endpoint_id, &paging).await,
     }
 }
 
@@ -296,7 +340,25 @@ mod tests {
         assert_eq!(Route::parse("/v1/meetings"), Some(Route::Meetings));
         assert_eq!(Route::parse("/v1/meetings/mtg_1"), Some(Route::Meeting("mtg_1")));
         assert_eq!(Route::parse("/v1/teams/t1/action-items"), Some(Route::TeamActionItems("t1")));
-        for unknown in ["/", "/v1", "/v1/", "/v1/meetings/", "/v1/meetings/a/b", "/v2/meetings", "/v1/teams/t1", "/v1/teams//action-items", "/meetings"] {
+        assert_eq!(Route::parse("/v1/events"), Some(Route::Events));
+        assert_eq!(Route::parse("/v1/events/msg_1"), Some(Route::Event("msg_1")));
+        assert_eq!(Route::parse("/v1/webhook-endpoints"), Some(Route::WebhookEndpoints));
+        assert_eq!(Route::parse("/v1/webhook-endpoints/we_1/attempts"), Some(Route::WebhookAttempts("we_1")));
+        for unknown in [
+            "/",
+            "/v1",
+            "/v1/",
+            "/v1/meetings/",
+            "/v1/meetings/a/b",
+            "/v2/meetings",
+            "/v1/teams/t1",
+            "/v1/teams//action-items",
+            "/meetings",
+            "/v1/events/",
+            "/v1/events/msg_1/x",
+            "/v1/webhook-endpoints/we_1",
+            "/v1/webhook-endpoints//attempts",
+        ] {
             assert_eq!(Route::parse(unknown), None, "{unknown}");
         }
     }

@@ -29,6 +29,11 @@ pub enum ApiError {
     MeetingNotFound,
     SharedNoteNotFound,
     TeamNotFound,
+    /// No message with that id in the caller's feed (never written, another account's,
+    /// or past the retention).
+    EventNotFound,
+    /// No webhook endpoint with that id in the caller's account.
+    WebhookEndpointNotFound,
     MethodNotAllowed,
     RateLimited {
         retry_after_seconds: u64,
@@ -49,7 +54,12 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized | ApiError::TokenRevoked => StatusCode::UNAUTHORIZED,
             ApiError::FeatureNotIncluded | ApiError::NoPlan | ApiError::QuotaExhausted { .. } | ApiError::TeamPlanRequired => StatusCode::PAYMENT_REQUIRED,
-            ApiError::NotFound | ApiError::MeetingNotFound | ApiError::SharedNoteNotFound | ApiError::TeamNotFound => StatusCode::NOT_FOUND,
+            ApiError::NotFound
+            | ApiError::MeetingNotFound
+            | ApiError::SharedNoteNotFound
+            | ApiError::TeamNotFound
+            | ApiError::EventNotFound
+            | ApiError::WebhookEndpointNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -70,6 +80,8 @@ impl ApiError {
             ApiError::MeetingNotFound => "meeting_not_found",
             ApiError::SharedNoteNotFound => "shared_note_not_found",
             ApiError::TeamNotFound => "team_not_found",
+            ApiError::EventNotFound => "event_not_found",
+            ApiError::WebhookEndpointNotFound => "webhook_endpoint_not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal_error",
@@ -90,6 +102,8 @@ impl ApiError {
             ApiError::MeetingNotFound => "no meeting with that identifier in the caller's account".into(),
             ApiError::SharedNoteNotFound => "no note with that identifier is shared with the caller".into(),
             ApiError::TeamNotFound => "the caller is not a member of that team".into(),
+            ApiError::EventNotFound => "no event with that identifier in the caller's feed".into(),
+            ApiError::WebhookEndpointNotFound => "no webhook endpoint with that identifier in the caller's account".into(),
             ApiError::MethodNotAllowed => "only GET is supported".into(),
             ApiError::RateLimited { retry_after_seconds } => format!("too many requests in the last minute; retry in {retry_after_seconds} s"),
             ApiError::Internal(_) => "failure on the service side".into(),
@@ -211,6 +225,8 @@ mod tests {
             (ApiError::MeetingNotFound, 404, serde_json::json!({"code": "meeting_not_found"})),
             (ApiError::SharedNoteNotFound, 404, serde_json::json!({"code": "shared_note_not_found"})),
             (ApiError::TeamNotFound, 404, serde_json::json!({"code": "team_not_found"})),
+            (ApiError::EventNotFound, 404, serde_json::json!({"code": "event_not_found"})),
+            (ApiError::WebhookEndpointNotFound, 404, serde_json::json!({"code": "webhook_endpoint_not_found"})),
             (ApiError::MethodNotAllowed, 405, serde_json::json!({"code": "method_not_allowed"})),
             (ApiError::RateLimited { retry_after_seconds: 7 }, 429, serde_json::json!({"code": "rate_limited"})),
             (ApiError::Internal("disk".into()), 500, serde_json::json!({"code": "internal_error", "request_id": "r1"})),

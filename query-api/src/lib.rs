@@ -31,6 +31,7 @@ mod config;
 mod cursor;
 mod endpoints;
 mod error;
+mod feed;
 mod params;
 mod pipeline;
 
@@ -39,9 +40,10 @@ use std::time::Duration;
 
 use axum::http::HeaderValue;
 use recap_access::{Limiter, Plans};
+use recap_readmodel::webhooks::WebhookStore;
 use recap_readmodel::ReadModel;
 
-pub use config::RestConfig;
+pub use config::{parse_retention, FeedConfig, RestConfig};
 pub use cursor::CursorSigner;
 pub use error::ApiError;
 pub use params::{DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS};
@@ -55,6 +57,8 @@ pub struct RestState {
 
 struct Inner {
     readmodel: ReadModel,
+    /// The feed, the endpoints and their attempts.
+    webhooks: WebhookStore,
     plans: Plans,
     limiter: Arc<dyn Limiter>,
     cursors: CursorSigner,
@@ -68,13 +72,14 @@ impl RestState {
     /// `cursor_secret` signs pagination cursors (use at least 32 random bytes; all
     /// replicas must share it). `config.rate_limit_per_minute` is what the limiter
     /// enforces per account; `config.store_timeout_ms` bounds each backend call
-    /// (default: the store driver's own timeout).
+    /// (default: the store driver's own timeout); `config.feed` is the feed's retention.
     pub fn new(readmodel: ReadModel, plans: Plans, limiter: Arc<dyn Limiter>, cursor_secret: Vec<u8>, config: &RestConfig) -> RestState {
         let store_timeout = config.store_timeout().unwrap_or_else(|| readmodel.driver().timeout());
         let policy = format!("\"minute\";q={};w=60", config.rate_limit_per_minute);
         let rate_limit_policy = HeaderValue::from_str(&policy).unwrap_or_else(|_| HeaderValue::from_static("\"minute\";w=60"));
         RestState {
             inner: Arc::new(Inner {
+                webhooks: readmodel.webhooks(config.feed.feed_retention),
                 readmodel,
                 plans,
                 limiter,

@@ -11,6 +11,10 @@
 //! - GET /shared-notes/{shared_note_id}: `shared_note_id`
 //! - GET /teams: none
 //! - GET /teams/{team_id}/action-items: `team_id`, `status`, `limit`
+//! - GET /events: `types`, `limit`, `cursor`
+//! - GET /events/{event_id}: `event_id`
+//! - GET /webhook-endpoints: none
+//! - GET /webhook-endpoints/{endpoint_id}/attempts: `endpoint_id`, `limit`, `cursor`
 //!
 //! The cursor comes last because it is checked against the filters it was issued with.
 //!
@@ -20,6 +24,7 @@
 use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
+use recap_readmodel::messages::MessageKind;
 use recap_readmodel::Val;
 use recap_schemas::{ActionItemStatus, Id, Timestamp, MAX_ID_BYTES};
 
@@ -113,6 +118,27 @@ pub fn single_status(query: &str) -> Result<Option<ActionItemStatus>, ApiError> 
     status(&text).map(Some).ok_or_else(|| ApiError::invalid("status", "status must be one of todo, in_progress, done"))
 }
 
+/// types of GET /events: a comma-separated list of message kinds by their wire names
+/// (`meeting.created,team.joined`); returned sorted and without repeats (its canonical
+/// form). Absent: every kind. A name no kind has, an empty item included, is refused
+/// naming it, so a typo never silently filters everything out.
+pub fn message_types(query: &str) -> Result<Vec<MessageKind>, ApiError> {
+    let Some(text) = query_param(query, "types")? else { return Ok(Vec::new()) };
+    let mut kinds = Vec::new();
+    for name in text.split(',') {
+        let kind = MessageKind::parse(name).ok_or_else(|| {
+            let known = MessageKind::ALL.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(", ");
+            let shown: String = name.chars().take(64).collect();
+            ApiError::invalid("types", format!("types names an unknown event type {shown:?}; the types are {known}"))
+        })?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds.sort();
+    Ok(kinds)
+}
+
 /// include of GET /meetings/{id}: only `transcript`.
 pub fn include_transcript(query: &str) -> Result<bool, ApiError> {
     match query_param(query, "include")? {
@@ -192,6 +218,20 @@ mod tests {
         for bad in ["status=", "status=todo,", "status=,todo", "status=open", "status=TODO"] {
             assert!(status_set(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn event_types_are_known_kinds_in_canonical_order() {
+        assert_eq!(message_types(""), Ok(vec![]));
+        assert_eq!(message_types("types=team.left,meeting.created,team.left"), Ok(vec![MessageKind::MeetingCreated, MessageKind::TeamLeft]));
+        assert_eq!(message_types("types=meeting.created%2Cteam.left"), Ok(vec![MessageKind::MeetingCreated, MessageKind::TeamLeft]));
+        for bad in ["types=", "types=meeting.created,", "types=meeting.archived", "types=Meeting.Created", "types=meeting.created&types=team.left"] {
+            let error = message_types(bad).unwrap_err();
+            assert_eq!((error.code(), error.status().as_u16()), ("invalid_request", 400), "{bad}");
+        }
+        let body: serde_json::Value = serde_json::from_str(&message_types("types=meeting.archived").unwrap_err().body("r")).unwrap();
+        assert_eq!(body["error"]["param"], "types");
+        assert!(body["error"]["message"].as_str().unwrap().contains("\"meeting.archived\""), "{body}");
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! - [`cluster`], [`server`], [`process`]: the distributed edition as processes, the
 //!   black-box harness around `recap serve`, and running the `recap` binary;
 //! - [`store`], [`snapshot`], [`otel`], [`bench`]: a store per test, snapshots of a read
-//!   model's answers, a real OpenTelemetry Collector, the benches' shared parts.
+//!   model's answers, a real OpenTelemetry Collector, the benches' shared parts;
+//! - [`webhooks`]: an account's feed, endpoints and attempts written straight into a
+//!   world's store.
 
 pub mod bench;
 pub mod cluster;
@@ -22,6 +24,7 @@ pub mod process;
 pub mod server;
 pub mod snapshot;
 pub mod store;
+pub mod webhooks;
 pub mod world;
 
 pub use faulty::FaultyDriver;
