@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use recap_access::{Limiter, ManualClock};
 use recap_query_api::RestConfig;
 use recap_schemas::Envelope;
+use recap_testkit::webhooks::Seeder;
 use recap_testkit::world::{self, Door, InProcess, Settings};
 use recap_testkit::FaultyDriver;
 use serde_json::Value;
@@ -124,6 +125,16 @@ impl World<InProcess> {
         let world = World { world: Box::new(world) };
         world.apply(events).await;
         world
+    }
+
+    /// Writes feed and webhook records into the router's store.
+    pub fn seeder(&self) -> Seeder {
+        Seeder::new(self.world.readmodel(Door::Rest))
+    }
+
+    /// As [`World::seeder`], rows expiring `retention` after they are written.
+    pub fn seeder_with_retention(&self, retention: std::time::Duration) -> Seeder {
+        Seeder::with_retention(self.world.readmodel(Door::Rest), retention)
     }
 
     /// The limiter's clock.

@@ -8,6 +8,7 @@
 mod common;
 mod conventions;
 mod errors;
+mod feed;
 mod generated;
 mod limits;
 mod openapi;

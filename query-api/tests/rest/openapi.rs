@@ -168,7 +168,19 @@ fn the_document_is_openapi_3_1_with_every_endpoint() {
     paths.sort();
     assert_eq!(
         paths,
-        ["/action-items", "/meetings", "/meetings/{meeting_id}", "/shared-notes", "/shared-notes/{shared_note_id}", "/teams", "/teams/{team_id}/action-items"]
+        [
+            "/action-items",
+            "/events",
+            "/events/{event_id}",
+            "/meetings",
+            "/meetings/{meeting_id}",
+            "/shared-notes",
+            "/shared-notes/{shared_note_id}",
+            "/teams",
+            "/teams/{team_id}/action-items",
+            "/webhook-endpoints",
+            "/webhook-endpoints/{endpoint_id}/attempts"
+        ]
     );
     for (_, item) in document["paths"].as_object().unwrap() {
         assert_eq!(item.as_object().unwrap().keys().collect::<Vec<_>>(), ["get"], "read-only: GET only");
