@@ -195,7 +195,7 @@ fn case() -> impl Strategy<Value = Case> {
 /// The Limits table: (default, lowest, highest) of each tool's `limit`.
 fn limit_bounds(tool: &str) -> Option<(i64, i64, i64)> {
     match tool {
-        "list_meetings" | "search_meetings" | "get_recurring_meeting_history" | "list_pending_action_items" => Some((20, 1, 200)),
+        "list_meetings" | "search_meetings" | "get_recurring_meeting_history" | "list_pending_action_items" | "list_recent_changes" => Some((20, 1, 200)),
         "get_meeting_transcript" => Some((200, 1, 500)),
         "search_shared_notes" => Some((10, 1, 20)),
         _ => None,
@@ -351,7 +351,7 @@ fn errors_generated_traffic_gets_what_the_rules_say_and_never_a_5xx() {
         let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
         match object["method"].as_str().unwrap_or("") {
             "ping" => prop_assert_eq!(&body["result"], &json!({}), "{}", context),
-            "tools/list" => prop_assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(8), "{}", context),
+            "tools/list" => prop_assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(TOOLS.len()), "{}", context),
             "initialize" => prop_assert!(body["result"]["protocolVersion"].is_string() || body["error"]["code"].is_i64(), "{}", context),
             "tools/call" => {
                 let tool = params.get("name").and_then(Value::as_str).filter(|name| TOOLS.contains(name));

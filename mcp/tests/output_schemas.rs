@@ -18,7 +18,7 @@ struct OutputSchemas {
 }
 
 impl OutputSchemas {
-    async fn listed(world: &World) -> OutputSchemas {
+    async fn listed<W: recap_testkit::world::World + ?Sized>(world: &World<W>) -> OutputSchemas {
         let tools = world.rpc_as(FLOW_PAT, "tools/list", json!({}), &STRUCTURED).await["result"]["tools"].clone();
         let mut compiler = boon::Compiler::new();
         compiler.set_default_draft(boon::Draft::V2020_12);
@@ -71,6 +71,8 @@ async fn every_structured_result_validates_against_its_output_schema() {
         ("search_shared_notes", json!({"query": "?!"})),
         ("get_shared_note", json!({"share_id": "shr_team"})),
         ("get_shared_note", json!({"share_id": "shr_long"})),
+        ("list_recent_changes", json!({})),
+        ("list_recent_changes", json!({"types": "meeting.created", "limit": 1})),
     ];
     let mut tools_checked = std::collections::BTreeSet::new();
     for (tool, arguments) in calls {
@@ -102,4 +104,25 @@ async fn results_that_break_their_output_schema_are_refused() {
     let mut note = world.call_ok("get_shared_note", json!({"share_id": "shr_team"})).await;
     note["truncated"] = json!(null);
     assert!(schemas.check("get_shared_note", &note).is_err());
+}
+
+// list_recent_changes with changes in it: the seeded feed, first and last pages, a type
+// filter, and a cursor at the end.
+#[tokio::test]
+async fn the_feed_results_validate_against_their_output_schema() {
+    let world = World::in_process(recap_mcp::McpConfig::default()).await;
+    let seeder = world.seeder();
+    for (seq, kind) in [(1, recap_readmodel::messages::MessageKind::MeetingCreated), (2, recap_readmodel::messages::MessageKind::TeamJoined)] {
+        let message = recap_testkit::webhooks::message("acc_flow", kind, &format!("res_{seq}"), "2026-11-20T09:00:00Z");
+        seeder.publish("acc_flow", seq, &message).await;
+    }
+    let schemas = OutputSchemas::listed(&world).await;
+    for arguments in [json!({}), json!({"limit": 1}), json!({"cursor": "1"}), json!({"cursor": "2"}), json!({"types": "team.joined"})] {
+        let response = world.rpc_as(FLOW_PAT, "tools/call", json!({"name": "list_recent_changes", "arguments": arguments}), &STRUCTURED).await;
+        let structured = &response["result"]["structuredContent"];
+        assert_eq!(response["result"]["isError"], false, "{arguments}: {response}");
+        if let Err(error) = schemas.check("list_recent_changes", structured) {
+            panic!("{arguments}: the result does not match the outputSchema: {error}\n{structured}");
+        }
+    }
 }

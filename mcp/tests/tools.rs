@@ -1,4 +1,4 @@
-//! Conformance of the eight tools and their results (docs/mcp.md: Tools,
+//! Conformance of the nine tools and their results (docs/mcp.md: Tools,
 //! Results, Limits). Each test quotes the rule it checks.
 
 mod common;
@@ -36,6 +36,7 @@ async fn every_tool_returns_one_text_item_of_json() {
         ("list_pending_action_items", json!({})),
         ("search_shared_notes", json!({"query": "budget"})),
         ("get_shared_note", json!({"share_id": "shr_team"})),
+        ("list_recent_changes", json!({})),
     ];
     for (tool, arguments) in calls {
         let result = world.call(tool, arguments).await;
@@ -341,5 +342,81 @@ async fn get_shared_note_cuts_text_at_12000_characters() {
     for id in ["shr_private", "shr_none"] {
         let error = world.call_err("get_shared_note", json!({"share_id": id})).await;
         assert_eq!(error["error"]["code"], "shared_note_not_found");
+    }
+}
+
+// ---- list_recent_changes ---------------------------------------------------------------
+
+mod recent_changes {
+    use recap_readmodel::messages::{Message, MessageKind};
+    use recap_testkit::webhooks::message;
+    use serde_json::json;
+
+    use super::common::*;
+
+    /// `count` changes in the flow account's feed at seqs 1..=count, types cycling
+    /// through meeting.created and team.joined.
+    async fn feed(world: &World<recap_testkit::InProcess>, count: i64) -> Vec<Message> {
+        let seeder = world.seeder();
+        let mut messages = Vec::new();
+        for seq in 1..=count {
+            let kind = if seq % 2 == 1 { MessageKind::MeetingCreated } else { MessageKind::TeamJoined };
+            let message = message("acc_flow", kind, &format!("res_{seq}"), "2026-11-20T09:00:00Z");
+            seeder.publish("acc_flow", seq, &message).await;
+            messages.push(message);
+        }
+        messages
+    }
+
+    fn ids(result: &serde_json::Value) -> Vec<String> {
+        result["changes"].as_array().unwrap().iter().map(|change| change["id"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn expected(messages: &[Message]) -> Vec<String> {
+        messages.iter().map(|message| message.id.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn list_recent_changes_lists_the_accounts_changes_oldest_first_and_its_cursor_resumes_even_at_the_end() {
+        let world = World::in_process(recap_mcp::McpConfig::default()).await;
+        let messages = feed(&world, 3).await;
+        let first = world.call_ok("list_recent_changes", json!({"limit": 2})).await;
+        assert_eq!(ids(&first), expected(&messages[..2]));
+        assert_eq!(
+            first["changes"][0],
+            json!({"id": messages[0].id, "type": "meeting.created", "created_at": "2026-11-20T09:00:00Z", "data": {"id": "res_1"}})
+        );
+        assert_eq!((&first["has_more"], &first["next_cursor"]), (&json!(true), &json!("2")));
+        let last = world.call_ok("list_recent_changes", json!({"limit": 2, "cursor": "2"})).await;
+        assert_eq!((ids(&last), &last["has_more"], &last["next_cursor"]), (expected(&messages[2..]), &json!(false), &json!("3")));
+        let later = message("acc_flow", MessageKind::TeamLeft, "res_4", "2026-11-20T09:05:00Z");
+        world.seeder().publish("acc_flow", 4, &later).await;
+        assert_eq!(ids(&world.call_ok("list_recent_changes", json!({"cursor": "3"})).await), [later.id]);
+    }
+
+    #[tokio::test]
+    async fn list_recent_changes_filters_by_types_and_refuses_an_unknown_one_naming_it() {
+        let world = World::in_process(recap_mcp::McpConfig::default()).await;
+        let messages = feed(&world, 4).await;
+        let joined = world.call_ok("list_recent_changes", json!({"types": "team.joined"})).await;
+        assert_eq!(ids(&joined), [messages[1].id.clone(), messages[3].id.clone()]);
+        let error = world.call_err("list_recent_changes", json!({"types": "team.joined,meeting.archived"})).await;
+        assert_eq!(error["error"]["code"], "invalid_argument");
+        assert!(error["error"]["message"].as_str().unwrap().contains("\"meeting.archived\""), "{error}");
+        let error = world.call_err("list_recent_changes", json!({"cursor": "not a cursor"})).await;
+        assert_eq!(error["error"]["code"], "invalid_argument");
+    }
+
+    #[tokio::test]
+    async fn list_recent_changes_clamps_its_limit_and_never_shows_another_accounts_changes() {
+        let world = World::in_process(recap_mcp::McpConfig::default()).await;
+        let messages = feed(&world, 3).await;
+        let others = message("acc_other", MessageKind::MeetingCreated, "res_other", "2026-11-20T09:00:00Z");
+        world.seeder().publish("acc_other", 1, &others).await;
+        assert_eq!(world.call_ok("list_recent_changes", json!({"limit": 0})).await["changes"].as_array().unwrap().len(), 1);
+        let all = world.call_ok("list_recent_changes", json!({"limit": 1000})).await;
+        assert_eq!(ids(&all), expected(&messages));
+        let theirs = world.rpc_as(OTHER_PAT, "tools/call", json!({"name": "list_recent_changes", "arguments": {}}), &[]).await;
+        assert_eq!(ids(&text_json(&theirs["result"])), [others.id]);
     }
 }

@@ -158,9 +158,9 @@ async fn an_unknown_tool_is_invalid_params() {
     assert_eq!(response["error"]["code"], -32602);
 }
 
-// "Every tool is read-only and idempotent." Annotations readOnlyHint, idempotentHint, openWorldHint false; the spec's order.
+// "Every tool is read-only and idempotent." Annotations readOnlyHint, idempotentHint, openWorldHint false; the spec's order, then list_recent_changes.
 #[tokio::test]
-async fn tools_list_names_the_eight_tools_in_the_spec_order_with_annotations() {
+async fn tools_list_names_the_spec_tools_in_its_order_then_the_feed_with_annotations() {
     let world = World::new().await;
     let tools = world.rpc("tools/list", json!({})).await["result"]["tools"].clone();
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|tool| tool["name"].as_str().unwrap()).collect();
@@ -196,7 +196,7 @@ async fn limit_and_offset_schemas_accept_out_of_range_values_since_they_are_clam
             }
         }
     }
-    assert_eq!(checked, 11, "limit on six tools, offset on five");
+    assert_eq!(checked, 12, "limit on seven tools, offset on five");
 }
 
 // structuredContent and outputSchema for clients on 2025-06-18 or later (the header names the version).

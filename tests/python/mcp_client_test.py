@@ -42,6 +42,7 @@ EXPECTED_TOOLS = [
     "list_pending_action_items",
     "search_shared_notes",
     "get_shared_note",
+    "list_recent_changes",
 ]
 
 
@@ -72,6 +73,7 @@ async def call_every_tool(session):
         "list_pending_action_items": {},
         "search_shared_notes": {"query": "budget"},
         "get_shared_note": {"share_id": SHARE_ID},
+        "list_recent_changes": {"limit": 5},
     }
     for name, arguments in calls.items():
         data = tool_json(await session.call_tool(name, arguments))

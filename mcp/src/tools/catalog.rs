@@ -1,4 +1,5 @@
-//! The eight tools as `tools/list` presents them, in the spec's order: name,
+//! The nine tools as `tools/list` presents them, in the spec's order (the account's
+//! feed, which the spec does not name, last): name,
 //! description, input schema, output schema (shown to clients on 2025-06-18 or later)
 //! and the annotations every tool carries (read-only, idempotent, closed world). The
 //! schemas are derived from each tool's argument and result types (`inputs.rs`, `outputs.rs`).
@@ -90,6 +91,13 @@ fn definitions() -> Vec<Definition> {
             description: "Get a note shared with the caller, by the share_id search_shared_notes returned: its text up to 12,000 characters, with truncated telling whether it was cut.",
             input: input_schema::<GetSharedNoteArguments>,
             output: output_schema::<SharedNote>,
+        },
+        Definition {
+            name: "list_recent_changes",
+            title: "List recent changes",
+            description: "List what changed in the account, oldest first: meetings created, updated or deleted, transcripts and notes ready, action items, notes shared with the caller, teams joined or left; each change with id, type, created_at and data. Pass next_cursor back as cursor to get only what happened since (next_cursor is given at the end too). Optionally only some `types`, comma-separated. Changes are kept for 30 days unless configured otherwise.",
+            input: input_schema::<ListRecentChangesArguments>,
+            output: output_schema::<RecentChanges>,
         },
     ]
 }
@@ -237,6 +245,7 @@ mod tests {
             ("list_pending_action_items", derived_input(schema_for!(ListPendingActionItemsArguments)), derived_output::<PendingActionItems>()),
             ("search_shared_notes", derived_input(schema_for!(SearchSharedNotesArguments)), derived_output::<SharedNotesFound>()),
             ("get_shared_note", derived_input(schema_for!(GetSharedNoteArguments)), derived_output::<SharedNote>()),
+            ("list_recent_changes", derived_input(schema_for!(ListRecentChangesArguments)), derived_output::<RecentChanges>()),
         ];
         let tools = listed_tools();
         assert_eq!(tools.len(), derived.len());
@@ -276,6 +285,7 @@ mod tests {
             "list_pending_action_items" => parse::<ListPendingActionItemsArguments>(args).map(drop),
             "search_shared_notes" => parse::<SearchSharedNotesArguments>(args).map(drop),
             "get_shared_note" => parse::<GetSharedNoteArguments>(args).map(drop),
+            "list_recent_changes" => parse::<ListRecentChangesArguments>(args).map(drop),
             other => panic!("no argument type for {other}"),
         }
     }

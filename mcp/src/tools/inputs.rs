@@ -113,3 +113,17 @@ pub struct GetSharedNoteArguments<'a> {
     #[serde(borrow)]
     pub share_id: RequiredString<'a>,
 }
+
+/// The arguments of list_recent_changes.
+#[derive(Deserialize, JsonSchema)]
+pub struct ListRecentChangesArguments<'a> {
+    /// Only changes of these types, comma-separated (for example `meeting.created,meeting.notes_ready`); every type when absent.
+    #[serde(default, borrow)]
+    pub types: OptionalString<'a>,
+    /// The next_cursor of an earlier result, to get the changes after it; absent: from the oldest change kept.
+    #[serde(default, borrow)]
+    pub cursor: OptionalString<'a>,
+    /// Page size; values outside 1..200 are clamped.
+    #[serde(default)]
+    pub limit: PageSize,
+}

@@ -1,11 +1,12 @@
-//! The eight read-only tools: their arguments read into each tool's argument type
+//! The nine read-only tools: their arguments read into each tool's argument type
 //! (`inputs.rs`, by the rules of `arguments.rs` and `argument_reader.rs`), one read-model query each, and the
-//! result JSON (its shape in `outputs.rs`). A tool that cannot answer returns a
+//! result JSON (its shape in `outputs.rs`); the account's feed in `feed.rs`. A tool that cannot answer returns a
 //! [`ToolError`], which becomes a normal result with `isError: true`.
 
 mod argument_reader;
 mod arguments;
 mod catalog;
+mod feed;
 mod inputs;
 pub mod json;
 mod outputs;
@@ -101,6 +102,7 @@ pub async fn call(state: &McpState, account_id: &str, name: &str, args: &Args) -
         "list_pending_action_items" => list_pending_action_items(state, account_id, parse(args)?).await,
         "search_shared_notes" => shared::search_shared_notes(state, account_id, parse(args)?).await,
         "get_shared_note" => shared::get_shared_note(state, account_id, parse(args)?).await,
+        "list_recent_changes" => feed::list_recent_changes(state, account_id, parse(args)?).await,
         // The transport checks the name against the catalog first.
         _ => Err(ToolError::InvalidArgument(format!("unknown tool {name}"))),
     }

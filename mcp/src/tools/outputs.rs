@@ -152,3 +152,23 @@ pub struct SharedNote {
     pub text: String,
     pub truncated: bool,
 }
+
+/// The result of list_recent_changes.
+#[derive(JsonSchema)]
+pub struct RecentChanges {
+    pub changes: Vec<Change>,
+    /// More changes are readable now.
+    pub has_more: bool,
+    /// Where this result stopped, also at the end: null only when nothing was read yet.
+    pub next_cursor: Option<String>,
+}
+
+/// One change, as the account's feed keeps it and a webhook delivers it.
+#[derive(JsonSchema)]
+pub struct Change {
+    pub id: String,
+    #[schemars(rename = "type")]
+    pub kind: String,
+    pub created_at: String,
+    pub data: AnyObject,
+}

@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 
 pub use recap_testkit::fixtures::mcp::*;
 
-/// The spec's eight tools, in its order.
-pub const TOOLS: [&str; 8] = [
+/// The spec's eight tools, in its order, then the account's feed.
+pub const TOOLS: [&str; 9] = [
     "list_meetings",
     "get_meeting",
     "get_meeting_transcript",
@@ -29,6 +29,7 @@ pub const TOOLS: [&str; 8] = [
     "list_pending_action_items",
     "search_shared_notes",
     "get_shared_note",
+    "list_recent_changes",
 ];
 
 /// The suites' world on some edition; `World<InProcess>` has the in-process controls.
@@ -70,6 +71,11 @@ impl World<InProcess> {
     /// The read model the router reads.
     pub fn readmodel(&self) -> &ReadModel {
         self.world.readmodel(Door::Mcp)
+    }
+
+    /// Writes feed records into the router's store.
+    pub fn seeder(&self) -> recap_testkit::webhooks::Seeder {
+        recap_testkit::webhooks::Seeder::new(self.readmodel())
     }
 }
 
