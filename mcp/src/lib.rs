@@ -1,5 +1,5 @@
 //! The remote MCP server of recap (`docs/mcp.md`): a stateless Streamable HTTP
-//! endpoint with eight read-only tools over the read model, and the OAuth 2.1
+//! endpoint with nine read-only tools over the read model, and the OAuth 2.1
 //! authorization server that lets MCP clients connect without copying a token.
 //!
 //! # Public API
