@@ -15,7 +15,10 @@ use recap_schemas::Timestamp;
 use crate::driver::{Driver, Mutation, MutationRef, Op, ScanRange, StoreError};
 use crate::messages::AccountMessage;
 use crate::table::{Clock, Table, Val};
-use crate::tables::{by_id, ENTITIES, POSITIONS};
+use crate::tables::{by_id, ENTITIES, MESSAGE_OUTBOX, POSITIONS};
+
+/// The outbox's one partition: the embedded log's messages, in order.
+pub const OUTBOX_SOURCE: &str = "log";
 
 use super::entities::EntityStates;
 use super::rows::{RowKey, RowWrite};
@@ -131,6 +134,14 @@ impl Batch {
     /// beside it), committed in the same write as its rows.
     pub fn set_position_body(&mut self, source: &str, position: i64, body: String) {
         self.put_raw(&POSITIONS, vec![Val::text(source)], vec![], body, position);
+    }
+
+    /// Writes a message to the embedded edition's outbox at `seq`, in the same commit as
+    /// the batch's rows (`tables::MESSAGE_OUTBOX`: partition `"log"`, write time = seq).
+    pub fn put_outbox_message(&mut self, seq: i64, message: &AccountMessage) {
+        // A message holds strings, numbers, booleans and objects only.
+        let body = serde_json::to_string(message).unwrap_or_default();
+        self.put_raw(&MESSAGE_OUTBOX, vec![Val::text(OUTBOX_SOURCE)], vec![Val::Int(seq)], body, seq);
     }
 
     /// The rows to write, in key order.

@@ -45,7 +45,7 @@ use recap_schemas::{Envelope, Event};
 
 use crate::driver::StoreError;
 
-pub use batch::{Batch, Frozen};
+pub use batch::{Batch, Frozen, OUTBOX_SOURCE};
 pub use rows::{action_item_rows, meeting_rows, transcript_rows, RowKey, RowWrite};
 
 use batch::Stamp;
