@@ -30,10 +30,7 @@ async fn outbox(driver: &dyn Driver) -> Vec<(i64, String, String, String)> {
 }
 
 fn first_events() -> Vec<recap_schemas::Envelope> {
-    vec![
-        EVENTS.meeting("acc", "m1").title("Weekly").version(1).envelope(),
-        EVENTS.share("s1", "acc").recipients(["bob"]).envelope(),
-    ]
+    vec![EVENTS.meeting("acc", "m1").title("Weekly").version(1).envelope(), EVENTS.share("s1", "acc").recipients(["bob"]).envelope()]
 }
 
 fn second_events() -> Vec<recap_schemas::Envelope> {
@@ -54,10 +51,7 @@ async fn messages_land_in_the_outbox_at_consecutive_seqs_with_their_rows() {
     let projector = EmbeddedProjector::new(driver.clone(), log.clone(), dir.path().join("dl"), LoopConfig::default());
     let progress = projector.drain().await.unwrap();
     let kinds: Vec<(i64, String, String)> = outbox(driver.as_ref()).await.into_iter().map(|(seq, account, kind, _)| (seq, account, kind)).collect();
-    assert_eq!(
-        kinds,
-        vec![(1, "acc".into(), "meeting.created".into()), (2, "bob".into(), "shared_note.received".into())]
-    );
+    assert_eq!(kinds, vec![(1, "acc".into(), "meeting.created".into()), (2, "bob".into(), "shared_note.received".into())]);
     assert_eq!(progress.messages, 2, "the committed count is the last seq");
     assert_eq!(committed_progress(driver.as_ref()).await.unwrap().messages, 2);
     // Nothing new in the log: nothing new in the outbox.

@@ -115,7 +115,9 @@ async fn meeting_transcript_ready_waits_for_a_meeting_that_is_not_visible_yet() 
 #[tokio::test]
 async fn action_item_messages_diff_a_meetings_items_one_by_one() {
     let mut store = Store::new();
-    let created = store.apply_messages(&[bare_meeting("Weekly").action_items([item("ai_1", "todo", None, 1), item("ai_2", "todo", None, 2)]).version(1).envelope()], 1).await;
+    let created = store
+        .apply_messages(&[bare_meeting("Weekly").action_items([item("ai_1", "todo", None, 1), item("ai_2", "todo", None, 2)]).version(1).envelope()], 1)
+        .await;
     assert_eq!(kinds(&created), pairs(&[("acc", "meeting.created"), ("acc", "action_item.created"), ("acc", "action_item.created")]));
     assert_eq!(
         created[1].message.data,
@@ -123,7 +125,9 @@ async fn action_item_messages_diff_a_meetings_items_one_by_one() {
                "completed_at": null, "meeting": {"id": "m1", "title": "Weekly"}}})
     );
     // ai_1 done, ai_2 unchanged, ai_2 gone... ai_3 new.
-    let next = store.apply_messages(&[bare_meeting("Weekly").action_items([item("ai_1", "done", None, 1), item("ai_3", "todo", None, 3)]).version(2).envelope()], 1).await;
+    let next = store
+        .apply_messages(&[bare_meeting("Weekly").action_items([item("ai_1", "done", None, 1), item("ai_3", "todo", None, 3)]).version(2).envelope()], 1)
+        .await;
     assert_eq!(
         told(&next).into_iter().map(|(_, kind, data)| (kind, data["action_item_id"].clone())).collect::<Vec<_>>(),
         vec![("action_item.updated", json!("ai_1")), ("action_item.created", json!("ai_3")), ("action_item.deleted", json!("ai_2"))]
@@ -187,7 +191,9 @@ async fn shared_note_updated_when_a_recipient_keeps_it_and_sees_another_entry_an
 #[tokio::test]
 async fn team_joined_and_shared_note_received_for_the_teams_existing_shares_when_a_member_joins() {
     let mut store = Store::new();
-    store.apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "own").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1).await;
+    store
+        .apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "own").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1)
+        .await;
     let joined = store.apply_messages(&[EVENTS.member("t1", "bob").envelope()], 1).await;
     assert_eq!(
         told(&joined),
@@ -205,7 +211,9 @@ async fn team_joined_and_shared_note_received_for_the_teams_existing_shares_when
 #[tokio::test]
 async fn team_left_and_shared_note_withdrawn_when_a_member_leaves() {
     let mut store = Store::new();
-    store.apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1).await;
+    store
+        .apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1)
+        .await;
     let left = store.apply_messages(&[EVENTS.member_removed("t1", "bob").version(2).envelope()], 1).await;
     assert_eq!(told(&left), vec![("bob".into(), "team.left", json!({"team_id": "t1"})), ("bob".into(), "shared_note.withdrawn", json!({"share_id": "s1"}))]);
 }
@@ -213,7 +221,9 @@ async fn team_left_and_shared_note_withdrawn_when_a_member_leaves() {
 #[tokio::test]
 async fn shared_note_withdrawn_and_team_left_when_the_team_is_deleted() {
     let mut store = Store::new();
-    store.apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1).await;
+    store
+        .apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1)
+        .await;
     let deleted = store.apply_messages(&[EVENTS.team_deleted("t1").version(2).envelope()], 1).await;
     assert_eq!(kinds(&deleted), pairs(&[("bob", "shared_note.withdrawn"), ("bob", "team.left")]));
 }
@@ -221,7 +231,9 @@ async fn shared_note_withdrawn_and_team_left_when_the_team_is_deleted() {
 #[tokio::test]
 async fn shared_note_withdrawn_when_the_team_can_no_longer_collaborate_and_received_again_when_it_can() {
     let mut store = Store::new();
-    store.apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1).await;
+    store
+        .apply_messages(&[team("t1", false).envelope(), EVENTS.member("t1", "bob").envelope(), share("s1", "own", Some("t1"), &[], "Plan", 5).envelope()], 1)
+        .await;
     let off = store.apply_messages(&[team_collaborating("t1", false, false).version(2).envelope()], 1).await;
     assert_eq!(kinds(&off), pairs(&[("bob", "shared_note.withdrawn")]), "still a member of the team: no team.left");
     let on = store.apply_messages(&[team_collaborating("t1", false, true).version(3).envelope()], 1).await;

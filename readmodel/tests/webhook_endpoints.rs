@@ -57,7 +57,10 @@ async fn a_changed_secret_keeps_the_previous_one_for_the_overlap_and_created_at_
     let secrets = webhooks.secrets("acc", "ep_1").await.unwrap();
     assert_eq!(
         secrets.secrets,
-        vec![SigningSecret { secret: new_secret.clone(), expires_at: None }, SigningSecret { secret: old_secret.clone(), expires_at: Some(Timestamp(at(60).0 + 24 * HOUR)) }]
+        vec![
+            SigningSecret { secret: new_secret.clone(), expires_at: None },
+            SigningSecret { secret: old_secret.clone(), expires_at: Some(Timestamp(at(60).0 + 24 * HOUR)) }
+        ]
     );
     assert_eq!(secrets.signing_at(at(61)), vec![new_secret.as_str(), old_secret.as_str()]);
     assert_eq!(secrets.signing_at(Timestamp(at(60).0 + 25 * HOUR)), vec![new_secret.as_str()]);

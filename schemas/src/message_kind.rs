@@ -98,5 +98,4 @@ mod tests {
         }
         assert_eq!(MessageKind::parse("meeting.archived"), None);
     }
-
 }

@@ -408,7 +408,11 @@ fn a_webhook_secret_is_whsec_and_the_standard_base64_of_24_to_64_bytes() {
     for invalid in [encode(23), encode(65), url_safe, unpadded, no_prefix, "whsec_".into(), "whsec_not base64!".into()] {
         let mut event = endpoint_example();
         event["data"]["endpoint"]["secret"] = json!(invalid);
-        assert_eq!(invalid_reason(&event), "webhook_endpoint.upserted: data: endpoint.secret is not whsec_ and the standard base64 of 24 to 64 bytes", "{invalid}");
+        assert_eq!(
+            invalid_reason(&event),
+            "webhook_endpoint.upserted: data: endpoint.secret is not whsec_ and the standard base64 of 24 to 64 bytes",
+            "{invalid}"
+        );
     }
 }
 

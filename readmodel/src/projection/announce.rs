@@ -133,13 +133,21 @@ impl Batch {
     pub(super) fn announce_item(&mut self, account_id: &str, item_id: &str, meeting_id: Option<&str>, entry: Option<&str>, state: &mut EntityState, key: &str) {
         let now = entry.map(digest);
         match change(state.seen.get(key), now.as_deref()) {
-            Some(Change::Appeared) => {
-                self.announce(account_id, MessageKind::ActionItemCreated, item_id, json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }))
+            Some(Change::Appeared) => self.announce(
+                account_id,
+                MessageKind::ActionItemCreated,
+                item_id,
+                json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }),
+            ),
+            Some(Change::Changed) => self.announce(
+                account_id,
+                MessageKind::ActionItemUpdated,
+                item_id,
+                json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }),
+            ),
+            Some(Change::Gone) => {
+                self.announce(account_id, MessageKind::ActionItemDeleted, item_id, json!({ "action_item_id": item_id, "meeting_id": meeting_id }))
             }
-            Some(Change::Changed) => {
-                self.announce(account_id, MessageKind::ActionItemUpdated, item_id, json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }))
-            }
-            Some(Change::Gone) => self.announce(account_id, MessageKind::ActionItemDeleted, item_id, json!({ "action_item_id": item_id, "meeting_id": meeting_id })),
             None => {}
         }
         match now {
@@ -159,7 +167,13 @@ impl Batch {
     /// meeting.transcript_ready for a transcript just applied (its digest `applied`,
     /// kept in the transcript's state), when its meeting is visible; otherwise it waits
     /// for the meeting ([`Self::announce_waiting_transcript`]).
-    pub(super) async fn announce_transcript(&mut self, account_id: &str, meeting_id: &str, transcript: &mut EntityState, applied: String) -> Result<(), StoreError> {
+    pub(super) async fn announce_transcript(
+        &mut self,
+        account_id: &str,
+        meeting_id: &str,
+        transcript: &mut EntityState,
+        applied: String,
+    ) -> Result<(), StoreError> {
         transcript.data = Some(json!({ "digest": applied }));
         let meeting = self.entity(EntityKind::Meeting, meeting_id).await?.unwrap_or_default();
         let Some(entry) = meeting.data.as_ref().and_then(|data| data.get("entry")).filter(|_| !meeting.deleted && meeting.seen.contains_key(SEEN_MEETING))

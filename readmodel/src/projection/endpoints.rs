@@ -110,7 +110,10 @@ mod tests {
         let second = rotate(Some(&first), "whsec_b", Timestamp(HOUR));
         assert_eq!(
             second.secrets,
-            vec![SigningSecret { secret: "whsec_b".into(), expires_at: None }, SigningSecret { secret: "whsec_a".into(), expires_at: Some(Timestamp(25 * HOUR)) }]
+            vec![
+                SigningSecret { secret: "whsec_b".into(), expires_at: None },
+                SigningSecret { secret: "whsec_a".into(), expires_at: Some(Timestamp(25 * HOUR)) }
+            ]
         );
         // The same secret again rotates nothing; the previous one keeps its expiry.
         assert_eq!(rotate(Some(&second), "whsec_b", Timestamp(2 * HOUR)), second);
@@ -118,7 +121,10 @@ mod tests {
         let third = rotate(Some(&second), "whsec_c", Timestamp(26 * HOUR));
         assert_eq!(
             third.secrets,
-            vec![SigningSecret { secret: "whsec_c".into(), expires_at: None }, SigningSecret { secret: "whsec_b".into(), expires_at: Some(Timestamp(50 * HOUR)) }]
+            vec![
+                SigningSecret { secret: "whsec_c".into(), expires_at: None },
+                SigningSecret { secret: "whsec_b".into(), expires_at: Some(Timestamp(50 * HOUR)) }
+            ]
         );
     }
 }

@@ -270,7 +270,8 @@ mod tests {
     fn a_state_serialises_as_stored() {
         let state = EntityState { v: 3, ..EntityState::default() };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":3}"#);
-        let state = EntityState { v: 4, deleted: true, last_delete: 4, clock: 9, data: Some(serde_json::json!({"a": 1})), rows: Vec::new(), seen: BTreeMap::new() };
+        let state =
+            EntityState { v: 4, deleted: true, last_delete: 4, clock: 9, data: Some(serde_json::json!({"a": 1})), rows: Vec::new(), seen: BTreeMap::new() };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":4,"deleted":true,"last_delete":4,"data":{"a":1},"clock":9}"#);
     }
 }
