@@ -194,6 +194,7 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
         topics: config.topics.iter().map(|topic| format!("{}{topic}", config.kafka.topic_prefix)).collect(),
         group_id: config.group.clone(),
         dead_letter_topic: format!("{}{}", config.kafka.topic_prefix, config.dead_letter_topic),
+        messages_topic: format!("{}{}", config.kafka.topic_prefix, recap_projector::kafka::MESSAGES_TOPIC),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),
         max_poll_interval: Duration::from_millis(config.max_poll_interval_ms),

@@ -337,6 +337,8 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
         (direct.envelope(), sharing, "shr_direct"),
         (unshared("shr_direct", 2), sharing, "shr_direct"),
         (team_deleted("team_k", 2), sharing, "team_k"),
+        (EVENTS.webhook_endpoint("acc_k", "ep_k", "https://example.com/hooks").envelope(), accounts, "acc_k"),
+        (EVENTS.webhook_endpoint_deleted("acc_k", "ep_k").version(2).envelope(), accounts, "acc_k"),
     ];
     let types: std::collections::BTreeSet<String> = expected
         .iter()

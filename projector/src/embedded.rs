@@ -8,6 +8,10 @@
 //! written (reading the previous batch's rows from its frozen overlay), and written only
 //! once the previous write has completed, so writes stay ordered and single.
 //!
+//! The messages a batch announces are written to the outbox (`message_outbox`) in that
+//! same commit, numbered on from the committed [`Progress::messages`]: a batch read again
+//! after a crash writes the same messages at the same seqs.
+//!
 //! Invalid events of known types are appended to the dead-letter file (and synced)
 //! before the commit that moves past them. After a crash between the two, the same
 //! lines are read again; dead letters at or below the file's last offset are not
@@ -43,6 +47,10 @@ pub struct Progress {
     pub skipped_unknown: u64,
     /// Invalid events written to the dead-letter file.
     pub dead_lettered: u64,
+    /// Messages written to the outbox: the seq of the last one (seqs start at 1). A
+    /// replayed batch starts from the committed count, so its messages get the same seqs.
+    #[serde(default)]
+    pub messages: u64,
 }
 
 /// Live counters for metrics and tests; the committed [`Progress`] is the truth.
@@ -53,6 +61,7 @@ pub struct Stats {
     pub stale: AtomicU64,
     pub skipped_unknown: AtomicU64,
     pub dead_lettered: AtomicU64,
+    pub messages: AtomicU64,
     /// Micros since epoch of the newest applied event's occurred_at (freshness).
     pub newest_occurred_at_us: AtomicU64,
     /// Kafka: messages received and then dropped unapplied because their partition was
@@ -69,6 +78,7 @@ impl Stats {
         self.stale.store(progress.stale, Ordering::Relaxed);
         self.skipped_unknown.store(progress.skipped_unknown, Ordering::Relaxed);
         self.dead_lettered.store(progress.dead_lettered, Ordering::Relaxed);
+        self.messages.store(progress.messages, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> Progress {
@@ -78,6 +88,7 @@ impl Stats {
             stale: self.stale.load(Ordering::Relaxed),
             skipped_unknown: self.skipped_unknown.load(Ordering::Relaxed),
             dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
+            messages: self.messages.load(Ordering::Relaxed),
         }
     }
 }
@@ -322,6 +333,12 @@ impl EmbeddedProjector {
             let until = last_letter.offset;
             self.write_dead_letters(letters).await?;
             pipeline.dead_letters_until = Some(until);
+        }
+        // The messages the batch announces, numbered on from the last committed one,
+        // in the same commit as the rows they announce.
+        for message in batch.take_messages() {
+            next.messages += 1;
+            batch.put_outbox_message(next.messages as i64, &message);
         }
         let body = serde_json::to_string(&next).map_err(|error| StoreError::Corrupt(error.to_string()))?;
         batch.set_position_body(LOG_SOURCE, next.position as i64, body);

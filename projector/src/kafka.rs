@@ -24,6 +24,10 @@
 //! - Invalid events go to the dead-letter topic with their raw bytes and headers naming
 //!   the source topic, partition, offset and reason; if that produce fails, the batch
 //!   is retried and no offset advances.
+//! - The messages a batch announces are produced to the messages topic after its rows
+//!   are acknowledged and before its entity states are written (so a crash replays and
+//!   produces them again, same ids), and the batch waits for their acks; a failed
+//!   produce fails the batch like a failed row write.
 //! - librdkafka's queues are capped explicitly so memory stays bounded under backlog.
 //! - The per-partition lag (high watermark minus committed offset) is refreshed every
 //!   2 s by a task of its own, idle or busy, with its broker round trips off the async
@@ -39,6 +43,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, TopicPartitionList};
+use recap_readmodel::messages::AccountMessage;
 use recap_readmodel::{Applied, Batch, Driver, StoreError};
 use recap_schemas::{DecodeError, Envelope};
 use tokio::sync::watch;
@@ -53,6 +58,8 @@ pub struct KafkaConfig {
     pub topics: Vec<String>,
     pub group_id: String,
     pub dead_letter_topic: String,
+    /// Where the messages batches announce go (`<prefix>` + [`MESSAGES_TOPIC`]).
+    pub messages_topic: String,
     /// Events per batch, at most.
     pub max_batch: usize,
     /// How long a batch waits for more events once it has one.
@@ -60,6 +67,10 @@ pub struct KafkaConfig {
     /// Kafka's `max.poll.interval.ms` (at least the 10 s session timeout).
     pub max_poll_interval: Duration,
 }
+
+/// The message log of the distributed edition (prefixed like the contract's topics):
+/// key = the account id, value = the `AccountMessage` JSON.
+pub const MESSAGES_TOPIC: &str = "recap.messages.v1";
 
 /// Why the Kafka projector stopped.
 #[derive(Debug, thiserror::Error)]
@@ -259,6 +270,38 @@ async fn send_letters(producer: &FutureProducer, topic: &str, letters: &[Letter]
     Ok(())
 }
 
+/// Produces a batch's messages, keyed by account (an account's messages stay in one
+/// partition, in order), and waits until the broker has acknowledged every one.
+async fn send_messages(producer: &FutureProducer, topic: &str, messages: &[AccountMessage]) -> Result<(), String> {
+    let mut deliveries = Vec::with_capacity(messages.len());
+    for told in messages {
+        // A message holds strings, numbers, booleans and objects only.
+        let payload = serde_json::to_vec(told).map_err(|error| error.to_string())?;
+        let mut record = FutureRecord::to(topic).payload(&payload).key(&told.account_id);
+        // Enqueued in order (the idempotent producer keeps it per partition); a full
+        // queue waits for deliveries to make room.
+        let delivery = loop {
+            match producer.send_result(record) {
+                Ok(delivery) => break delivery,
+                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), returned)) => {
+                    record = returned;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((error, _)) => return Err(error.to_string()),
+            }
+        };
+        deliveries.push(delivery);
+    }
+    for delivery in deliveries {
+        match delivery.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((error, _))) => return Err(error.to_string()),
+            Err(_) => return Err("the producer was dropped before delivering".into()),
+        }
+    }
+    Ok(())
+}
+
 /// Applies one batch: projection, dead letters, write. Offsets are not touched.
 async fn apply_batch(
     driver: &Arc<dyn Driver>,
@@ -301,11 +344,17 @@ async fn apply_batch(
             }),
         }
     }
-    // Rows, then entity states (see `into_mutation_steps`), then dead letters: a store
-    // error retries the batch before any letter is sent, so letters repeat only when
-    // sending them failed.
+    // Rows, then the batch's messages, then entity states (see `into_mutation_steps`),
+    // then dead letters. A message goes out only once the rows it announces are
+    // acknowledged (a receiver reading the API sees them), and before the states: should
+    // producing fail or the process die after it, the states still say the events are
+    // new, so the batch is applied again and announces the same messages, with the same
+    // ids (duplicates, never a loss). A store error retries the batch before any letter
+    // is sent, so letters repeat only when sending them failed.
+    let messages = batch.take_messages();
     let (rows, states) = batch.into_mutation_steps();
     driver.write(rows).await?;
+    send_messages(producer, &config.messages_topic, &messages).await.map_err(|error| StoreError::Unavailable(format!("messages topic: {error}")))?;
     driver.write(states).await?;
     if !letters.is_empty() {
         send_letters(producer, &config.dead_letter_topic, &letters).await.map_err(|error| StoreError::Unavailable(format!("dead-letter topic: {error}")))?;

@@ -64,6 +64,7 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
         topics: vec![topic.clone()],
         group_id: format!("{topic}-group"),
         dead_letter_topic: format!("{topic}-deadletter"),
+        messages_topic: format!("{topic}-messages"),
         max_batch: 100,
         batch_wait: Duration::from_millis(5),
         max_poll_interval: Duration::from_secs(300),

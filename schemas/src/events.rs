@@ -11,7 +11,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::{Id, IdError, Timestamp, MAX_ID_BYTES};
+use crate::{Id, IdError, MessageKind, Timestamp, MAX_ID_BYTES};
 
 /// The envelope every event travels in. `data` stays raw until the type is known, so
 /// an unknown type costs nothing but the envelope parse.
@@ -62,6 +62,8 @@ pub enum Event {
     NoteUnshared(NoteUnshared),
     TeamActionItemUpserted(TeamActionItemUpserted),
     TeamActionItemDeleted(TeamActionItemDeleted),
+    WebhookEndpointUpserted(WebhookEndpointUpserted),
+    WebhookEndpointDeleted(WebhookEndpointDeleted),
 }
 
 /// Each payload is the event of its type.
@@ -92,6 +94,8 @@ event_from_payload!(
     NoteUnshared,
     TeamActionItemUpserted,
     TeamActionItemDeleted,
+    WebhookEndpointUpserted,
+    WebhookEndpointDeleted,
 );
 
 /// Every event type this version knows, in contract order.
@@ -112,6 +116,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "note.unshared",
     "team_action_item.upserted",
     "team_action_item.deleted",
+    "webhook_endpoint.upserted",
+    "webhook_endpoint.deleted",
 ];
 
 /// Why an event could not be used.
@@ -145,6 +151,8 @@ impl Event {
             Event::NoteUnshared(_) => "note.unshared",
             Event::TeamActionItemUpserted(_) => "team_action_item.upserted",
             Event::TeamActionItemDeleted(_) => "team_action_item.deleted",
+            Event::WebhookEndpointUpserted(_) => "webhook_endpoint.upserted",
+            Event::WebhookEndpointDeleted(_) => "webhook_endpoint.deleted",
         }
     }
 
@@ -170,6 +178,8 @@ impl Event {
             Event::NoteUnshared(data) => &data.share_id,
             Event::TeamActionItemUpserted(data) => &data.team_id,
             Event::TeamActionItemDeleted(data) => &data.team_id,
+            Event::WebhookEndpointUpserted(data) => &data.account_id,
+            Event::WebhookEndpointDeleted(data) => &data.account_id,
         }
     }
 
@@ -182,7 +192,7 @@ impl Event {
 /// The default topic carrying an event type.
 pub fn topic_of(event_type: &str) -> &'static str {
     match event_type.split('.').next().unwrap_or_default() {
-        "account" | "token" => "recap.accounts.v1",
+        "account" | "token" | "webhook_endpoint" => "recap.accounts.v1",
         "meeting" | "action_item" => "recap.meetings.v1",
         _ => "recap.sharing.v1",
     }
@@ -257,6 +267,11 @@ fn invalid_data_reason<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str, 
         if let Some(id_error) = id_error_of(tracked.inner()) {
             return format!("{event_type}: data: {} {id_error}", tracked.path());
         }
+        // A name outside a closed list (a message kind of an endpoint's `types`, an
+        // action item's status): the path says which element of which list.
+        if tracked.inner().to_string().starts_with("unknown variant") {
+            return format!("{event_type}: data: {}: {error}", tracked.path());
+        }
     }
     format!("{event_type}: data: {error}")
 }
@@ -301,6 +316,14 @@ pub fn decode_data(event_type: &str, data: &str) -> Result<Event, DecodeError> {
         "note.unshared" => Event::NoteUnshared(parse(event_type, data)?),
         "team_action_item.upserted" => Event::TeamActionItemUpserted(parse(event_type, data)?),
         "team_action_item.deleted" => Event::TeamActionItemDeleted(parse(event_type, data)?),
+        "webhook_endpoint.upserted" => {
+            let upserted: WebhookEndpointUpserted = parse(event_type, data)?;
+            if let Err(reason) = upserted.endpoint.check() {
+                return Err(DecodeError::Invalid(format!("{event_type}: data: endpoint.{reason}")));
+            }
+            Event::WebhookEndpointUpserted(upserted)
+        }
+        "webhook_endpoint.deleted" => Event::WebhookEndpointDeleted(parse(event_type, data)?),
         other => return Err(DecodeError::UnknownType(other.to_string())),
     };
     Ok(event)
@@ -591,4 +614,94 @@ pub struct SharedNoteRef {
 pub struct TeamActionItemDeleted {
     pub team_id: Id,
     pub item_id: Id,
+}
+
+// ---- webhook endpoints ----------------------------------------------------------
+
+/// The longest endpoint URL accepted, in bytes.
+pub const MAX_WEBHOOK_URL_BYTES: usize = 2048;
+
+/// The bounds of a signing key, in bytes (Standard Webhooks: 24 to 64).
+pub const WEBHOOK_KEY_BYTES: std::ops::RangeInclusive<usize> = 24..=64;
+
+/// The prefix of a signing secret (Standard Webhooks).
+pub const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookEndpointUpserted {
+    pub account_id: Id,
+    pub endpoint: WebhookEndpoint,
+}
+
+/// A webhook endpoint of an account, whole.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookEndpoint {
+    pub id: Id,
+    /// An absolute http or https URL, at most 2048 bytes.
+    #[schemars(url, length(min = 1, max = 2048))]
+    pub url: String,
+    /// `whsec_` and the standard base64 of a 24 to 64 byte key.
+    #[schemars(with = "String", regex(pattern = r"^whsec_[A-Za-z0-9+/]{32,88}={0,2}$"))]
+    pub secret: WebhookSecret,
+    /// The message kinds it receives; empty for every kind.
+    pub types: Vec<MessageKind>,
+    pub enabled: bool,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl WebhookEndpoint {
+    /// The rules serde cannot check: the URL's form and size, the secret's form. The
+    /// reason names the field.
+    fn check(&self) -> Result<(), String> {
+        if self.url.len() > MAX_WEBHOOK_URL_BYTES {
+            return Err(format!("url is {} bytes, longer than {MAX_WEBHOOK_URL_BYTES}", self.url.len()));
+        }
+        let absolute_http = url::Url::parse(&self.url).is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
+        if !absolute_http {
+            return Err("url is not an absolute http or https URL".into());
+        }
+        if self.secret.key().is_none() {
+            return Err(format!("secret is not {WEBHOOK_SECRET_PREFIX} and the standard base64 of 24 to 64 bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// A signing secret: `whsec_` and the standard base64 of the key. Its `Debug` shows
+/// nothing of it, so that a logged event never leaks it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WebhookSecret(pub String);
+
+impl WebhookSecret {
+    /// The secret of `key`.
+    pub fn of_key(key: &[u8]) -> WebhookSecret {
+        use base64::Engine;
+        WebhookSecret(format!("{WEBHOOK_SECRET_PREFIX}{}", base64::engine::general_purpose::STANDARD.encode(key)))
+    }
+
+    /// The key, when the secret has the contract's form.
+    pub fn key(&self) -> Option<Vec<u8>> {
+        use base64::Engine;
+        let encoded = self.0.strip_prefix(WEBHOOK_SECRET_PREFIX)?;
+        let key = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+        WEBHOOK_KEY_BYTES.contains(&key.len()).then_some(key)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookSecret(redacted)")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookEndpointDeleted {
+    pub account_id: Id,
+    pub endpoint_id: Id,
 }

@@ -9,10 +9,12 @@
 pub mod build;
 pub mod events;
 pub mod id;
+pub mod message_kind;
 pub mod timestamp;
 
 pub use events::*;
 pub use id::{Id, IdError, MAX_ID_BYTES};
+pub use message_kind::MessageKind;
 pub use timestamp::Timestamp;
 
 /// The JSON Schema of one envelope type, generated from the Rust types.
@@ -35,6 +37,8 @@ pub fn envelope_schema(event_type: &str) -> Option<serde_json::Value> {
         "note.unshared" => schema_for!(NoteUnshared),
         "team_action_item.upserted" => schema_for!(TeamActionItemUpserted),
         "team_action_item.deleted" => schema_for!(TeamActionItemDeleted),
+        "webhook_endpoint.upserted" => schema_for!(WebhookEndpointUpserted),
+        "webhook_endpoint.deleted" => schema_for!(WebhookEndpointDeleted),
         _ => return None,
     };
     let mut data = serde_json::to_value(data).ok()?;

@@ -139,6 +139,7 @@ fn each_required_field_when_removed_makes_the_event_invalid() {
         "team.upserted data.team.plan",
         "note.shared data.share.team",
         "team_action_item.upserted data.item.due_at",
+        "webhook_endpoint.upserted data.endpoint.description",
     ];
     assert_eq!(nullable, expected, "the fields that may be absent are exactly the contract's nullable ones");
 }
@@ -339,4 +340,99 @@ fn identifiers_longer_than_256_bytes_make_the_event_invalid_naming_the_field() {
             other => panic!("{event_type}: a 257-byte id at {path:?} must be invalid, got {other:?}"),
         }
     }
+}
+
+fn endpoint_example() -> Value {
+    examples().into_iter().find(|example| example["type"] == "webhook_endpoint.upserted").unwrap()
+}
+
+fn invalid_reason(event: &Value) -> String {
+    match decode(event) {
+        Err(DecodeError::Invalid(reason)) => reason,
+        other => panic!("must be invalid: {event}, got {other:?}"),
+    }
+}
+
+#[test]
+fn webhook_endpoint_events_travel_on_the_accounts_topic_keyed_by_account() {
+    for example in examples().into_iter().filter(|example| example["type"].as_str().unwrap().starts_with("webhook_endpoint.")) {
+        let envelope = decode(&example).unwrap();
+        assert_eq!(envelope.event.topic(), "recap.accounts.v1");
+        assert_eq!(envelope.event.message_key(), "acc_01");
+    }
+}
+
+#[test]
+fn a_webhook_endpoint_accepts_http_and_https_urls_up_to_2048_bytes_and_empty_types() {
+    let base = "https://crm.example.com/";
+    for url in ["http://localhost:8080/hooks".to_string(), "https://[::1]/x?a=b".to_string(), format!("{base}{}", "a".repeat(2048 - base.len()))] {
+        let mut event = endpoint_example();
+        event["data"]["endpoint"]["url"] = json!(url);
+        event["data"]["endpoint"]["types"] = json!([]);
+        let envelope = decode(&event).unwrap_or_else(|error| panic!("{url}: {error}"));
+        let recap_schemas::Event::WebhookEndpointUpserted(upserted) = envelope.event else { panic!("an endpoint") };
+        assert!(upserted.endpoint.types.is_empty());
+    }
+}
+
+#[test]
+fn a_webhook_endpoint_url_that_is_not_absolute_http_or_is_too_long_is_invalid() {
+    for (url, reason) in [
+        ("/hooks", "webhook_endpoint.upserted: data: endpoint.url is not an absolute http or https URL"),
+        ("ftp://example.com/hooks", "webhook_endpoint.upserted: data: endpoint.url is not an absolute http or https URL"),
+        ("mailto:ops@example.com", "webhook_endpoint.upserted: data: endpoint.url is not an absolute http or https URL"),
+        ("https://", "webhook_endpoint.upserted: data: endpoint.url is not an absolute http or https URL"),
+        ("", "webhook_endpoint.upserted: data: endpoint.url is not an absolute http or https URL"),
+    ] {
+        let mut event = endpoint_example();
+        event["data"]["endpoint"]["url"] = json!(url);
+        assert_eq!(invalid_reason(&event), reason, "{url}");
+    }
+    let mut event = endpoint_example();
+    event["data"]["endpoint"]["url"] = json!(format!("https://crm.example.com/{}", "a".repeat(2048)));
+    assert_eq!(invalid_reason(&event), "webhook_endpoint.upserted: data: endpoint.url is 2072 bytes, longer than 2048");
+}
+
+#[test]
+fn a_webhook_secret_is_whsec_and_the_standard_base64_of_24_to_64_bytes() {
+    use base64::Engine;
+    let encode = |bytes: usize| format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(vec![0xfb; bytes]));
+    for valid in [encode(24), encode(32), encode(64)] {
+        let mut event = endpoint_example();
+        event["data"]["endpoint"]["secret"] = json!(valid);
+        assert!(decode(&event).is_ok(), "{valid}");
+    }
+    let url_safe = format!("whsec_{}", base64::engine::general_purpose::URL_SAFE.encode(vec![0xfb; 32]));
+    let unpadded = format!("whsec_{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(vec![0xfb; 25]));
+    let no_prefix = base64::engine::general_purpose::STANDARD.encode(vec![0xfb; 32]);
+    for invalid in [encode(23), encode(65), url_safe, unpadded, no_prefix, "whsec_".into(), "whsec_not base64!".into()] {
+        let mut event = endpoint_example();
+        event["data"]["endpoint"]["secret"] = json!(invalid);
+        assert_eq!(
+            invalid_reason(&event),
+            "webhook_endpoint.upserted: data: endpoint.secret is not whsec_ and the standard base64 of 24 to 64 bytes",
+            "{invalid}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_message_kind_in_types_is_invalid_and_the_reason_names_its_index() {
+    let mut event = endpoint_example();
+    event["data"]["endpoint"]["types"] = json!(["meeting.created", "meeting.archived"]);
+    let reason = invalid_reason(&event);
+    assert!(reason.starts_with("webhook_endpoint.upserted: data: endpoint.types[1]: unknown variant `meeting.archived`"), "{reason}");
+    for wrong in [json!("meeting.created"), json!(null), json!([1])] {
+        let mut event = endpoint_example();
+        event["data"]["endpoint"]["types"] = wrong.clone();
+        invalid_reason(&event);
+    }
+}
+
+#[test]
+fn a_webhook_secret_never_shows_in_debug_output() {
+    let envelope = decode(&endpoint_example()).unwrap();
+    let debug = format!("{envelope:?}");
+    assert!(!debug.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{debug}");
+    assert!(debug.contains("WebhookSecret(redacted)"), "{debug}");
 }

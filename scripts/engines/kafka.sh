@@ -25,7 +25,7 @@ PIDFILE="$DIR/kafka.pid"
 PID_MARKER="$DIR/server.properties"
 PORTS=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT")
 LOG_FILES=("$DIR/server.log" "$DIR/stdout.log")
-TOPICS=(recap.accounts.v1:3 recap.meetings.v1:3 recap.sharing.v1:3 recap.deadletter.v1:1)
+TOPICS=(recap.accounts.v1:3 recap.meetings.v1:3 recap.sharing.v1:3 recap.deadletter.v1:1 recap.messages.v1:3)
 
 install() {
   local binding=org.slf4j:slf4j-reload4j:1.7.36

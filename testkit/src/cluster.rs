@@ -275,7 +275,7 @@ impl Drop for Cluster {
 
 /// A run's topics under `prefix`, with their partition counts.
 fn topics(prefix: &str) -> Vec<(String, i32)> {
-    [("recap.accounts.v1", 3), ("recap.meetings.v1", 3), ("recap.sharing.v1", 3), ("recap.deadletter.v1", 1)]
+    [("recap.accounts.v1", 3), ("recap.meetings.v1", 3), ("recap.sharing.v1", 3), ("recap.deadletter.v1", 1), ("recap.messages.v1", 3)]
         .iter()
         .map(|(name, partitions)| (format!("{prefix}{name}"), *partitions))
         .collect()

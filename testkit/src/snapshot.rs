@@ -90,6 +90,12 @@ impl Universe {
                 Event::TeamActionItemDeleted(event) => {
                     universe.teams.insert(event.team_id.to_string());
                 }
+                Event::WebhookEndpointUpserted(event) => {
+                    universe.accounts.insert(event.account_id.to_string());
+                }
+                Event::WebhookEndpointDeleted(event) => {
+                    universe.accounts.insert(event.account_id.to_string());
+                }
             }
         }
         universe

@@ -10,9 +10,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use recap_schemas::Timestamp;
+
 use crate::driver::{Driver, Mutation, MutationRef, Op, ScanRange, StoreError};
+use crate::messages::AccountMessage;
 use crate::table::{Clock, Table, Val};
-use crate::tables::{by_id, ENTITIES, POSITIONS};
+use crate::tables::{by_id, ENTITIES, MESSAGE_OUTBOX, POSITIONS};
+
+/// The outbox's one partition: the embedded log's messages, in order.
+pub const OUTBOX_SOURCE: &str = "log";
 
 use super::entities::EntityStates;
 use super::rows::{RowKey, RowWrite};
@@ -54,6 +60,17 @@ pub struct Batch {
     events: u64,
     /// The previous batch, while its write is still in flight: read through it.
     pub(super) base: Option<Arc<Frozen>>,
+    /// The event being applied: what its messages are derived from.
+    pub(super) source: Source,
+    /// The messages the batch's events announce, in the order they were applied.
+    pub(super) messages: Vec<AccountMessage>,
+}
+
+/// The envelope fields a message takes from the event that caused it.
+#[derive(Clone, Debug)]
+pub(super) struct Source {
+    pub(super) event_id: String,
+    pub(super) occurred_at: Timestamp,
 }
 
 /// A batch whose rows are being written: what the next batch reads before the store.
@@ -73,7 +90,16 @@ impl Frozen {
 
 impl Batch {
     pub fn new(driver: Arc<dyn Driver>) -> Batch {
-        Batch { driver, pending: BTreeMap::new(), entities: BTreeMap::new(), writes: 0, events: 0, base: None }
+        Batch {
+            driver,
+            pending: BTreeMap::new(),
+            entities: BTreeMap::new(),
+            writes: 0,
+            events: 0,
+            base: None,
+            source: Source { event_id: String::new(), occurred_at: Timestamp(0) },
+            messages: Vec::new(),
+        }
     }
 
     /// A batch that reads `base` (a previous batch whose write has not completed yet)
@@ -86,6 +112,13 @@ impl Batch {
     /// The batch as written: its rows, which the next batch reads until they land.
     pub fn freeze(self) -> Arc<Frozen> {
         Arc::new(Frozen { pending: self.pending, entities: self.entities })
+    }
+
+    /// The messages the events applied so far announce, in order; the batch keeps none
+    /// after this. Taken before [`Batch::freeze`], and published only once the batch's
+    /// rows are written (`docs/webhooks.md`).
+    pub fn take_messages(&mut self) -> Vec<AccountMessage> {
+        std::mem::take(&mut self.messages)
     }
 
     /// How many row writes the batch holds.
@@ -101,6 +134,14 @@ impl Batch {
     /// beside it), committed in the same write as its rows.
     pub fn set_position_body(&mut self, source: &str, position: i64, body: String) {
         self.put_raw(&POSITIONS, vec![Val::text(source)], vec![], body, position);
+    }
+
+    /// Writes a message to the embedded edition's outbox at `seq`, in the same commit as
+    /// the batch's rows (`tables::MESSAGE_OUTBOX`: partition `"log"`, write time = seq).
+    pub fn put_outbox_message(&mut self, seq: i64, message: &AccountMessage) {
+        // A message holds strings, numbers, booleans and objects only.
+        let body = serde_json::to_string(message).unwrap_or_default();
+        self.put_raw(&MESSAGE_OUTBOX, vec![Val::text(OUTBOX_SOURCE)], vec![Val::Int(seq)], body, seq);
     }
 
     /// The rows to write, in key order.
@@ -125,8 +166,9 @@ impl Batch {
     }
 
     /// Starts applying the next event: writes from here on belong to it.
-    pub(super) fn begin_event(&mut self) {
+    pub(super) fn begin_event(&mut self, source: Source) {
         self.events += 1;
+        self.source = source;
     }
 
     /// The overlays a read looks through, newest first: this batch's writes, then the

@@ -36,6 +36,7 @@ pub(super) enum EntityKind {
     Member,
     Share,
     TeamItem,
+    WebhookEndpoint,
 }
 
 impl EntityKind {
@@ -51,6 +52,7 @@ impl EntityKind {
             EntityKind::Member => "member",
             EntityKind::Share => "share",
             EntityKind::TeamItem => "team_item",
+            EntityKind::WebhookEndpoint => "webhook_endpoint",
         }
     }
 }
@@ -80,6 +82,10 @@ pub(super) struct EntityState {
     /// [`Batch::share_stamp`]).
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub(super) clock: i64,
+    /// What subscribers last saw of the entity, as digests of what was announced to
+    /// them (see `announce.rs`): a change that renders the same announces nothing.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) seen: BTreeMap<String, String>,
 }
 
 fn is_zero_i64(value: &i64) -> bool {
@@ -121,7 +127,7 @@ fn entity_keys(event: &Event) -> Vec<(EntityKind, String)> {
         Event::AccountUpserted(event) => vec![entity_key(Account, &event.account_id)],
         Event::TokenCreated(event) => vec![entity_key(Token, &event.token_id)],
         Event::TokenRevoked(event) => vec![entity_key(Token, &event.token_id)],
-        Event::MeetingUpserted(event) => vec![entity_key(Meeting, &event.meeting.id)],
+        Event::MeetingUpserted(event) => vec![entity_key(Meeting, &event.meeting.id), entity_key(Transcript, &event.meeting.id)],
         Event::MeetingDeleted(event) => vec![entity_key(Meeting, &event.meeting_id), entity_key(Transcript, &event.meeting_id)],
         Event::MeetingTranscriptSet(event) => vec![entity_key(Transcript, &event.meeting_id), entity_key(Meeting, &event.meeting_id)],
         Event::ActionItemUpserted(event) => vec![entity_key(ActionItem, &event.item.id)],
@@ -134,6 +140,8 @@ fn entity_keys(event: &Event) -> Vec<(EntityKind, String)> {
         Event::NoteUnshared(event) => vec![entity_key(Share, &event.share_id)],
         Event::TeamActionItemUpserted(event) => vec![entity_key(TeamItem, &event.item.id)],
         Event::TeamActionItemDeleted(event) => vec![entity_key(TeamItem, &event.item_id)],
+        Event::WebhookEndpointUpserted(event) => vec![entity_key(WebhookEndpoint, &event.endpoint.id)],
+        Event::WebhookEndpointDeleted(event) => vec![entity_key(WebhookEndpoint, &event.endpoint_id)],
     }
 }
 
@@ -250,18 +258,20 @@ mod tests {
             EntityKind::Member,
             EntityKind::Share,
             EntityKind::TeamItem,
+            EntityKind::WebhookEndpoint,
         ]
         .into_iter()
         .map(EntityKind::as_str)
         .collect();
-        assert_eq!(names, ["account", "token", "meeting", "transcript", "action_item", "team", "member", "share", "team_item"]);
+        assert_eq!(names, ["account", "token", "meeting", "transcript", "action_item", "team", "member", "share", "team_item", "webhook_endpoint"]);
     }
 
     #[test]
     fn a_state_serialises_as_stored() {
         let state = EntityState { v: 3, ..EntityState::default() };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":3}"#);
-        let state = EntityState { v: 4, deleted: true, last_delete: 4, clock: 9, data: Some(serde_json::json!({"a": 1})), rows: Vec::new() };
+        let state =
+            EntityState { v: 4, deleted: true, last_delete: 4, clock: 9, data: Some(serde_json::json!({"a": 1})), rows: Vec::new(), seen: BTreeMap::new() };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":4,"deleted":true,"last_delete":4,"data":{"a":1},"clock":9}"#);
     }
 }

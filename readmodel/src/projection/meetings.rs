@@ -10,6 +10,7 @@ use recap_schemas::{ActionItemDeleted, ActionItemUpserted, MeetingDeleted, Meeti
 
 use crate::driver::StoreError;
 
+use super::announce::digest;
 use super::batch::{Batch, Stamp};
 use super::entities::{EntityKind, Revision};
 use super::rows::{action_item_rows, meeting_rows, transcript_rows};
@@ -18,7 +19,10 @@ use super::Applied;
 impl Batch {
     pub(super) async fn meeting_upserted(&mut self, event: &MeetingUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let meeting_id: &str = &event.meeting.id;
-        self.revise_if_newer(EntityKind::Meeting, meeting_id, version, stamp, || Revision::Present(meeting_rows(&event.account_id, &event.meeting))).await
+        let Some(mut state) = self.newer(EntityKind::Meeting, meeting_id, version).await? else { return Ok(Applied::Stale) };
+        self.announce_meeting(&event.account_id, &event.meeting, &mut state, stamp).await?;
+        self.revise(EntityKind::Meeting, meeting_id, state, version, Revision::Present(meeting_rows(&event.account_id, &event.meeting)), stamp);
+        Ok(Applied::Applied)
     }
 
     pub(super) async fn meeting_deleted(&mut self, event: &MeetingDeleted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
@@ -27,6 +31,8 @@ impl Batch {
             return self.stale_meeting_delete(meeting_id, version, stamp).await;
         };
         state.last_delete = version;
+        self.announce_meeting_deleted(&event.account_id, meeting_id, &mut state);
+        state.data = None;
         self.revise(EntityKind::Meeting, meeting_id, state, version, Revision::Deleted, stamp);
         self.shadow_transcript(meeting_id, version, stamp).await?;
         Ok(Applied::Applied)
@@ -40,18 +46,27 @@ impl Batch {
             return Ok(Applied::Stale);
         }
         let rows = transcript_rows(&event.account_id, meeting_id, &event.transcript);
+        let applied = rows.first().map(|row| digest(&row.body)).unwrap_or_default();
+        let mut state = state;
+        self.announce_transcript(&event.account_id, meeting_id, &mut state, applied).await?;
         self.revise(EntityKind::Transcript, meeting_id, state, version, Revision::Present(rows), stamp);
         Ok(Applied::Applied)
     }
 
     pub(super) async fn action_item_upserted(&mut self, event: &ActionItemUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
         let item_id: &str = &event.item.id;
-        self.revise_if_newer(EntityKind::ActionItem, item_id, version, stamp, || Revision::Present(action_item_rows(&event.account_id, &event.item, None)))
-            .await
+        let Some(mut state) = self.newer(EntityKind::ActionItem, item_id, version).await? else { return Ok(Applied::Stale) };
+        self.announce_standalone_item(&event.account_id, item_id, Some(&event.item), &mut state);
+        self.revise(EntityKind::ActionItem, item_id, state, version, Revision::Present(action_item_rows(&event.account_id, &event.item, None)), stamp);
+        Ok(Applied::Applied)
     }
 
     pub(super) async fn action_item_deleted(&mut self, event: &ActionItemDeleted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
-        self.revise_if_newer(EntityKind::ActionItem, &event.item_id, version, stamp, || Revision::Deleted).await
+        let item_id: &str = &event.item_id;
+        let Some(mut state) = self.newer(EntityKind::ActionItem, item_id, version).await? else { return Ok(Applied::Stale) };
+        self.announce_standalone_item(&event.account_id, item_id, None, &mut state);
+        self.revise(EntityKind::ActionItem, item_id, state, version, Revision::Deleted, stamp);
+        Ok(Applied::Applied)
     }
 
     /// A meeting.deleted at or below the meeting's version changes nothing of the
@@ -75,6 +90,9 @@ impl Batch {
         if let Some(mut transcript) = self.entity(EntityKind::Transcript, meeting_id).await? {
             if transcript.v <= version && !transcript.rows.is_empty() {
                 transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
+                // Gone with the meeting: a transcript applied later is announced anew.
+                transcript.seen.clear();
+                transcript.data = None;
                 self.save_entity(EntityKind::Transcript, meeting_id, transcript, stamp);
             }
         }

@@ -19,12 +19,22 @@
 //! A [`Batch`] accumulates the writes of many events and reads its own writes, so a
 //! whole batch commits as one atomic write together with the stream position.
 //!
+//! Messages are derived here too, while applying (`announce`): every change an account
+//! can see becomes one [`crate::messages::AccountMessage`], collected by the batch
+//! ([`Batch::take_messages`]) and published by the projector once the batch's rows are
+//! written. What each account last saw of an entity is kept, as digests, in the
+//! entity's state, so a change nobody can see (a stale or repeated event, an update
+//! that renders the same) announces nothing.
+//!
 //! One file per group of rules: `batch` (the overlay and the commit), `entities`
-//! (rules 1 and 2 per entity), `accounts`, `meetings`, `teams` and `shares` (each
-//! event type's own rules), `rows` (what each snapshot becomes in the tables).
+//! (rules 1 and 2 per entity), `accounts`, `meetings`, `teams`, `shares` and
+//! `endpoints` (each event type's own rules), `rows` (what each snapshot becomes in the
+//! tables), `announce` (the messages).
 
 mod accounts;
+mod announce;
 mod batch;
+mod endpoints;
 mod entities;
 mod meetings;
 mod rows;
@@ -35,7 +45,7 @@ use recap_schemas::{Envelope, Event};
 
 use crate::driver::StoreError;
 
-pub use batch::{Batch, Frozen};
+pub use batch::{Batch, Frozen, OUTBOX_SOURCE};
 pub use rows::{action_item_rows, meeting_rows, transcript_rows, RowKey, RowWrite};
 
 use batch::Stamp;
@@ -52,7 +62,7 @@ pub enum Applied {
 impl Batch {
     /// Applies one event at `position` of its stream partition.
     pub async fn apply(&mut self, envelope: &Envelope, position: i64) -> Result<Applied, StoreError> {
-        self.begin_event();
+        self.begin_event(batch::Source { event_id: envelope.id.to_string(), occurred_at: envelope.occurred_at });
         let version = envelope.version;
         let stamp = Stamp { version: version as i64, position };
         match &envelope.event {
@@ -72,6 +82,8 @@ impl Batch {
             Event::NoteUnshared(event) => self.note_unshared(event, version, stamp).await,
             Event::TeamActionItemUpserted(event) => self.team_action_item_upserted(event, version, stamp).await,
             Event::TeamActionItemDeleted(event) => self.team_action_item_deleted(event, version, stamp).await,
+            Event::WebhookEndpointUpserted(event) => self.endpoint_upserted(event, version, stamp).await,
+            Event::WebhookEndpointDeleted(event) => self.endpoint_deleted(event, version, stamp).await,
         }
     }
 }

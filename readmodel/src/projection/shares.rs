@@ -45,6 +45,7 @@ impl Batch {
         }
         state.data = serde_json::to_value(share).ok();
         self.revise(EntityKind::Share, share_id, state, version, Revision::Present(vec![share_record_row(share)]), stamp);
+        self.announce_share(share_id, Some(share), stamp).await?;
         Ok(Applied::Applied)
     }
 
@@ -81,13 +82,14 @@ impl Batch {
         }
         state.data = None;
         self.revise(EntityKind::Share, share_id, state, version, Revision::Deleted, stamp);
+        self.announce_share(share_id, None, stamp).await?;
         Ok(Applied::Applied)
     }
 
     /// Who sees the share, never the owner: "Shared with a team: `team` set, visible to
     /// the team's current members" (while the team exists and can collaborate);
     /// "Shared directly: `team` null, visible to `recipient_account_ids`".
-    async fn audience(&mut self, share: &Share) -> Result<BTreeSet<String>, StoreError> {
+    pub(super) async fn audience(&mut self, share: &Share) -> Result<BTreeSet<String>, StoreError> {
         let mut audience: BTreeSet<String> = match &share.team {
             Some(team) if self.sharing_team(&team.id).await? => self.members(&team.id).await?.into_iter().map(|(account, _)| account).collect(),
             Some(_) => BTreeSet::new(),
@@ -149,6 +151,7 @@ impl Batch {
                     self.grant(account, &share, share_stamp);
                 }
             }
+            self.announce_share(&share.id, Some(&share), share_stamp).await?;
         }
         Ok(())
     }
@@ -160,6 +163,7 @@ impl Batch {
             for (account, _) in &members {
                 self.withdraw(account, &share, share_stamp);
             }
+            self.announce_share(&share.id, Some(&share), share_stamp).await?;
         }
         Ok(())
     }

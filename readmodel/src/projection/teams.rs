@@ -32,6 +32,8 @@ impl Batch {
         state.deleted = false;
         state.data = serde_json::to_value(team).ok();
         self.save_entity(EntityKind::Team, team_id, state, stamp);
+        // The members see the team first (team.joined), then what it shares.
+        self.write_team_rows(team, stamp).await?;
         match (was_sharing, team.can_collaborate) {
             // The team is back, new, or can collaborate again: its members see its shares.
             (false, true) => self.grant_team_shares(team_id, stamp).await?,
@@ -39,7 +41,6 @@ impl Batch {
             (true, false) => self.withdraw_team_shares(team_id, stamp).await?,
             _ => {}
         }
-        self.write_team_rows(team, stamp).await?;
         Ok(Applied::Applied)
     }
 
@@ -68,6 +69,7 @@ impl Batch {
             let member_id = member_entity_id(team_id, &account);
             if let Some(mut member) = self.entity(EntityKind::Member, &member_id).await? {
                 member.deleted = true;
+                self.announce_membership(&account, team_id, None, &mut member);
                 self.save_entity(EntityKind::Member, &member_id, member, stamp);
             }
         }
@@ -102,15 +104,16 @@ impl Batch {
         let body = serde_json::json!({ "role": event.role }).to_string();
         self.put(RowWrite { table: &TEAM_MEMBERS, partition: vec![Val::text(team_id)], clustering: vec![Val::text(account_id)], body }, stamp);
         let Some(team) = self.active_team(team_id).await? else { return Ok(Applied::Applied) };
+        self.write_team_rows(&team, stamp).await?;
         if !was_member && team.can_collaborate {
             // A member who joins sees everything the team has, older shares included.
             for (share, share_stamp) in self.team_shares(team_id, stamp).await? {
                 if *share.owner_account_id != *account_id {
                     self.grant(account_id, &share, share_stamp);
                 }
+                self.announce_share(&share.id, Some(&share), share_stamp).await?;
             }
         }
-        self.write_team_rows(&team, stamp).await?;
         Ok(Applied::Applied)
     }
 
@@ -121,6 +124,7 @@ impl Batch {
         let was_member = state.v > 0 && !state.deleted;
         state.v = version;
         state.deleted = true;
+        self.announce_membership(account_id, team_id, None, &mut state);
         self.save_entity(EntityKind::Member, &member_id, state, stamp);
         if !was_member {
             return Ok(Applied::Applied);
@@ -130,6 +134,7 @@ impl Batch {
         // "From then on the member sees none of the team's notes."
         for (share, share_stamp) in self.team_shares(team_id, stamp).await? {
             self.withdraw(account_id, &share, share_stamp);
+            self.announce_share(&share.id, Some(&share), share_stamp).await?;
         }
         self.delete(&TEAMS_BY_ACCOUNT, vec![Val::text(account_id)], vec![Val::text(team_id)], stamp);
         self.write_team_rows(&team, stamp).await?;
@@ -173,8 +178,16 @@ impl Batch {
         let members = self.members(team_id).await?;
         let count = members.len() as i64;
         for (account, role) in &members {
-            let body = render(&views::TeamRecord::of(team, role, count));
+            let record = views::TeamRecord::of(team, role, count);
+            let body = render(&record);
             self.put(RowWrite { table: &TEAMS_BY_ACCOUNT, partition: vec![Val::text(account)], clustering: vec![Val::text(team_id)], body }, stamp);
+            // A member who sees the team for the first time has joined it.
+            let member_id = member_entity_id(team_id, account);
+            if let Some(mut member) = self.entity(EntityKind::Member, &member_id).await? {
+                if self.announce_membership(account, team_id, Some(&record.team), &mut member) {
+                    self.save_entity(EntityKind::Member, &member_id, member, stamp);
+                }
+            }
         }
         Ok(())
     }

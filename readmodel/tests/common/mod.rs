@@ -109,6 +109,22 @@ impl Store {
         self.apply_at(&positioned, batch_size).await;
     }
 
+    /// Applies events as [`Store::apply`] does, and returns the messages they announce,
+    /// in order.
+    pub async fn apply_messages(&mut self, envelopes: &[Envelope], batch_size: usize) -> Vec<recap_readmodel::messages::AccountMessage> {
+        let mut messages = Vec::new();
+        for chunk in envelopes.chunks(batch_size.max(1)) {
+            let mut batch = Batch::new(self.driver.clone());
+            for envelope in chunk {
+                self.position += 1;
+                batch.apply(envelope, self.position).await.expect("apply");
+            }
+            messages.extend(batch.take_messages());
+            self.driver.write(batch.into_mutations()).await.expect("commit");
+        }
+        messages
+    }
+
     /// Applies events at the given positions (each one's offset in its partition).
     pub async fn apply_at(&mut self, envelopes: &[(Envelope, i64)], batch_size: usize) {
         for chunk in envelopes.chunks(batch_size.max(1)) {

@@ -31,6 +31,7 @@
 mod accounts;
 mod meetings;
 mod sharing;
+mod webhooks;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -218,6 +219,14 @@ mod tests {
             EVENTS.unshared("shr_1").into(),
             EVENTS.team_item("team_1", "tai_1").shared_note("shr_1", "Shared").into(),
             EVENTS.team_item_deleted("team_1", "tai_1").into(),
+            EVENTS
+                .webhook_endpoint("acc_1", "ep_1", "https://example.com/hooks")
+                .key(&[7; 24])
+                .types([crate::MessageKind::MeetingCreated])
+                .enabled(false)
+                .description(Some("CRM"))
+                .into(),
+            EVENTS.webhook_endpoint_deleted("acc_1", "ep_1").version(2).into(),
         ];
         let types: Vec<&str> = drafts.iter().map(|envelope| envelope.event.type_name()).collect();
         assert_eq!(types, crate::KNOWN_TYPES, "one builder per known type");

@@ -1,0 +1,106 @@
+//! Webhook endpoints as projected (docs/events.md, "Webhook endpoints"): the record and
+//! its secrets, rule 1 and rule 2, and the previous secret kept through a rotation.
+
+mod common;
+
+use common::*;
+use recap_readmodel::webhooks::{EndpointRecord, SigningSecret, DEFAULT_RETENTION};
+use recap_schemas::{MessageKind, Timestamp};
+
+const HOUR: i64 = 3_600_000_000;
+
+fn at(minutes: i64) -> Timestamp {
+    EVENTS.minute(minutes)
+}
+
+#[tokio::test]
+async fn an_endpoint_upsert_writes_its_record_and_its_secret_at_the_events_version() {
+    let mut store = Store::new();
+    let upsert = EVENTS
+        .webhook_endpoint("acc", "ep_1", "https://example.com/hooks")
+        .key(&[1; 32])
+        .types([MessageKind::MeetingCreated])
+        .description(Some("CRM"))
+        .version(3)
+        .occurred_at(at(10));
+    let secret = upsert.data.endpoint.secret.as_str().to_owned();
+    assert!(store.apply_messages(&[upsert.envelope()], 1).await.is_empty(), "an endpoint is no message");
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!(
+        record,
+        EndpointRecord {
+            id: "ep_1".into(),
+            url: "https://example.com/hooks".into(),
+            description: Some("CRM".into()),
+            types: vec![MessageKind::MeetingCreated],
+            enabled: true,
+            version: 3,
+            created_at: at(10),
+            updated_at: at(10),
+        }
+    );
+    assert_eq!(webhooks.secrets("acc", "ep_1").await.unwrap().secrets, vec![SigningSecret { secret, expires_at: None }]);
+}
+
+#[tokio::test]
+async fn a_changed_secret_keeps_the_previous_one_for_the_overlap_and_created_at_stays_the_first_upserts() {
+    let mut store = Store::new();
+    let first = EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/hooks").key(&[1; 32]).version(1).occurred_at(at(0));
+    let old_secret = first.data.endpoint.secret.as_str().to_owned();
+    let second = EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/hooks").key(&[2; 32]).enabled(false).version(2).occurred_at(at(60));
+    let new_secret = second.data.endpoint.secret.as_str().to_owned();
+    store.apply(&[first.envelope(), second.envelope()], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!((record.enabled, record.version, record.created_at, record.updated_at), (false, 2, at(0), at(60)));
+    let secrets = webhooks.secrets("acc", "ep_1").await.unwrap();
+    assert_eq!(
+        secrets.secrets,
+        vec![
+            SigningSecret { secret: new_secret.clone(), expires_at: None },
+            SigningSecret { secret: old_secret.clone(), expires_at: Some(Timestamp(at(60).0 + 24 * HOUR)) }
+        ]
+    );
+    assert_eq!(secrets.signing_at(at(61)), vec![new_secret.as_str(), old_secret.as_str()]);
+    assert_eq!(secrets.signing_at(Timestamp(at(60).0 + 25 * HOUR)), vec![new_secret.as_str()]);
+}
+
+#[tokio::test]
+async fn rule_1_an_older_endpoint_upsert_after_a_newer_one_changes_nothing() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                EVENTS.webhook_endpoint("acc", "ep_1", "https://new.example.com/").version(2).envelope(),
+                EVENTS.webhook_endpoint("acc", "ep_1", "https://old.example.com/").version(1).envelope(),
+            ],
+            1,
+        )
+        .await;
+    let (record, _) = store.readmodel.webhooks(DEFAULT_RETENTION).endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!(record.url, "https://new.example.com/");
+}
+
+#[tokio::test]
+async fn rule_2_an_endpoint_delete_removes_record_and_secrets_and_shadows_an_older_upsert() {
+    let mut store = Store::new();
+    store
+        .apply(
+            &[
+                EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/").version(1).envelope(),
+                EVENTS.webhook_endpoint_deleted("acc", "ep_1").version(3).envelope(),
+                EVENTS.webhook_endpoint("acc", "ep_1", "https://late.example.com/").version(2).envelope(),
+            ],
+            2,
+        )
+        .await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    assert_eq!(webhooks.endpoint("acc", "ep_1").await.unwrap(), None);
+    assert!(webhooks.endpoints("acc").await.unwrap().is_empty());
+    assert!(webhooks.secrets("acc", "ep_1").await.unwrap().secrets.is_empty());
+    // A newer upsert brings it back, created anew.
+    store.apply(&[EVENTS.webhook_endpoint("acc", "ep_1", "https://back.example.com/").version(4).occurred_at(at(5)).envelope()], 1).await;
+    let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!((record.url.as_str(), record.created_at), ("https://back.example.com/", at(5)));
+}
