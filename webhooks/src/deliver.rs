@@ -98,6 +98,9 @@ struct EndpointSlots {
     state: Arc<tokio::sync::Mutex<()>>,
 }
 
+/// A delivery row's key: shard, due time, delivery id.
+type DeliveryKey = (String, i64, String);
+
 /// What the deliverer shares with its attempts.
 struct Shared {
     store: WebhookStore,
@@ -106,7 +109,10 @@ struct Shared {
     stats: Arc<Stats>,
     config: DelivererConfig,
     /// Deliveries being attempted, by shard, due time and id.
-    in_flight: Mutex<HashSet<(String, i64, String)>>,
+    in_flight: Mutex<HashSet<DeliveryKey>>,
+    /// Deliveries whose attempt ended, and when: a round whose scan began before that
+    /// may still list the row the attempt removed, and must not start it again.
+    finished: Mutex<HashMap<DeliveryKey, Instant>>,
     endpoints: Mutex<HashMap<(String, String), EndpointSlots>>,
 }
 
@@ -136,7 +142,7 @@ impl Deliverer {
         config: DelivererConfig,
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
-        let shared = Shared { store, client, clock, stats, config, in_flight: Mutex::default(), endpoints: Mutex::default() };
+        let shared = Shared { store, client, clock, stats, config, in_flight: Mutex::default(), finished: Mutex::default(), endpoints: Mutex::default() };
         Deliverer { shared: Arc::new(shared), shards, wake, global }
     }
 
@@ -168,10 +174,22 @@ impl Deliverer {
     /// slot at its endpoint and in the process.
     pub async fn round(&self, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
         let now = self.shared.clock.now_micros();
+        let scan_started = Instant::now();
+        let result = self.start_due(now, attempts).await;
+        // Rows removed before this round's scan began were not listed by it.
+        if let Ok(mut finished) = self.shared.finished.lock() {
+            finished.retain(|_, at| *at >= scan_started);
+        }
+        result
+    }
+
+    async fn start_due(&self, now: i64, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
         for shard in self.shards.held() {
             for due in self.shared.store.due(&shard, now, self.shared.config.scan).await? {
                 let key = (due.shard.clone(), due.due_at, due.delivery.id());
-                if self.shared.in_flight.lock().map(|in_flight| in_flight.contains(&key)).unwrap_or(true) {
+                let busy = self.shared.in_flight.lock().map(|in_flight| in_flight.contains(&key)).unwrap_or(true)
+                    || self.shared.finished.lock().map(|finished| finished.contains_key(&key)).unwrap_or(true);
+                if busy {
                     continue;
                 }
                 let Some((endpoint_permit, state_lock)) = self.endpoint_slot(&due.delivery) else { continue };
@@ -194,6 +212,9 @@ impl Deliverer {
                         let _permits = (endpoint_permit, global_permit);
                         if let Err(error) = attempt(&shared, &due, &state_lock).await {
                             tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
+                        }
+                        if let Ok(mut finished) = shared.finished.lock() {
+                            finished.insert(key.clone(), Instant::now());
                         }
                         if let Ok(mut in_flight) = shared.in_flight.lock() {
                             in_flight.remove(&key);

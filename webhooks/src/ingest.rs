@@ -5,7 +5,7 @@
 //! the batch, and replaying writes the same rows again (the same keys; a delivery first
 //! due at the message's time, or at the time it was read when that lies ahead).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use futures::{StreamExt, TryStreamExt};
@@ -37,10 +37,21 @@ pub struct Ingested {
 
 /// Appends `batch` to the feeds and schedules its deliveries; `now` is the clock's time.
 pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats) -> Result<Ingested, StoreError> {
+    // A message the batch carries twice is claimed only at its first seq: concurrent
+    // claims of one id could otherwise let the later seq win.
+    let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
+    let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.message.account_id.as_str(), entry.message.message.id.as_str()))).collect();
     // Collected first: a stream mapping with a closure over borrowed entries is not
     // provably Send to the compiler.
-    let pending: Vec<_> = batch.iter().map(|entry| store.claim(&entry.message.account_id, entry.seq, &entry.message.message)).collect();
-    let claims: Vec<bool> = futures::stream::iter(pending).buffered(CLAIM_CONCURRENCY).try_collect().await?;
+    let pending: Vec<_> = batch
+        .iter()
+        .zip(&firsts)
+        .filter(|(_, first)| **first)
+        .map(|(entry, _)| store.claim(&entry.message.account_id, entry.seq, &entry.message.message))
+        .collect();
+    let won: Vec<bool> = futures::stream::iter(pending).buffered(CLAIM_CONCURRENCY).try_collect().await?;
+    let mut won = won.into_iter();
+    let claims: Vec<bool> = firsts.iter().map(|first| *first && won.next().unwrap_or(false)).collect();
     let mut endpoints: HashMap<&str, Vec<(EndpointRecord, EndpointState)>> = HashMap::new();
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = Vec::new();

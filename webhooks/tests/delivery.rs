@@ -298,6 +298,9 @@ async fn ingesting_a_batch_again_writes_the_same_rows() {
     assert_eq!((first.appended, first.deliveries), (3, 3));
     assert_eq!(again, first, "a replay of the same seqs claims its own ids again");
     assert_eq!(setup.webhooks.queue("0").await.unwrap(), (3, Some(START - SECOND)), "the same delivery rows, due at the messages' time");
+    let twice = vec![batch[0].clone(), recap_webhooks::ingest::LogMessage { seq: 9, ..batch[0].clone() }];
+    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats).await.unwrap();
+    assert_eq!((within.appended, within.duplicates), (1, 1), "a message a batch carries twice keeps its first seq");
     let moved: Vec<_> = batch.iter().map(|entry| recap_webhooks::ingest::LogMessage { seq: entry.seq + 10, ..entry.clone() }).collect();
     let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats).await.unwrap();
     assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
