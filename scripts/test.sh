@@ -56,6 +56,7 @@ if scripts/engines/up.sh; then
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-webhooks --test delivery
+  run env RECAP_TEST_WORLD=cassandra cargo test -p recap-webhooks --test kafka -- --ignored
   # The cluster worlds run the recap binary beside the test executables, which cargo
   # builds only for the root package's own tests.
   run cargo build --bin recap
