@@ -199,7 +199,8 @@ impl Deliverer {
                 }
                 let shared = self.shared.clone();
                 let span = tracing::info_span!(
-                    "webhook attempt",
+                    "webhooks.attempt",
+                    otel.kind = "client",
                     account_id = %due.delivery.account_id,
                     endpoint_id = %due.delivery.endpoint_id,
                     message_id = %due.delivery.message_id,

@@ -306,3 +306,40 @@ async fn ingesting_a_batch_again_writes_the_same_rows() {
     assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
     assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
 }
+
+#[tokio::test]
+async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_with_the_same_id() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let messages: Vec<_> = (1..=20i64).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+    setup.outbox(&messages).await;
+    let faulty = recap_testkit::FaultyDriver::new(setup.driver());
+    // Nothing answers at first: neither the outbox nor the deliveries can be read.
+    faulty.fail_everything();
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    runtime.driver = std::sync::Arc::new(faulty.clone());
+    runtime.store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let (stop, task) = start(runtime);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(receiver.received().is_empty());
+    // Then deliveries go out but their attempts cannot be recorded: each is sent again.
+    faulty.heal();
+    faulty.fail_table("webhook_attempts");
+    receiver.wait_for(|received| received.len() >= 20).await;
+    faulty.heal();
+    let ids: std::collections::BTreeSet<String> = messages.iter().map(|(_, message)| message.message.id.clone()).collect();
+    let received = receiver.wait_for(|received| ids.iter().all(|id| received.iter().any(|r| &r.header("webhook-id") == id))).await;
+    eventually("every delivery is done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert!(received.len() > ids.len(), "attempts that could not be recorded were sent again");
+    for request in &received {
+        let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(body["id"], request.header("webhook-id"));
+        assert!(ids.contains(&request.header("webhook-id")));
+    }
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap();
+    assert_eq!(attempts.iter().filter(|attempt| attempt.outcome == AttemptOutcome::Succeeded).count(), 20, "one recorded success per message");
+}
