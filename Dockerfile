@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # recap: one image, one binary; the role is the command (`query-api`, `mcp`, `projector`,
-# `migrate`), e.g. `docker run IMAGE query-api --help`. The Helm chart in k8s/recap runs it.
+# `webhooks`, `migrate`), e.g. `docker run IMAGE query-api --help`. The Helm chart in k8s/recap runs it.
 #
 #   docker build -t recap:dev .
 #

@@ -2,7 +2,8 @@
 # The whole suite, as `make test` and CI run it:
 #   1. the embedded edition: every crate's tests (the router suites' worlds in process
 #      over an embedded store), black-box tests against `recap serve`, the real MCP
-#      clients (official Python SDK, headless Chromium) and telemetry into a real
+#      clients (official Python SDK, headless Chromium), webhook deliveries verified by
+#      the official Python Standard Webhooks library, and telemetry into a real
 #      OpenTelemetry Collector (built once by scripts/otel-collector.sh);
 #   2. the real engines (`make up`): the driver semantics suite on Cassandra, the Kafka
 #      lag test, then the same suites on the other editions, chosen by the test kit's
@@ -40,7 +41,7 @@ else
 fi
 run cargo test --workspace --no-fail-fast
 # Ignored above for needing Python and Chromium, which the setup scripts installed.
-run cargo test --test mcp_real_clients -- --ignored
+run cargo test --test mcp_real_clients --test webhooks_delivery -- --ignored
 
 # The engines this run starts, it stops at the end; engines already running (a
 # developer's `make up`) are used and left running.
@@ -54,6 +55,8 @@ if scripts/engines/up.sh; then
   run cargo test -p recap-projector --test kafka_lag -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
+  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-webhooks --test delivery
+  run env RECAP_TEST_WORLD=cassandra cargo test -p recap-webhooks --test kafka -- --ignored
   # The cluster worlds run the recap binary beside the test executables, which cargo
   # builds only for the root package's own tests.
   run cargo build --bin recap

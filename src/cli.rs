@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{distributed, serve};
+use crate::{distributed, serve, webhooks};
 
 #[derive(Parser, Debug)]
 #[command(name = "recap", version, about = "The read side of the meeting-notes service: REST API v1 and MCP server over a projected read model")]
@@ -33,6 +33,8 @@ pub enum Command {
     QueryApi(distributed::QueryApiConfig),
     /// Distributed edition: the MCP server and its OAuth authorization server over ScyllaDB.
     Mcp(distributed::McpRoleConfig),
+    /// Distributed edition: the account feeds and webhook deliveries, from the message topic.
+    Webhooks(webhooks::WebhooksRoleConfig),
 }
 
 impl Command {
@@ -45,6 +47,7 @@ impl Command {
             Command::Migrate(_) => "migrate",
             Command::QueryApi(_) => "query-api",
             Command::Mcp(_) => "mcp",
+            Command::Webhooks(_) => "webhooks",
         }
     }
 }

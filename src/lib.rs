@@ -1,7 +1,8 @@
 //! The roles of the `recap` binary as library functions, so that tests and benchmarks
 //! start them exactly as the binary does: `serve` (the embedded edition), the
 //! operations listener (`admin`), the demo world (`demo`) and the roles of the
-//! distributed edition (`distributed`), plus the command line that selects them (`cli`).
+//! distributed edition (`distributed`), the webhooks runtime's task and role
+//! (`webhooks`), plus the command line that selects them (`cli`).
 
 pub mod admin;
 pub mod cli;
@@ -9,6 +10,7 @@ pub mod demo;
 pub mod distributed;
 pub mod serve;
 pub mod telemetry;
+pub mod webhooks;
 
 /// glibc's allocator spends much of a request's time in malloc/free consolidation under
 /// this workload (many short-lived strings); mimalloc's thread-local free lists do not.

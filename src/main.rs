@@ -2,14 +2,14 @@
 //! defined in the library (`src/cli.rs`); this file only parses it and starts the role
 //! asked for: `serve` (the embedded edition: projector + REST + MCP over one data dir),
 //! `events append` (adds contract events to the embedded log or publishes them to
-//! Kafka), and the distributed roles `projector`, `query-api`, `mcp` and `migrate`.
+//! Kafka), and the distributed roles `projector`, `query-api`, `mcp`, `webhooks` and `migrate`.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use recap::cli::{self, Cli, Command, EventsCommand};
 use recap::telemetry::Telemetry;
-use recap::{distributed, serve};
+use recap::{distributed, serve, webhooks};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
         Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config, telemetry.clone())),
         Command::Mcp(config) => run_async("recap mcp", distributed::mcp(config, telemetry.clone())),
+        Command::Webhooks(config) => run_async("recap webhooks", webhooks::role(config, telemetry.clone())),
         Command::Serve(config) => run_async("recap serve", serve::run(config, telemetry.clone())),
     };
     // The spans of the last requests and the last metrics go out before the exit.

@@ -1,6 +1,7 @@
 //! `recap serve`: the embedded edition in one process over one data dir — the projector
 //! tailing the local log into the embedded store, the REST API and the MCP server
-//! reading it, and the operations listener. SIGTERM or Ctrl-C drains in-flight
+//! reading it, the webhooks runtime tailing the projector's message outbox into the
+//! feed and delivering it, and the operations listener. SIGTERM or Ctrl-C drains in-flight
 //! requests and lets the projector commit the batch in hand before exiting.
 //!
 //! Data dir layout: `events.log` (the event stream), `deadletter.jsonl` (invalid
@@ -55,6 +56,10 @@ pub struct ServeConfig {
     pub plans: recap_access::PlanConfig,
     #[command(flatten)]
     pub mcp: recap_mcp::McpConfig,
+    #[command(flatten)]
+    pub feed: crate::webhooks::FeedArgs,
+    #[command(flatten)]
+    pub delivery: crate::webhooks::DeliveryArgs,
 }
 
 /// Reads the cursor-signing key from the data dir, creating it on first start.
@@ -180,6 +185,8 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     crate::telemetry::observe_projector(stats.clone(), Some(log.clone()));
     let (stop_projector, projector_stopped) = watch::channel(false);
     let mut projector_task = tokio::spawn(async move { projector.run(projector_stopped).await });
+    let (stop_webhooks, webhooks_stopped) = watch::channel(false);
+    let webhooks = crate::webhooks::spawn_embedded(driver.clone(), &config.feed, &config.delivery, webhooks_stopped);
 
     let rest = TcpListener::bind(config.rest_listen).await.with_context(|| format!("binding the REST listener {}", config.rest_listen))?;
     let mcp = TcpListener::bind(config.mcp_listen).await.with_context(|| format!("binding the MCP listener {}", config.mcp_listen))?;
@@ -246,6 +253,10 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     }
     let _ = stop_quota_saver.send(true);
     let _ = quota_saver.await;
+    // Attempts in flight finish (each bounded by its timeout); what is pending stays
+    // in the store for the next start.
+    let _ = stop_webhooks.send(true);
+    let _ = webhooks.await;
     let _ = stop_projector.send(true);
     let result = match projector_result {
         Some(result) => result,

@@ -88,7 +88,7 @@ fn every_deployment_is_hardened_probed_bounded_and_drains() {
         let objects = objects(&rendering(values));
         let deployments = of_kind(&objects, "Deployment");
         let names: Vec<&str> = deployments.iter().map(|(_, name, _)| name.as_str()).collect();
-        assert_eq!(names.len(), 3, "{values}: projector, query-api and mcp, got {names:?}");
+        assert_eq!(names.len(), 4, "{values}: projector, query-api, mcp and webhooks, got {names:?}");
         for (_, name, text) in deployments {
             for needed in [
                 "readOnlyRootFilesystem: true",
@@ -118,11 +118,11 @@ fn every_deployment_is_hardened_probed_bounded_and_drains() {
         // The admin listener must be reachable by the kubelet's probes.
         let config = of_kind(&objects, "ConfigMap");
         assert!(config.iter().any(|(_, _, text)| text.contains("RECAP_ADMIN_LISTEN: \"0.0.0.0:9464\"")), "{values}: admin listener not on 0.0.0.0:9464");
-        for role in ["query-api", "mcp"] {
+        for role in ["query-api", "mcp", "webhooks"] {
             let hpa = of_kind(&objects, "HorizontalPodAutoscaler").into_iter().any(|(_, name, _)| name.ends_with(role));
             assert!(hpa, "{values}: no HorizontalPodAutoscaler for {role}");
         }
-        assert_eq!(of_kind(&objects, "PodDisruptionBudget").len(), 3, "{values}: one PodDisruptionBudget per role");
+        assert_eq!(of_kind(&objects, "PodDisruptionBudget").len(), 4, "{values}: one PodDisruptionBudget per role");
     }
 }
 
@@ -153,6 +153,27 @@ fn projector_replicas_above_partitions_fail_to_render() {
     assert!(stderr.contains("projector.replicas (5) must not exceed kafka.partitions (4)"), "{stderr}");
     let (ok, _, stderr) = render(&["--set", "kafka.partitions=4", "--set", "projector.replicas=4"]);
     assert!(ok, "4 projectors over 4 partitions must render: {stderr}");
+}
+
+#[test]
+fn webhooks_replicas_above_the_message_partitions_fail_to_render() {
+    let (ok, _, stderr) = render(&["--set", "kafka.messagePartitions=4", "--set", "webhooks.autoscaling.maxReplicas=5"]);
+    assert!(!ok, "an HPA up to 5 webhooks pods over 4 partitions rendered");
+    assert!(stderr.contains("webhooks replicas (up to 5) must not exceed kafka.messagePartitions (4)"), "{stderr}");
+    let (ok, _, stderr) = render(&["--set", "kafka.messagePartitions=4", "--set", "webhooks.autoscaling.enabled=false", "--set", "webhooks.replicas=5"]);
+    assert!(!ok, "5 webhooks pods over 4 partitions rendered");
+    assert!(stderr.contains("webhooks replicas (up to 5) must not exceed kafka.messagePartitions (4)"), "{stderr}");
+    let (ok, _, stderr) = render(&["--set", "kafka.messagePartitions=4", "--set", "webhooks.autoscaling.maxReplicas=4"]);
+    assert!(ok, "an HPA up to 4 webhooks pods over 4 partitions must render: {stderr}");
+}
+
+#[test]
+fn the_chart_never_allows_insecure_webhook_targets() {
+    for values in ["default", "production"] {
+        let rendered = rendering(values);
+        assert!(!rendered.contains("RECAP_WEBHOOKS_ALLOW_INSECURE") && !rendered.contains("--webhooks-allow-insecure"), "{values}: insecure targets allowed");
+        assert!(rendered.contains("RECAP_FEED_RETENTION: \"30d\""), "{values}: the feed retention is configured once for every role");
+    }
 }
 
 #[test]
@@ -277,7 +298,7 @@ fn the_image_builds_locked_and_runs_the_binary_as_non_root() {
         assert!(ignore.lines().any(|line| line.trim() == excluded), ".dockerignore must exclude {excluded}");
     }
     // Everything the build reads must be in the context.
-    for member in ["src", "schemas", "readmodel", "access", "projector", "query-api", "mcp", "benches", "Cargo.lock"] {
+    for member in ["src", "schemas", "readmodel", "access", "projector", "query-api", "mcp", "webhooks", "benches", "Cargo.lock"] {
         assert!(!ignore.lines().any(|line| line.trim() == member), ".dockerignore excludes {member}, which the build needs");
     }
 }

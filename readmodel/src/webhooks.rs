@@ -379,6 +379,14 @@ impl WebhookStore {
         Ok(Some((claim.seq, claim.message)))
     }
 
+    /// One message of the account by id as claimed, whether or not the head covers its
+    /// seq yet (the deliverer waits for the head itself); None once it expired.
+    pub async fn claimed(&self, account_id: &str, message_id: &str) -> Result<Option<(i64, Message)>, StoreError> {
+        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
+        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
+        Ok(Some((claim.seq, claim.message)))
+    }
+
     // ---- deliveries and attempts --------------------------------------------------
 
     /// The row that schedules `delivery` in `shard` at `due_at` (microseconds).
@@ -419,6 +427,14 @@ impl WebhookStore {
     /// up to `limit`.
     pub async fn pending(&self, shard: &str, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
         self.due(shard, i64::MAX, limit).await
+    }
+
+    /// How many deliveries `shard` holds and when the soonest is due (queue depth and
+    /// the oldest pending age).
+    pub async fn queue(&self, shard: &str) -> Result<(usize, Option<i64>), StoreError> {
+        let depth = self.driver.count(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &ScanRange::all()).await?;
+        let soonest = self.due(shard, i64::MAX, 1).await?.first().map(|due| due.due_at);
+        Ok((depth, soonest))
     }
 
     /// The row recording an attempt, kept for the retention.

@@ -68,6 +68,13 @@ Values that must hold together; rendering stops with the reason when they do not
 {{- if and $projector.enabled (gt (int $projector.replicas) (int .Values.kafka.partitions)) -}}
 {{- fail (printf "projector.replicas (%d) must not exceed kafka.partitions (%d): a consumer group gives each partition to one member, so extra projectors would sit idle while holding a pod's resources" (int $projector.replicas) (int .Values.kafka.partitions)) -}}
 {{- end -}}
+{{- $webhooks := .Values.webhooks -}}
+{{- if $webhooks.enabled -}}
+{{- $most := ternary (int $webhooks.autoscaling.maxReplicas) (int $webhooks.replicas) (and $webhooks.autoscaling $webhooks.autoscaling.enabled) -}}
+{{- if gt $most (int .Values.kafka.messagePartitions) -}}
+{{- fail (printf "webhooks replicas (up to %d) must not exceed kafka.messagePartitions (%d): each pod delivers the partitions it holds, so extra pods would sit idle" $most (int .Values.kafka.messagePartitions)) -}}
+{{- end -}}
+{{- end -}}
 {{- if lt (int .Values.kafka.partitions) 1 -}}
 {{- fail "kafka.partitions must be at least 1 (the partition count of the least-partitioned topic the projector consumes)" -}}
 {{- end -}}

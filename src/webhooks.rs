@@ -1,0 +1,149 @@
+//! The webhooks runtime in the binary: its flags (the feed's retention, shared with the
+//! read side, and the delivery settings), the task inside `recap serve`, and the
+//! distributed role `recap webhooks`, which consumes `<prefix>recap.messages.v1` in the
+//! group `<prefix>recap-webhooks` and delivers the shards of the partitions it holds
+//! (`docs/webhooks.md`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use recap_readmodel::{Driver, ReadModel};
+use recap_webhooks::kafka::KafkaReaderConfig;
+use recap_webhooks::{ClientConfig, DelivererConfig, Runtime};
+
+use crate::distributed::{serve_admin, shutdown_watch, KafkaArgs, ScyllaArgs};
+use crate::telemetry::Telemetry;
+
+/// How long the feed keeps a message (and its id, and an endpoint's attempts).
+#[derive(Args, Debug, Clone)]
+pub struct FeedArgs {
+    /// How long an account's feed keeps a message, and an endpoint its attempts: a number
+    /// and a unit (`s`, `m`, `h`, `d`), e.g. `30d`. The read side and the webhooks
+    /// runtime must agree on it.
+    #[arg(long = "feed-retention", env = "RECAP_FEED_RETENTION", default_value = "30d", value_parser = parse_retention)]
+    pub feed_retention: Duration,
+}
+
+/// Parses `30d`, `12h`, `90m` or `45s`.
+pub fn parse_retention(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("{text:?} is not a number and a unit (s, m, h, d), e.g. 30d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?} has no unit s, m, h or d (e.g. 30d)")),
+    };
+    let duration = Duration::from_secs(number.saturating_mul(seconds));
+    if duration < Duration::from_secs(60) {
+        return Err(format!("{text:?} is shorter than a minute"));
+    }
+    Ok(duration)
+}
+
+/// How deliveries go out.
+#[derive(Args, Debug, Clone)]
+pub struct DeliveryArgs {
+    /// Development and tests only: also deliver to `http` URLs and to loopback and
+    /// private addresses. Without it a delivery goes only to `https` URLs resolving to
+    /// public addresses.
+    #[arg(long = "webhooks-allow-insecure", env = "RECAP_WEBHOOKS_ALLOW_INSECURE")]
+    pub allow_insecure: bool,
+    /// Attempts in flight to one endpoint, at most: a slow endpoint holds only these.
+    #[arg(long = "webhooks-endpoint-concurrency", env = "RECAP_WEBHOOKS_ENDPOINT_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub endpoint_concurrency: u64,
+    /// Attempts in flight in the process, at most.
+    #[arg(long = "webhooks-concurrency", env = "RECAP_WEBHOOKS_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub concurrency: u64,
+}
+
+impl DeliveryArgs {
+    fn runtime(&self, driver: Arc<dyn Driver>, retention: Duration) -> Runtime {
+        let mut runtime = Runtime::new(driver, retention, ClientConfig { allow_insecure: self.allow_insecure, ..ClientConfig::default() });
+        runtime.deliverer =
+            DelivererConfig { per_endpoint: self.endpoint_concurrency as usize, global: self.concurrency as usize, ..DelivererConfig::default() };
+        runtime
+    }
+}
+
+/// The embedded edition's task: tails the outbox of `driver` until `stop`.
+pub fn spawn_embedded(
+    driver: Arc<dyn Driver>,
+    feed: &FeedArgs,
+    delivery: &DeliveryArgs,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    if delivery.allow_insecure {
+        tracing::warn!("webhooks may be delivered over http and to loopback and private addresses (--webhooks-allow-insecure)");
+    }
+    let runtime = delivery.runtime(driver, feed.feed_retention);
+    recap_webhooks::metrics::observe_queue(runtime.stats.clone(), runtime.clock.clone());
+    tokio::spawn(runtime.run_embedded(stop))
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WebhooksRoleConfig {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub scylla: ScyllaArgs,
+    #[command(flatten)]
+    pub feed: FeedArgs,
+    #[command(flatten)]
+    pub delivery: DeliveryArgs,
+    /// Messages read per batch, at most.
+    #[arg(long = "webhooks-max-batch", env = "RECAP_WEBHOOKS_MAX_BATCH", default_value_t = 500)]
+    pub max_batch: usize,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+}
+
+/// `recap webhooks`: the message topic into the feed, and deliveries, until SIGTERM;
+/// then commits and lets the attempts in flight finish.
+pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::Result<()> {
+    let mut shutdown = shutdown_watch();
+    let driver = config.scylla.connect(&mut shutdown).await?;
+    let readmodel = ReadModel::new(driver.clone());
+    let stats = Arc::new(recap_projector::Stats::default());
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats, log: None, telemetry }, shutdown.clone()).await?;
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    if config.delivery.allow_insecure {
+        tracing::warn!("webhooks may be delivered over http and to loopback and private addresses (--webhooks-allow-insecure)");
+    }
+    let runtime = config.delivery.runtime(driver, config.feed.feed_retention);
+    recap_webhooks::metrics::observe_queue(runtime.stats.clone(), runtime.clock.clone());
+    let kafka = KafkaReaderConfig {
+        brokers: config.kafka.kafka_brokers.clone(),
+        topic_prefix: config.kafka.topic_prefix.clone(),
+        max_batch: config.max_batch,
+        batch_wait: Duration::from_millis(5),
+    };
+    runtime.run_distributed(kafka, shutdown).await.context("webhooks")?;
+    let _ = admin.await;
+    tracing::info!("webhooks stopped after committing its last batch");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_feed_retention_is_a_number_and_a_unit() {
+        assert_eq!(parse_retention("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_retention("12h"), Ok(Duration::from_secs(12 * 3_600)));
+        assert_eq!(parse_retention("90m"), Ok(Duration::from_secs(90 * 60)));
+        assert!(parse_retention("30").is_err());
+        assert!(parse_retention("d").is_err());
+        assert!(parse_retention("30w").is_err());
+        assert!(parse_retention("30s").is_err(), "shorter than a minute");
+    }
+}

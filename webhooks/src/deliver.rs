@@ -1,0 +1,380 @@
+//! The deliverer: takes the due deliveries of the shards this process holds and makes
+//! their attempts, each endpoint with a bounded number in flight (and the process with
+//! a global bound), so a slow or dead endpoint only ever holds its own slots.
+//!
+//! One attempt, in order:
+//! 1. the endpoint, its state and the message are read; a delivery to an endpoint the
+//!    account deleted or disabled, or one disabled for failing too long, is dropped
+//!    (receivers catch up from the feed); so is one whose message expired; one whose
+//!    message the feed head does not cover yet waits;
+//! 2. the message is signed with every secret signing now and POSTed;
+//! 3. the attempt is recorded, with the next delivery row when one is due (a failure
+//!    with attempts left), in one write; then the endpoint's state; then the delivery
+//!    row is removed. A crash before the removal repeats the attempt (at least once:
+//!    the receiver sees the same `webhook-id` again), never loses it.
+//!
+//! When the last attempt of a delivery fails and the endpoint has failed without a
+//! success for the whole retry span, the endpoint is disabled at its current version
+//! (its state names the version); its pending deliveries are then dropped as they come
+//! due, and an upsert of the endpoint (a newer version) re-enables it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, Delivery, DueDelivery, EndpointRecord, WebhookStore};
+use recap_readmodel::StoreError;
+use recap_schemas::Timestamp;
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use crate::client::{SafeClient, SendError};
+use crate::metrics::Stats;
+use crate::schedule::{Clock, RetrySchedule};
+
+/// Settings of the deliverer.
+#[derive(Clone, Debug)]
+pub struct DelivererConfig {
+    /// Attempts in flight to one endpoint, at most.
+    pub per_endpoint: usize,
+    /// Attempts in flight in the process, at most.
+    pub global: usize,
+    /// How often the due deliveries are looked for when nothing woke the deliverer.
+    pub poll: Duration,
+    /// Due deliveries read per shard and round: a dead endpoint's backlog can delay
+    /// others by one round only while it is smaller than this.
+    pub scan: usize,
+    /// How often the queue figures are refreshed.
+    pub queue_interval: Duration,
+    pub schedule: RetrySchedule,
+}
+
+impl Default for DelivererConfig {
+    fn default() -> DelivererConfig {
+        DelivererConfig {
+            per_endpoint: 4,
+            global: 256,
+            poll: Duration::from_millis(200),
+            scan: 2_000,
+            queue_interval: Duration::from_secs(5),
+            schedule: RetrySchedule::default(),
+        }
+    }
+}
+
+/// The shards this process delivers: `"0"` in the embedded edition, the numbers of the
+/// `recap.messages.v1` partitions it holds in the distributed one.
+#[derive(Clone, Default)]
+pub struct Shards(Arc<Mutex<BTreeSet<String>>>);
+
+impl Shards {
+    pub fn fixed(shards: &[&str]) -> Shards {
+        Shards(Arc::new(Mutex::new(shards.iter().map(|shard| (*shard).to_owned()).collect())))
+    }
+
+    pub fn add(&self, shard: String) {
+        if let Ok(mut shards) = self.0.lock() {
+            shards.insert(shard);
+        }
+    }
+
+    pub fn remove(&self, shard: &str) {
+        if let Ok(mut shards) = self.0.lock() {
+            shards.remove(shard);
+        }
+    }
+
+    pub fn held(&self) -> Vec<String> {
+        self.0.lock().map(|shards| shards.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+/// One endpoint's slots and the lock its state is updated under.
+#[derive(Default)]
+struct EndpointSlots {
+    in_flight: Option<Arc<Semaphore>>,
+    state: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A delivery row's key: shard, due time, delivery id.
+type DeliveryKey = (String, i64, String);
+
+/// What the deliverer shares with its attempts.
+struct Shared {
+    store: WebhookStore,
+    client: SafeClient,
+    clock: Arc<dyn Clock>,
+    stats: Arc<Stats>,
+    config: DelivererConfig,
+    /// Deliveries being attempted, by shard, due time and id.
+    in_flight: Mutex<HashSet<DeliveryKey>>,
+    /// Deliveries whose attempt ended, and when: a round whose scan began before that
+    /// may still list the row the attempt removed, and must not start it again.
+    finished: Mutex<HashMap<DeliveryKey, Instant>>,
+    endpoints: Mutex<HashMap<(String, String), EndpointSlots>>,
+}
+
+/// The deliverer of one process.
+pub struct Deliverer {
+    shared: Arc<Shared>,
+    shards: Shards,
+    wake: Arc<Notify>,
+    global: Arc<Semaphore>,
+}
+
+/// What became of one attempt, for the attempt record.
+struct Sent {
+    outcome: AttemptOutcome,
+    status: Option<u16>,
+    error: Option<String>,
+}
+
+impl Deliverer {
+    pub fn new(
+        store: WebhookStore,
+        client: SafeClient,
+        clock: Arc<dyn Clock>,
+        stats: Arc<Stats>,
+        shards: Shards,
+        wake: Arc<Notify>,
+        config: DelivererConfig,
+    ) -> Deliverer {
+        let global = Arc::new(Semaphore::new(config.global.max(1)));
+        let shared = Shared { store, client, clock, stats, config, in_flight: Mutex::default(), finished: Mutex::default(), endpoints: Mutex::default() };
+        Deliverer { shared: Arc::new(shared), shards, wake, global }
+    }
+
+    /// Delivers until `stop` turns true, then waits for the attempts in flight (each
+    /// bounded by the client's timeout).
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut attempts = JoinSet::new();
+        let mut last_queue = None::<Instant>;
+        let wake = self.wake.clone();
+        while !*stop.borrow() {
+            if let Err(error) = self.round(&mut attempts).await {
+                tracing::warn!(%error, "reading due deliveries failed; retrying");
+            }
+            if last_queue.is_none_or(|at| at.elapsed() >= self.shared.config.queue_interval) {
+                last_queue = Some(Instant::now());
+                self.refresh_queue().await;
+            }
+            while attempts.try_join_next().is_some() {}
+            tokio::select! {
+                _ = tokio::time::sleep(self.shared.config.poll) => {}
+                _ = wake.notified() => {}
+                _ = stop.changed() => {}
+            }
+        }
+        while attempts.join_next().await.is_some() {}
+    }
+
+    /// Starts an attempt for every due delivery of the shards held that has a free
+    /// slot at its endpoint and in the process.
+    pub async fn round(&self, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
+        let now = self.shared.clock.now_micros();
+        let scan_started = Instant::now();
+        let result = self.start_due(now, attempts).await;
+        // Rows removed before this round's scan began were not listed by it.
+        if let Ok(mut finished) = self.shared.finished.lock() {
+            finished.retain(|_, at| *at >= scan_started);
+        }
+        result
+    }
+
+    async fn start_due(&self, now: i64, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
+        for shard in self.shards.held() {
+            for due in self.shared.store.due(&shard, now, self.shared.config.scan).await? {
+                let key = (due.shard.clone(), due.due_at, due.delivery.id());
+                let busy = self.shared.in_flight.lock().map(|in_flight| in_flight.contains(&key)).unwrap_or(true)
+                    || self.shared.finished.lock().map(|finished| finished.contains_key(&key)).unwrap_or(true);
+                if busy {
+                    continue;
+                }
+                let Some((endpoint_permit, state_lock)) = self.endpoint_slot(&due.delivery) else { continue };
+                let Ok(global_permit) = self.global.clone().try_acquire_owned() else { return Ok(()) };
+                if let Ok(mut in_flight) = self.shared.in_flight.lock() {
+                    in_flight.insert(key.clone());
+                }
+                let shared = self.shared.clone();
+                let span = tracing::info_span!(
+                    "webhooks.attempt",
+                    otel.kind = "client",
+                    account_id = %due.delivery.account_id,
+                    endpoint_id = %due.delivery.endpoint_id,
+                    message_id = %due.delivery.message_id,
+                    attempt = due.delivery.attempt,
+                    outcome = tracing::field::Empty,
+                    http.response.status_code = tracing::field::Empty,
+                );
+                attempts.spawn(
+                    async move {
+                        let _permits = (endpoint_permit, global_permit);
+                        if let Err(error) = attempt(&shared, &due, &state_lock).await {
+                            tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
+                        }
+                        if let Ok(mut finished) = shared.finished.lock() {
+                            finished.insert(key.clone(), Instant::now());
+                        }
+                        if let Ok(mut in_flight) = shared.in_flight.lock() {
+                            in_flight.remove(&key);
+                        }
+                    }
+                    .instrument(span),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn endpoint_slot(&self, delivery: &Delivery) -> Option<(OwnedSemaphorePermit, Arc<tokio::sync::Mutex<()>>)> {
+        let mut endpoints = self.shared.endpoints.lock().ok()?;
+        let slots = endpoints.entry((delivery.account_id.clone(), delivery.endpoint_id.clone())).or_default();
+        let semaphore = slots.in_flight.get_or_insert_with(|| Arc::new(Semaphore::new(self.shared.config.per_endpoint.max(1)))).clone();
+        let permit = semaphore.try_acquire_owned().ok()?;
+        Some((permit, slots.state.clone()))
+    }
+
+    async fn refresh_queue(&self) {
+        let (mut depth, mut soonest) = (0usize, None::<i64>);
+        for shard in self.shards.held() {
+            match self.shared.store.queue(&shard).await {
+                Ok((shard_depth, shard_soonest)) => {
+                    depth += shard_depth;
+                    soonest = match (soonest, shard_soonest) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Err(error) => tracing::debug!(%error, "counting pending deliveries failed"),
+            }
+        }
+        self.shared.stats.queue_depth.store(depth as u64, Ordering::Relaxed);
+        self.shared.stats.soonest_due_micros.store(soonest.unwrap_or(0), Ordering::Relaxed);
+        // Endpoints with nothing in flight keep no slots.
+        if let Ok(mut endpoints) = self.shared.endpoints.lock() {
+            endpoints
+                .retain(|_, slots| slots.in_flight.as_ref().is_some_and(|semaphore| semaphore.available_permits() < self.shared.config.per_endpoint.max(1)));
+        }
+    }
+}
+
+/// Drops a delivery that will never be sent.
+async fn drop_delivery(shared: &Shared, due: &DueDelivery, why: &'static str) -> Result<(), StoreError> {
+    shared.store.write(vec![shared.store.delivery_done_row(due)]).await?;
+    shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::record_delivery("dropped");
+    tracing::info!(why, "delivery dropped");
+    Ok(())
+}
+
+/// Sends the delivery, signed; what became of it.
+async fn send(shared: &Shared, endpoint: &EndpointRecord, body: Vec<u8>, message_id: &str, now: i64, secrets: &[&str]) -> Sent {
+    let headers = match crate::signing::headers(secrets, message_id, now.div_euclid(1_000_000), &body) {
+        Ok(headers) => headers,
+        Err(error) => return Sent { outcome: AttemptOutcome::Unreachable, status: None, error: Some(error.to_string()) },
+    };
+    match shared.client.post(&endpoint.url, &headers, body).await {
+        Ok(status) if (200..300).contains(&status) => Sent { outcome: AttemptOutcome::Succeeded, status: Some(status), error: None },
+        Ok(status) => Sent { outcome: AttemptOutcome::Failed, status: Some(status), error: Some(format!("answered {status}")) },
+        Err(SendError::TimedOut) => Sent { outcome: AttemptOutcome::TimedOut, status: None, error: Some(SendError::TimedOut.to_string()) },
+        Err(error) => Sent { outcome: AttemptOutcome::Unreachable, status: None, error: Some(error.to_string()) },
+    }
+}
+
+fn outcome_label(outcome: AttemptOutcome) -> &'static str {
+    match outcome {
+        AttemptOutcome::Succeeded => "succeeded",
+        AttemptOutcome::Failed => "failed",
+        AttemptOutcome::TimedOut => "timed_out",
+        AttemptOutcome::Unreachable => "unreachable",
+    }
+}
+
+/// One attempt of `due` (see the module's steps).
+async fn attempt(shared: &Shared, due: &DueDelivery, state_lock: &tokio::sync::Mutex<()>) -> Result<(), StoreError> {
+    let delivery = &due.delivery;
+    let store = &shared.store;
+    let Some((endpoint, state)) = store.endpoint(&delivery.account_id, &delivery.endpoint_id).await? else {
+        return drop_delivery(shared, due, "endpoint deleted").await;
+    };
+    if !endpoint.enabled {
+        return drop_delivery(shared, due, "endpoint disabled by the account").await;
+    }
+    if state.disables(&endpoint) {
+        return drop_delivery(shared, due, "endpoint disabled for failing").await;
+    }
+    let Some((seq, message)) = store.claimed(&delivery.account_id, &delivery.message_id).await? else {
+        return drop_delivery(shared, due, "message expired").await;
+    };
+    if store.head(&delivery.account_id).await?.is_none_or(|head| head < seq) {
+        // Its feed row is written, its head not yet: sent once the feed shows it.
+        return Ok(());
+    }
+    let now = shared.clock.now_micros();
+    let secrets = store.secrets(&delivery.account_id, &delivery.endpoint_id).await?;
+    let signing = secrets.signing_at(Timestamp(now));
+    let started = Instant::now();
+    let sent = send(shared, &endpoint, message.to_json().into_bytes(), &message.id, now, &signing).await;
+    let elapsed = started.elapsed();
+    let label = outcome_label(sent.outcome);
+    let span = tracing::Span::current();
+    span.record("outcome", label);
+    if let Some(status) = sent.status {
+        span.record("http.response.status_code", status);
+    }
+    crate::metrics::record_attempt(label, elapsed.as_secs_f64());
+
+    let succeeded = sent.outcome == AttemptOutcome::Succeeded;
+    let next_due = if succeeded { None } else { shared.config.schedule.next_due(delivery.attempt, now) };
+    let record = AttemptRecord {
+        id: format!("att_{}", uuid::Uuid::new_v4().simple()),
+        message_id: message.id.clone(),
+        kind: message.kind,
+        attempt: delivery.attempt,
+        attempted_at: Timestamp(now),
+        outcome: sent.outcome,
+        status: sent.status,
+        error: sent.error,
+        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        next_attempt_at: next_due.map(Timestamp),
+    };
+    let mut rows = vec![store.attempt_row(&delivery.account_id, &delivery.endpoint_id, &record)];
+    if let Some(next_due) = next_due {
+        rows.push(store.delivery_row(&due.shard, next_due, &Delivery { attempt: delivery.attempt + 1, ..delivery.clone() }));
+    }
+    store.write(rows).await?;
+
+    {
+        let _serialized = state_lock.lock().await;
+        let mut state = store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?;
+        state.last_attempt_at = Some(Timestamp(now));
+        if succeeded {
+            state.failing_since = None;
+            state.last_success_at = Some(Timestamp(now));
+        } else {
+            let failing_since = *state.failing_since.get_or_insert(Timestamp(now));
+            let failing_for_the_whole_span = now.saturating_sub(failing_since.0) >= shared.config.schedule.shortest_span();
+            if next_due.is_none() && failing_for_the_whole_span && state.disabled_version != Some(endpoint.version) {
+                state.disabled_version = Some(endpoint.version);
+                state.disabled_at = Some(Timestamp(now));
+                tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
+            }
+        }
+        store.save_endpoint_state(&delivery.account_id, &delivery.endpoint_id, &state).await?;
+    }
+
+    store.write(vec![store.delivery_done_row(due)]).await?;
+    if succeeded {
+        shared.stats.delivered.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::record_delivery("delivered");
+    } else {
+        shared.stats.failed_attempts.fetch_add(1, Ordering::Relaxed);
+        if next_due.is_none() {
+            shared.stats.given_up.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::record_delivery("given_up");
+        }
+    }
+    Ok(())
+}

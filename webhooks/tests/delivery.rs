@@ -1,0 +1,345 @@
+//! The webhooks runtime in process, over the embedded store (or a Cassandra keyspace
+//! with `RECAP_TEST_WORLD=cassandra`): from the outbox to the feed and the receiver,
+//! retries on a manual clock, isolation of a hanging endpoint, disabling and
+//! re-enabling, dropped deliveries, and what is refused.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use recap_readmodel::messages::MessageKind;
+use recap_readmodel::tables::MESSAGE_OUTBOX;
+use recap_readmodel::webhooks::{AttemptOutcome, SigningSecret};
+use recap_readmodel::{ScanRange, Val};
+use recap_schemas::Timestamp;
+use recap_webhooks::ManualClock;
+
+const SECOND: i64 = 1_000_000;
+
+#[tokio::test]
+async fn messages_reach_the_feed_once_and_the_endpoints_that_want_them_signed() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep_all", &format!("{}/all", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_a", "ep_notes", &format!("{}/notes", receiver.url), &[MessageKind::MeetingNotesReady], true, 1).await;
+    setup.endpoint("acc_a", "ep_off", &format!("{}/off", receiver.url), &[], false, 1).await;
+    setup.endpoint("acc_b", "ep_b", &format!("{}/b", receiver.url), &[], true, 1).await;
+    let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+    let notes = message("acc_a", MessageKind::MeetingNotesReady, "evt_2", "mtg_1");
+    // The projector replayed evt_1's message at a later seq: a duplicate.
+    setup.outbox(&[(1, created.clone()), (2, notes.clone()), (3, created.clone())]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+
+    let received = receiver.wait_for(|received| received.len() >= 3).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    let mut delivered: Vec<(String, String)> = receiver.received().iter().map(|r| (r.path.clone(), r.header("webhook-id"))).collect();
+    delivered.sort();
+    let mut expected =
+        vec![("/all".to_owned(), created.message.id.clone()), ("/all".to_owned(), notes.message.id.clone()), ("/notes".to_owned(), notes.message.id.clone())];
+    expected.sort();
+    assert_eq!(delivered, expected, "acc_b's endpoint and the disabled one get nothing, the duplicate is not delivered again");
+    for request in &received {
+        let id = request.header("webhook-id");
+        let timestamp = request.header("webhook-timestamp");
+        assert_eq!(timestamp, (START / SECOND).to_string());
+        let expected = recap_webhooks::signing::signature(SECRET, &id, START / SECOND, request.body.as_bytes()).unwrap();
+        assert_eq!(request.header("webhook-signature"), expected);
+        assert_eq!(request.header("content-type"), "application/json");
+        let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(body["id"], id);
+    }
+    let page = setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap();
+    assert_eq!(page.messages, vec![(1, created.message.clone()), (2, notes.message.clone())]);
+    assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(2));
+    assert_eq!(setup.webhooks.head("acc_b").await.unwrap(), None);
+    let outbox = setup.driver().scan(&MESSAGE_OUTBOX, &[Val::text("log")], &ScanRange::all(), 10).await.unwrap();
+    assert!(outbox.is_empty(), "consumed outbox rows are removed");
+    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (0, None));
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep_notes", None, 10).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!((attempts[0].outcome, attempts[0].status, attempts[0].attempt), (AttemptOutcome::Succeeded, Some(200), 1));
+}
+
+#[tokio::test]
+async fn the_outbox_reader_resumes_after_its_position() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 1).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    setup.outbox(&[(2, message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1"))]).await;
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(receiver.received().len(), 2, "the first message is not read again");
+    assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(2));
+}
+
+#[tokio::test]
+async fn a_failed_delivery_is_retried_after_the_scheduled_delay_with_the_same_id() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500, 503]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+    setup.outbox(&[(1, created.clone())]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+
+    receiver.wait_for(|received| received.len() == 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(receiver.received().len(), 1, "nothing before the delay");
+    clock.advance(Duration::from_secs(4));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(receiver.received().len(), 1, "nothing 4 s later: the first retry waits 5 s");
+    clock.advance(Duration::from_secs(1));
+    receiver.wait_for(|received| received.len() == 2).await;
+    clock.advance(Duration::from_secs(300));
+    let received = receiver.wait_for(|received| received.len() == 3).await;
+    eventually("the delivery is done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    let ids: Vec<String> = received.iter().map(|r| r.header("webhook-id")).collect();
+    assert_eq!(ids, vec![created.message.id.clone(); 3]);
+    let stamps: Vec<String> = received.iter().map(|r| r.header("webhook-timestamp")).collect();
+    assert_eq!(stamps, vec![(START / SECOND).to_string(), (START / SECOND + 5).to_string(), (START / SECOND + 305).to_string()]);
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
+    let summary: Vec<_> = attempts.iter().map(|a| (a.attempt, a.outcome, a.status, a.next_attempt_at)).collect();
+    assert_eq!(
+        summary,
+        vec![
+            (3, AttemptOutcome::Succeeded, Some(200), None),
+            (2, AttemptOutcome::Failed, Some(503), Some(Timestamp(START + 305 * SECOND))),
+            (1, AttemptOutcome::Failed, Some(500), Some(Timestamp(START + 5 * SECOND))),
+        ],
+        "newest first"
+    );
+    let state = setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap();
+    assert_eq!((state.failing_since, state.last_success_at, state.disabled_version), (None, Some(Timestamp(START + 305 * SECOND)), None));
+}
+
+#[tokio::test]
+async fn a_hanging_endpoint_never_delays_another() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_slow", "ep_hang", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_fast", "ep_fast", &format!("{}/fast", receiver.url), &[], true, 1).await;
+    let mut messages = Vec::new();
+    for index in 0..20i64 {
+        // The hanging endpoint's messages come first in every round.
+        messages.push((2 * index + 1, message("acc_slow", MessageKind::MeetingCreated, &format!("evt_s{index}"), &format!("mtg_{index}"))));
+        messages.push((2 * index + 2, message("acc_fast", MessageKind::MeetingCreated, &format!("evt_f{index}"), &format!("mtg_{index}"))));
+    }
+    setup.outbox(&messages).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(3)));
+
+    let started = std::time::Instant::now();
+    receiver.wait_for(|received| received.iter().filter(|r| r.path == "/fast").count() == 20).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "the other endpoint got all 20 in {:?}, before the hanging one's first timeout", started.elapsed());
+    assert_eq!(receiver.count("/hang"), 4, "the hanging endpoint holds its 4 slots and no more");
+    eventually("the hanging attempts time out and are recorded", || async {
+        let (attempts, _) = setup.webhooks.attempts("acc_slow", "ep_hang", None, 10).await.unwrap();
+        attempts.len() == 4 && attempts.iter().all(|attempt| attempt.outcome == AttemptOutcome::TimedOut)
+    })
+    .await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_upsert() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500; 100]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 7).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 1).await;
+    let schedule = recap_webhooks::RetrySchedule::default();
+    for (index, delay) in schedule.delays.iter().take(8).enumerate() {
+        clock.advance(*delay);
+        receiver.wait_for(|received| received.len() == index + 2).await;
+    }
+    // A second message while the endpoint fails: tried, then dropped once it is disabled.
+    setup.outbox(&[(2, message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1"))]).await;
+    receiver.wait_for(|received| received.len() == 10).await;
+    eventually("the second message's first attempt is recorded", || async { setup.webhooks.queue("0").await.unwrap().0 == 2 }).await;
+    // The first message's last attempt and the second's retry.
+    clock.advance(schedule.delays[8]);
+    receiver.wait_for(|received| received.len() == 12).await;
+    eventually("the endpoint is disabled at its version", || async { setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap().disabled_version == Some(7) })
+        .await;
+    let state = setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap();
+    assert_eq!(state.disabled_at, Some(Timestamp(clock_now(&clock))));
+    assert_eq!(state.failing_since, Some(Timestamp(START)));
+    // The second message's next retry comes due: dropped, not sent.
+    clock.advance(Duration::from_secs(48 * 3600));
+    eventually("the pending delivery is dropped", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    let sent = receiver.received().len();
+    assert_eq!(sent, 12, "ten attempts of the first message, two of the second");
+
+    setup.outbox(&[(3, message("acc_a", MessageKind::MeetingUpdated, "evt_3", "mtg_1"))]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(receiver.received().len(), sent, "no delivery is scheduled to a disabled endpoint");
+    receiver.recover();
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 8).await;
+    setup.outbox(&[(4, message("acc_a", MessageKind::MeetingUpdated, "evt_4", "mtg_1"))]).await;
+    let received = receiver.wait_for(|received| received.len() == sent + 1).await;
+    assert_eq!(received.last().unwrap().header("webhook-id"), message("acc_a", MessageKind::MeetingUpdated, "evt_4", "mtg_1").message.id);
+    eventually("a success clears the failure", || async { setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap().failing_since.is_none() }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+fn clock_now(clock: &ManualClock) -> i64 {
+    use recap_webhooks::Clock;
+    clock.now_micros()
+}
+
+#[tokio::test]
+async fn deliveries_to_an_endpoint_deleted_or_disabled_by_its_account_are_dropped() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500, 500]).await;
+    setup.endpoint("acc_a", "ep_deleted", &format!("{}/deleted", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_a", "ep_disabled", &format!("{}/disabled", receiver.url), &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 2).await;
+    eventually("both attempts are recorded", || async { setup.webhooks.queue("0").await.unwrap().0 == 2 && all_attempted(&setup).await }).await;
+    setup.delete_endpoint("acc_a", "ep_deleted", 2).await;
+    setup.endpoint("acc_a", "ep_disabled", &format!("{}/disabled", receiver.url), &[], false, 2).await;
+    clock.advance(Duration::from_secs(5));
+    eventually("both retries are dropped", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(receiver.received().len(), 2, "no retry was sent");
+}
+
+async fn all_attempted(setup: &Setup) -> bool {
+    let (deleted, _) = setup.webhooks.attempts("acc_a", "ep_deleted", None, 10).await.unwrap();
+    let (disabled, _) = setup.webhooks.attempts("acc_a", "ep_disabled", None, 10).await.unwrap();
+    deleted.len() == 1 && disabled.len() == 1
+}
+
+#[tokio::test]
+async fn during_a_rotation_the_delivery_carries_both_signatures_and_an_expired_secret_none() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    let previous = "whsec_cHJldmlvdXMtc2VjcmV0LWtleQ==";
+    let expired = "whsec_ZXhwaXJlZC1zZWNyZXQta2V5";
+    let secrets = vec![
+        SigningSecret { secret: SECRET.into(), expires_at: None },
+        SigningSecret { secret: previous.into(), expires_at: Some(Timestamp(START + 3600 * SECOND)) },
+        SigningSecret { secret: expired.into(), expires_at: Some(Timestamp(START)) },
+    ];
+    setup.endpoint_with_secrets("acc_a", "ep", &receiver.url, &[], true, 1, secrets).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    let received = receiver.wait_for(|received| received.len() == 1).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    let request = &received[0];
+    let id = request.header("webhook-id");
+    let sign = |secret: &str| recap_webhooks::signing::signature(secret, &id, START / SECOND, request.body.as_bytes()).unwrap();
+    assert_eq!(request.header("webhook-signature"), format!("{} {}", sign(SECRET), sign(previous)));
+}
+
+#[tokio::test]
+async fn without_the_development_flag_a_loopback_endpoint_is_refused_and_recorded_unreachable() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    let https_loopback = receiver.url.replace("http://", "https://");
+    setup.endpoint("acc_a", "ep_http", &receiver.url, &[], true, 1).await;
+    setup.endpoint("acc_a", "ep_loopback", &https_loopback, &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    runtime.client = recap_webhooks::SafeClient::new(recap_webhooks::ClientConfig::default());
+    let (stop, task) = start(runtime);
+    for (endpoint, error) in [("ep_http", "refused: scheme http (only https)"), ("ep_loopback", "refused: the host resolves to a loopback")] {
+        eventually("the attempt is recorded", || async { !setup.webhooks.attempts("acc_a", endpoint, None, 10).await.unwrap().0.is_empty() }).await;
+        let (attempts, _) = setup.webhooks.attempts("acc_a", endpoint, None, 10).await.unwrap();
+        assert_eq!((attempts[0].outcome, attempts[0].error.as_deref()), (AttemptOutcome::Unreachable, Some(error)));
+    }
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert!(receiver.received().is_empty());
+}
+
+#[tokio::test]
+async fn ingesting_a_batch_again_writes_the_same_rows() {
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let batch: Vec<_> = (1..=3)
+        .map(|seq| recap_webhooks::ingest::LogMessage {
+            seq,
+            shard: "0".into(),
+            message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), "mtg_1"),
+        })
+        .collect();
+    let stats = recap_webhooks::Stats::default();
+    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats).await.unwrap();
+    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats).await.unwrap();
+    assert_eq!((first.appended, first.deliveries), (3, 3));
+    assert_eq!(again, first, "a replay of the same seqs claims its own ids again");
+    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (3, Some(START - SECOND)), "the same delivery rows, due at the messages' time");
+    let twice = vec![batch[0].clone(), recap_webhooks::ingest::LogMessage { seq: 9, ..batch[0].clone() }];
+    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats).await.unwrap();
+    assert_eq!((within.appended, within.duplicates), (1, 1), "a message a batch carries twice keeps its first seq");
+    let moved: Vec<_> = batch.iter().map(|entry| recap_webhooks::ingest::LogMessage { seq: entry.seq + 10, ..entry.clone() }).collect();
+    let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats).await.unwrap();
+    assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
+    assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
+}
+
+#[tokio::test]
+async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_with_the_same_id() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let messages: Vec<_> = (1..=20i64).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+    setup.outbox(&messages).await;
+    let faulty = recap_testkit::FaultyDriver::new(setup.driver());
+    // Nothing answers at first: neither the outbox nor the deliveries can be read.
+    faulty.fail_everything();
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    runtime.driver = std::sync::Arc::new(faulty.clone());
+    runtime.store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let (stop, task) = start(runtime);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(receiver.received().is_empty());
+    // Then deliveries go out but their attempts cannot be recorded: each is sent again.
+    faulty.heal();
+    faulty.fail_table("webhook_attempts");
+    receiver.wait_for(|received| received.len() >= 20).await;
+    faulty.heal();
+    let ids: std::collections::BTreeSet<String> = messages.iter().map(|(_, message)| message.message.id.clone()).collect();
+    let received = receiver.wait_for(|received| ids.iter().all(|id| received.iter().any(|r| &r.header("webhook-id") == id))).await;
+    eventually("every delivery is done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert!(received.len() > ids.len(), "attempts that could not be recorded were sent again");
+    for request in &received {
+        let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(body["id"], request.header("webhook-id"));
+        assert!(ids.contains(&request.header("webhook-id")));
+    }
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap();
+    assert_eq!(attempts.iter().filter(|attempt| attempt.outcome == AttemptOutcome::Succeeded).count(), 20, "one recorded success per message");
+}
