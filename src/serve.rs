@@ -57,8 +57,6 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub mcp: recap_mcp::McpConfig,
     #[command(flatten)]
-    pub feed: crate::webhooks::FeedArgs,
-    #[command(flatten)]
     pub delivery: crate::webhooks::DeliveryArgs,
 }
 
@@ -186,7 +184,7 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let (stop_projector, projector_stopped) = watch::channel(false);
     let mut projector_task = tokio::spawn(async move { projector.run(projector_stopped).await });
     let (stop_webhooks, webhooks_stopped) = watch::channel(false);
-    let webhooks = crate::webhooks::spawn_embedded(driver.clone(), &config.feed, &config.delivery, webhooks_stopped);
+    let webhooks = crate::webhooks::spawn_embedded(driver.clone(), &config.rest.feed, &config.delivery, webhooks_stopped);
 
     let rest = TcpListener::bind(config.rest_listen).await.with_context(|| format!("binding the REST listener {}", config.rest_listen))?;
     let mcp = TcpListener::bind(config.mcp_listen).await.with_context(|| format!("binding the MCP listener {}", config.mcp_listen))?;

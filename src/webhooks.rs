@@ -17,36 +17,6 @@ use recap_webhooks::{ClientConfig, DelivererConfig, Runtime};
 use crate::distributed::{serve_admin, shutdown_watch, KafkaArgs, ScyllaArgs};
 use crate::telemetry::Telemetry;
 
-/// How long the feed keeps a message (and its id, and an endpoint's attempts).
-#[derive(Args, Debug, Clone)]
-pub struct FeedArgs {
-    /// How long an account's feed keeps a message, and an endpoint its attempts: a number
-    /// and a unit (`s`, `m`, `h`, `d`), e.g. `30d`. The read side and the webhooks
-    /// runtime must agree on it.
-    #[arg(long = "feed-retention", env = "RECAP_FEED_RETENTION", default_value = "30d", value_parser = parse_retention)]
-    pub feed_retention: Duration,
-}
-
-/// Parses `30d`, `12h`, `90m` or `45s`.
-pub fn parse_retention(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| format!("{text:?} is not a number and a unit (s, m, h, d), e.g. 30d"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err(format!("{text:?} has no unit s, m, h or d (e.g. 30d)")),
-    };
-    let duration = Duration::from_secs(number.saturating_mul(seconds));
-    if duration < Duration::from_secs(60) {
-        return Err(format!("{text:?} is shorter than a minute"));
-    }
-    Ok(duration)
-}
-
 /// How deliveries go out.
 #[derive(Args, Debug, Clone)]
 pub struct DeliveryArgs {
@@ -75,7 +45,7 @@ impl DeliveryArgs {
 /// The embedded edition's task: tails the outbox of `driver` until `stop`.
 pub fn spawn_embedded(
     driver: Arc<dyn Driver>,
-    feed: &FeedArgs,
+    feed: &recap_query_api::FeedConfig,
     delivery: &DeliveryArgs,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -94,7 +64,7 @@ pub struct WebhooksRoleConfig {
     #[command(flatten)]
     pub scylla: ScyllaArgs,
     #[command(flatten)]
-    pub feed: FeedArgs,
+    pub feed: recap_query_api::FeedConfig,
     #[command(flatten)]
     pub delivery: DeliveryArgs,
     /// Messages read per batch, at most.
@@ -130,20 +100,4 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
     let _ = admin.await;
     tracing::info!("webhooks stopped after committing its last batch");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_feed_retention_is_a_number_and_a_unit() {
-        assert_eq!(parse_retention("30d"), Ok(Duration::from_secs(30 * 86_400)));
-        assert_eq!(parse_retention("12h"), Ok(Duration::from_secs(12 * 3_600)));
-        assert_eq!(parse_retention("90m"), Ok(Duration::from_secs(90 * 60)));
-        assert!(parse_retention("30").is_err());
-        assert!(parse_retention("d").is_err());
-        assert!(parse_retention("30w").is_err());
-        assert!(parse_retention("30s").is_err(), "shorter than a minute");
-    }
 }
