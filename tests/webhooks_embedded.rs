@@ -329,7 +329,7 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     setup.push(created.clone());
     server.feed(&setup);
     let before: BTreeSet<String> =
-        [MessageKind::MeetingCreated, MessageKind::MeetingNotesReady].into_iter().map(|kind| message_id(&created.id.to_string(), ADA, kind, "mtg_1")).collect();
+        [MessageKind::MeetingCreated, MessageKind::MeetingNotesReady].into_iter().map(|kind| message_id(created.id.as_ref(), ADA, kind, "mtg_1")).collect();
     receiver.wait_for_ids("ep_gone", &before, WITHIN);
 
     let deleted = meeting_deleted(ADA, "mtg_1", 2);
@@ -340,10 +340,8 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
         team("team_1", "Design", None, false, 1),
         joined.clone(),
     ]);
-    let after = [
-        message_id(&deleted.id.to_string(), ADA, MessageKind::MeetingDeleted, "mtg_1"),
-        message_id(&joined.id.to_string(), ADA, MessageKind::TeamJoined, "team_1"),
-    ];
+    let after =
+        [message_id(deleted.id.as_ref(), ADA, MessageKind::MeetingDeleted, "mtg_1"), message_id(joined.id.as_ref(), ADA, MessageKind::TeamJoined, "team_1")];
     let every: BTreeSet<String> = before.iter().chain(&after).cloned().collect();
     receiver.wait_for_ids("ep_all", &every, WITHIN);
     receiver.wait_for_ids("ep_some", &after.iter().cloned().collect(), WITHIN);
