@@ -20,7 +20,7 @@ mod receiver;
 use recap_readmodel::messages::{message_id, MessageKind};
 use recap_schemas::{Envelope, Timestamp};
 use recap_testkit::events::*;
-use recap_testkit::process::append_lines;
+use recap_testkit::process::{append_lines, get};
 use recap_testkit::server::Server;
 use receiver::{Received, Receiver};
 
@@ -72,6 +72,22 @@ fn server(data_dir: &Path) -> Server {
 
 const WITHIN: Duration = Duration::from_secs(60);
 
+/// The ids of the account's whole feed, oldest first.
+fn feed_ids(server: &Server, token: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut url = format!("{}/events?limit=100", server.base_url);
+    loop {
+        let (status, _, body) = get(&url, Some(token));
+        let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(status, 200, "{page}");
+        ids.extend(page["data"].as_array().unwrap().iter().map(|event| event["id"].as_str().unwrap().to_owned()));
+        if page["has_more"] != true {
+            return ids;
+        }
+        url = format!("{}/events?limit=100&cursor={}", server.base_url, page["next_cursor"].as_str().unwrap());
+    }
+}
+
 #[test]
 fn a_kill_9_while_delivering_loses_no_message_and_repeats_only_with_the_same_id() {
     // Slow enough that the kill lands with deliveries in flight and pending.
@@ -79,7 +95,9 @@ fn a_kill_9_while_delivering_loses_no_message_and_repeats_only_with_the_same_id(
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
     let (meetings, ids) = meetings(300);
-    let mut events = vec![endpoint(&receiver, SECRET, 1, Timestamp::now())];
+    let token = new_token();
+    let mut events =
+        vec![account(ACCOUNT, Some("enterprise"), None, 1), token_created(ACCOUNT, "tok_hooks", &token, 1), endpoint(&receiver, SECRET, 1, Timestamp::now())];
     events.extend(meetings);
     log_with(&data_dir, &events);
 
@@ -91,7 +109,11 @@ fn a_kill_9_while_delivering_loses_no_message_and_repeats_only_with_the_same_id(
 
     server.restart();
     let received = receiver.wait_for_ids(ENDPOINT, &ids, WITHIN);
+    // The feed lists each message once, whatever the kill interrupted.
+    let listed = feed_ids(&server, &token);
     server.stop();
+    assert_eq!(listed.len(), ids.len(), "each message listed once");
+    assert_eq!(listed.into_iter().collect::<BTreeSet<_>>(), ids);
     for request in &received {
         let id = request.webhook_id();
         assert!(ids.contains(id), "only the messages of the events appended are delivered");

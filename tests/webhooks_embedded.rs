@@ -272,17 +272,47 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
     let ada_endpoint = receiver.requests_to("ep_ada");
     assert!(ada_endpoint.iter().all(|request| !request.json()["data"].to_string().contains("the words said")), "never a transcript's text");
 
-    // The direct share's data is the recipient's list entry; the withdrawal only ids;
-    // its owner is told nothing about it.
-    let ada_events = feed(&server, &ada);
-    let received = ada_events.iter().find(|event| event["type"] == "shared_note.received").unwrap();
-    assert_eq!(received["data"]["share_id"], "shr_direct");
-    assert_eq!(received["data"]["shared_note"]["id"], "shr_direct");
-    assert_eq!(received["data"]["shared_note"]["title"], "For Ada");
-    let withdrawn = ada_events.iter().find(|event| event["type"] == "shared_note.withdrawn").unwrap();
-    assert_eq!(withdrawn["data"], json!({"share_id": "shr_direct"}));
-    let meeting_deleted = ada_events.last().unwrap();
-    assert_eq!(meeting_deleted["data"], json!({"meeting_id": "mtg_1"}));
+    // Each message's data: the ids, and the REST list entry as the account sees it
+    // while it sees the resource; only ids once it does not.
+    let data_of = |events: &[Value], kind: &str, resource: &str| -> Value {
+        let event = events.iter().find(|event| resource_of(event) == (kind.to_owned(), resource.to_owned())).unwrap_or_else(|| panic!("no {kind} {resource}"));
+        event["data"].clone()
+    };
+    let (ada_events, bob_events) = (feed(&server, &ada), feed(&server, &bob));
+    let meeting_entry = |title: &str| {
+        json!({"id": "mtg_1", "title": title, "kind": "call", "status": "done", "started_at": at(0), "ended_at": at(30),
+               "created_at": at(0), "updated_at": at(31), "series_id": null})
+    };
+    assert_eq!(data_of(&ada_events, "meeting.created", "mtg_1"), json!({"meeting_id": "mtg_1", "meeting": meeting_entry("Weekly")}));
+    assert_eq!(data_of(&ada_events, "meeting.updated", "mtg_1"), json!({"meeting_id": "mtg_1", "meeting": meeting_entry("Renamed")}));
+    assert_eq!(data_of(&ada_events, "meeting.transcript_ready", "mtg_1"), json!({"meeting_id": "mtg_1", "meeting": meeting_entry("Renamed")}));
+    assert_eq!(data_of(&ada_events, "action_item.created", "ai_1")["action_item"]["meeting"], json!({"id": "mtg_1", "title": "Renamed"}));
+    assert_eq!(data_of(&ada_events, "action_item.created", "ai_2")["action_item"]["meeting"], Value::Null);
+    assert_eq!(data_of(&ada_events, "action_item.deleted", "ai_2"), json!({"action_item_id": "ai_2", "meeting_id": null}));
+    assert_eq!(data_of(&ada_events, "action_item.deleted", "ai_1"), json!({"action_item_id": "ai_1", "meeting_id": "mtg_1"}));
+    assert_eq!(
+        data_of(&ada_events, "shared_note.received", "shr_direct"),
+        json!({"share_id": "shr_direct", "shared_note": {"id": "shr_direct", "title": "For Ada", "team": null, "owner_name": "Owner of shr_direct",
+                                                         "access": "viewer", "published_at": at(5)}})
+    );
+    assert_eq!(
+        data_of(&ada_events, "shared_note.received", "shr_team"),
+        json!({"share_id": "shr_team", "shared_note": {"id": "shr_team", "title": "For Design", "team": {"id": "team_1", "name": "Design"},
+                                                       "owner_name": "Owner of shr_team", "access": "viewer", "published_at": at(6)}})
+    );
+    assert_eq!(data_of(&ada_events, "shared_note.withdrawn", "shr_direct"), json!({"share_id": "shr_direct"}));
+    assert_eq!(data_of(&ada_events, "shared_note.withdrawn", "shr_team"), json!({"share_id": "shr_team"}));
+    assert_eq!(data_of(&ada_events, "team.left", "team_1"), json!({"team_id": "team_1"}));
+    assert_eq!(data_of(&ada_events, "meeting.deleted", "mtg_1"), json!({"meeting_id": "mtg_1"}));
+    for (events, member_count) in [(&ada_events, 1), (&bob_events, 2)] {
+        let joined = data_of(events, "team.joined", "team_1");
+        assert_eq!(joined["team_id"], "team_1");
+        let team = &joined["team"];
+        assert_eq!(
+            (&team["id"], &team["name"], &team["member_count"], &team["plan"], &team["can_collaborate"]),
+            (&json!("team_1"), &json!("Design"), &json!(member_count), &json!("business"), &json!(true))
+        );
+    }
     assert!(feed(&server, &bob).iter().all(|event| !event["type"].as_str().unwrap().starts_with("shared_note.")), "a share's owner is told nothing of it");
     // Another account's message is not found by id.
     let bobs_first = feed(&server, &bob)[0]["id"].as_str().unwrap().to_owned();
