@@ -3,10 +3,11 @@
 //! the data dir's log (endpoints included, as `webhook_endpoint.*` events) become
 //! messages delivered to a receiver on 127.0.0.1 and listed by `GET /v1/events`.
 //!
-//! - kinds, ids, data and visibility: the exact messages of each account, per endpoint
-//!   and in the feed, with the ids derived from the events that caused them;
+//! - kinds, ids, data and visibility: the exact messages of each account, per endpoint,
+//!   in the feed and in MCP's `list_recent_changes`, with the ids derived from the
+//!   events that caused them;
 //! - read-your-webhook: on every receipt the receiver reads the announced resource
-//!   through the REST API and sees the change;
+//!   through the REST API (and a meeting through MCP) and sees the change;
 //! - replay: the same log in a fresh data dir announces the same ids;
 //! - endpoint settings: a types filter, `enabled: false`, a deleted endpoint.
 //!
@@ -63,9 +64,9 @@ fn server_over(data_dir: Option<&std::path::Path>) -> Server {
     builder.start()
 }
 
-/// An enterprise account and a token of it.
+/// An account whose plan includes REST and MCP (`flow`), and a token of it.
 fn account_with_token(account_id: &str, token: &str) -> Vec<Envelope> {
-    vec![account(account_id, Some("enterprise"), None, 1), token_created(account_id, &format!("tok_{account_id}"), token, 1)]
+    vec![account(account_id, Some("flow"), None, 1), token_created(account_id, &format!("tok_{account_id}"), token, 1)]
 }
 
 fn endpoint(account_id: &str, endpoint_id: &str, receiver: &Receiver) -> recap_schemas::build::Draft<recap_schemas::WebhookEndpointUpserted> {
@@ -86,6 +87,28 @@ fn bare_meeting(account_id: &str, meeting_id: &str, title: &str, version: u64) -
 fn call(url: &str, token: &str) -> (u16, Value) {
     let (status, _, body) = get(url, Some(token));
     (status, serde_json::from_str(&body).unwrap_or_else(|error| panic!("{url}: not JSON ({error}): {body}")))
+}
+
+/// One MCP `tools/call`: Ok(its result's JSON), or Err(the error's text).
+fn mcp_tool(mcp_url: &str, token: &str, name: &str, arguments: Value) -> Result<Value, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    let mut response = agent
+        .post(mcp_url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .send(body.to_string())
+        .map_err(|error| format!("{name}: {error}"))?;
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let data = text.lines().find_map(|line| line.strip_prefix("data:")).unwrap_or(&text);
+    let reply: Value = serde_json::from_str(data.trim()).map_err(|error| format!("{name}: not JSON-RPC ({error}): {text}"))?;
+    let result = &reply["result"];
+    let content = result["content"][0]["text"].as_str().ok_or_else(|| format!("{name}: no result in {reply}"))?;
+    if result["isError"] == true {
+        return Err(content.to_owned());
+    }
+    serde_json::from_str(content).map_err(|error| format!("{name}: a result that is not JSON ({error}): {content}"))
 }
 
 /// The account's whole feed, oldest first, walked page by page.
@@ -262,6 +285,9 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
         let ids: Vec<String> = expected.iter().map(|(_, _, id)| id.clone()).collect();
         let requests = receiver.wait_for_ids(endpoint, &ids.iter().cloned().collect(), WITHIN);
         assert_eq!(delivered_in_feed_order(&requests, endpoint, &ids), events, "{endpoint} receives the feed's messages as listed");
+        // MCP's list_recent_changes lists the same messages as GET /v1/events.
+        let changes = mcp_tool(&server.mcp_url, token, "list_recent_changes", json!({"limit": 200})).unwrap();
+        assert_eq!(changes["changes"].as_array().unwrap(), &events, "list_recent_changes of {account}");
         for event in &events {
             let id = event["id"].as_str().unwrap();
             let (status, one) = call(&format!("{}/events/{id}", server.base_url), token);
@@ -383,6 +409,19 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     assert_eq!(ids_at("ep_off"), BTreeSet::new(), "a disabled endpoint receives nothing");
     assert_eq!(ids_at("ep_gone"), before, "a deleted endpoint receives nothing after its deletion");
 
+    // The feed filtered by the same types lists what the filtered endpoint got.
+    let (status, filtered) = call(&format!("{}/events?types=team.joined,meeting.deleted", server.base_url), &ada);
+    assert_eq!(status, 200, "{filtered}");
+    let filtered: BTreeSet<String> = filtered["data"].as_array().unwrap().iter().map(|event| event["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(filtered, ids_at("ep_some"));
+    // Every delivery is an attempt listed with the endpoint, succeeded.
+    let (status, attempts) = call(&format!("{}/webhook-endpoints/ep_all/attempts?limit=100", server.base_url), &ada);
+    assert_eq!(status, 200, "{attempts}");
+    let attempts = attempts["data"].as_array().unwrap();
+    assert!(attempts.iter().all(|attempt| attempt["outcome"] == "succeeded" && attempt["response_status"] == 200), "{attempts:#?}");
+    let attempted: BTreeSet<String> = attempts.iter().map(|attempt| attempt["event_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(attempted, every);
+
     let (status, endpoints) = call(&format!("{}/webhook-endpoints", server.base_url), &ada);
     assert_eq!(status, 200);
     let listed: Vec<(&str, &str)> = endpoints["data"]
@@ -394,8 +433,32 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     assert_eq!(listed, vec![("ep_all", "enabled"), ("ep_off", "disabled_by_account"), ("ep_some", "enabled")]);
 }
 
-/// What the REST API shows of the resource `message` announces, checked on receipt.
-fn sees_the_change(base_url: &str, token: &str, message: &Value) -> Result<(), String> {
+/// What the REST API and the MCP server show of the resource `message` announces,
+/// checked on receipt.
+fn sees_the_change(base_url: &str, mcp_url: &str, token: &str, message: &Value) -> Result<(), String> {
+    sees_the_change_on_rest(base_url, token, message)?;
+    sees_the_change_on_mcp(mcp_url, token, message)
+}
+
+/// What the MCP server shows of a meeting `message` announces: the meeting, its title
+/// as announced, or none once deleted.
+fn sees_the_change_on_mcp(mcp_url: &str, token: &str, message: &Value) -> Result<(), String> {
+    let (kind, resource) = resource_of(message);
+    if !kind.starts_with("meeting.") {
+        return Ok(());
+    }
+    let shown = mcp_tool(mcp_url, token, "get_meeting", json!({"meeting_id": resource}));
+    match (kind.as_str(), shown) {
+        ("meeting.deleted", Err(error)) if error.contains("not found") => Ok(()),
+        ("meeting.deleted", Err(error)) => Err(format!("{kind} {resource}: get_meeting failed otherwise than not found: {error}")),
+        ("meeting.deleted", Ok(meeting)) => Err(format!("{kind} {resource}: get_meeting still shows {meeting}")),
+        (_, Err(error)) => Err(format!("{kind} {resource}: get_meeting failed: {error}")),
+        (_, Ok(meeting)) if meeting.to_string().contains(&format!("\"{}\"", message["data"]["meeting"]["title"].as_str().unwrap_or_default())) => Ok(()),
+        (_, Ok(meeting)) => Err(format!("{kind} {resource}: get_meeting shows {meeting}, not the title of {message}")),
+    }
+}
+
+fn sees_the_change_on_rest(base_url: &str, token: &str, message: &Value) -> Result<(), String> {
     let (kind, resource) = resource_of(message);
     let data = &message["data"];
     let expect = |path: &str, status: u16| -> Result<Value, String> {
@@ -440,17 +503,18 @@ fn sees_the_change(base_url: &str, token: &str, message: &Value) -> Result<(), S
 #[test]
 fn a_receiver_reading_the_api_on_receipt_always_sees_the_change_announced() {
     // Tokens are only known once the accounts exist; the check reads them then.
-    let api: Arc<OnceLock<(String, BTreeMap<String, String>)>> = Arc::new(OnceLock::new());
+    let api: Arc<OnceLock<(String, String, BTreeMap<String, String>)>> = Arc::new(OnceLock::new());
     let seen = api.clone();
     let receiver = Receiver::builder()
         .check(move |endpoint, message| {
-            let (base_url, tokens) = seen.get().ok_or("a delivery before the test knew the API")?;
-            sees_the_change(base_url, &tokens[endpoint], message)
+            let (base_url, mcp_url, tokens) = seen.get().ok_or("a delivery before the test knew the API")?;
+            sees_the_change(base_url, mcp_url, &tokens[endpoint], message)
         })
         .start();
     let server = server();
     let (ada, bob) = (new_token(), new_token());
-    api.set((server.base_url.clone(), BTreeMap::from([("ep_ada".to_owned(), ada.clone()), ("ep_bob".to_owned(), bob.clone())]))).unwrap();
+    api.set((server.base_url.clone(), server.mcp_url.clone(), BTreeMap::from([("ep_ada".to_owned(), ada.clone()), ("ep_bob".to_owned(), bob.clone())])))
+        .unwrap();
     let mut setup = account_with_token(ADA, &ada);
     setup.extend(account_with_token(BOB, &bob));
     setup.push(endpoint(ADA, "ep_ada", &receiver).version(1).envelope());
