@@ -143,19 +143,20 @@ fn feed_of(server: &Server, token: &str, count: usize) -> Vec<Value> {
     }
 }
 
-/// Waits until the runtime has no delivery left to make (its queue depth metric is 0).
-fn wait_deliveries_done(server: &Server) {
+/// Polls the endpoint's attempts (`GET /v1/webhook-endpoints/{id}/attempts`) until
+/// each of `ids` has one recorded, then gives the attempts: a delivery is recorded after
+/// the receiver answered, so this is when the deliverer is done with them.
+fn wait_attempted(server: &Server, token: &str, endpoint: &str, ids: &BTreeSet<String>) -> Vec<Value> {
     let deadline = Instant::now() + WITHIN;
     loop {
-        let (_, _, metrics) = get(&format!("{}metrics", server.admin_url), None);
-        if metrics.lines().any(|line| line.starts_with("recap_webhooks_queue_depth") && line.ends_with(" 0")) {
-            return;
+        let (status, page) = call(&format!("{}/webhook-endpoints/{endpoint}/attempts?limit=100", server.base_url), token);
+        assert_eq!(status, 200, "{page}");
+        let attempts = page["data"].as_array().unwrap().clone();
+        let attempted: BTreeSet<&str> = attempts.iter().filter_map(|attempt| attempt["event_id"].as_str()).collect();
+        if ids.iter().all(|id| attempted.contains(id.as_str())) {
+            return attempts;
         }
-        assert!(
-            Instant::now() < deadline,
-            "deliveries still pending: {}",
-            metrics.lines().filter(|line| line.contains("queue_depth")).collect::<Vec<_>>().join("; ")
-        );
+        assert!(Instant::now() < deadline, "{endpoint}: {} of {} attempts recorded", attempted.len(), ids.len());
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -294,7 +295,6 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
             assert_eq!((status, &one["data"]), (200, event), "GET /events/{id}");
         }
     }
-    wait_deliveries_done(&server);
     let ada_endpoint = receiver.requests_to("ep_ada");
     assert!(ada_endpoint.iter().all(|request| !request.json()["data"].to_string().contains("the words said")), "never a transcript's text");
 
@@ -400,13 +400,20 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
         [message_id(deleted.id.as_ref(), ADA, MessageKind::MeetingDeleted, "mtg_1"), message_id(joined.id.as_ref(), ADA, MessageKind::TeamJoined, "team_1")];
     let every: BTreeSet<String> = before.iter().chain(&after).cloned().collect();
     receiver.wait_for_ids("ep_all", &every, WITHIN);
-    receiver.wait_for_ids("ep_some", &after.iter().cloned().collect(), WITHIN);
-    wait_deliveries_done(&server);
+    let some: BTreeSet<String> = after.iter().cloned().collect();
+    receiver.wait_for_ids("ep_some", &some, WITHIN);
+    // Every delivery is an attempt listed with its endpoint, succeeded.
+    let attempts = wait_attempted(&server, &ada, "ep_all", &every);
+    wait_attempted(&server, &ada, "ep_some", &some);
+    assert!(attempts.iter().all(|attempt| attempt["outcome"] == "succeeded" && attempt["response_status"] == 200), "{attempts:#?}");
+    assert_eq!(attempts.len(), every.len(), "one attempt per delivery");
 
     let ids_at = |endpoint: &str| receiver.requests_to(endpoint).iter().map(|request| request.webhook_id().to_owned()).collect::<BTreeSet<_>>();
     assert_eq!(ids_at("ep_all"), every);
     assert_eq!(ids_at("ep_some"), after.iter().cloned().collect(), "only the types it asked for");
     assert_eq!(ids_at("ep_off"), BTreeSet::new(), "a disabled endpoint receives nothing");
+    let (status, off_attempts) = call(&format!("{}/webhook-endpoints/ep_off/attempts", server.base_url), &ada);
+    assert_eq!((status, &off_attempts["data"]), (200, &json!([])), "nothing was attempted to it");
     assert_eq!(ids_at("ep_gone"), before, "a deleted endpoint receives nothing after its deletion");
 
     // The feed filtered by the same types lists what the filtered endpoint got.
@@ -414,13 +421,6 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     assert_eq!(status, 200, "{filtered}");
     let filtered: BTreeSet<String> = filtered["data"].as_array().unwrap().iter().map(|event| event["id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(filtered, ids_at("ep_some"));
-    // Every delivery is an attempt listed with the endpoint, succeeded.
-    let (status, attempts) = call(&format!("{}/webhook-endpoints/ep_all/attempts?limit=100", server.base_url), &ada);
-    assert_eq!(status, 200, "{attempts}");
-    let attempts = attempts["data"].as_array().unwrap();
-    assert!(attempts.iter().all(|attempt| attempt["outcome"] == "succeeded" && attempt["response_status"] == 200), "{attempts:#?}");
-    let attempted: BTreeSet<String> = attempts.iter().map(|attempt| attempt["event_id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(attempted, every);
 
     let (status, endpoints) = call(&format!("{}/webhook-endpoints", server.base_url), &ada);
     assert_eq!(status, 200);
@@ -500,21 +500,32 @@ fn sees_the_change_on_rest(base_url: &str, token: &str, message: &Value) -> Resu
     }
 }
 
+/// Where the receiver's checks read, and with which token per endpoint.
+struct Api {
+    base_url: String,
+    mcp_url: String,
+    tokens: BTreeMap<String, String>,
+}
+
 #[test]
 fn a_receiver_reading_the_api_on_receipt_always_sees_the_change_announced() {
     // Tokens are only known once the accounts exist; the check reads them then.
-    let api: Arc<OnceLock<(String, String, BTreeMap<String, String>)>> = Arc::new(OnceLock::new());
+    let api: Arc<OnceLock<Api>> = Arc::new(OnceLock::new());
     let seen = api.clone();
     let receiver = Receiver::builder()
         .check(move |endpoint, message| {
-            let (base_url, mcp_url, tokens) = seen.get().ok_or("a delivery before the test knew the API")?;
-            sees_the_change(base_url, mcp_url, &tokens[endpoint], message)
+            let api = seen.get().ok_or("a delivery before the test knew the API")?;
+            sees_the_change(&api.base_url, &api.mcp_url, &api.tokens[endpoint], message)
         })
         .start();
     let server = server();
     let (ada, bob) = (new_token(), new_token());
-    api.set((server.base_url.clone(), server.mcp_url.clone(), BTreeMap::from([("ep_ada".to_owned(), ada.clone()), ("ep_bob".to_owned(), bob.clone())])))
-        .unwrap();
+    api.set(Api {
+        base_url: server.base_url.clone(),
+        mcp_url: server.mcp_url.clone(),
+        tokens: BTreeMap::from([("ep_ada".to_owned(), ada.clone()), ("ep_bob".to_owned(), bob.clone())]),
+    })
+    .unwrap_or_else(|_| panic!("the API is set once"));
     let mut setup = account_with_token(ADA, &ada);
     setup.extend(account_with_token(BOB, &bob));
     setup.push(endpoint(ADA, "ep_ada", &receiver).version(1).envelope());
