@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-#[path = "support/receiver.rs"]
-mod receiver;
+use recap_testkit::receiver;
 
 use recap_readmodel::messages::{message_id, MessageKind};
 use recap_schemas::{Envelope, Timestamp};

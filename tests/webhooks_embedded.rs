@@ -22,8 +22,7 @@ use recap_readmodel::messages::{message_id, MessageKind};
 use recap_schemas::Envelope;
 use recap_testkit::events::*;
 use recap_testkit::process::get;
-#[path = "support/receiver.rs"]
-mod receiver;
+use recap_testkit::receiver;
 use recap_testkit::server::Server;
 use receiver::{Received, Receiver};
 use serde_json::{json, Value};

@@ -21,6 +21,7 @@ pub mod faulty;
 pub mod fixtures;
 pub mod otel;
 pub mod process;
+pub mod receiver;
 pub mod server;
 pub mod snapshot;
 pub mod store;

@@ -3,9 +3,7 @@
 //! optional delay and an optional check run on receipt (a read-your-webhook call to the
 //! API, say) whose failures are recorded beside the request. Endpoints are told apart
 //! by their path: [`Receiver::url`] of `"ep_a"` is `http://127.0.0.1:<port>/ep_a`.
-//! Included by the webhook suites (`tests/webhooks_*.rs`), each using part of it.
-
-#![allow(dead_code)]
+//! Used by the webhook suites (`tests/webhooks_*.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
