@@ -126,10 +126,20 @@ async fn wait_for(received: &Received, count: u64, within: Duration) {
     }
 }
 
+/// A temp dir on the disk, or on tmpfs with `RECAP_BENCH_TMPFS=1` (a diagnosis: how
+/// much of a figure is waiting for the disk to sync commits).
+fn store_dir() -> tempfile::TempDir {
+    match std::env::var_os("RECAP_BENCH_TMPFS") {
+        Some(_) => tempfile::tempdir_in("/dev/shm"),
+        None => tempfile::tempdir(),
+    }
+    .expect("a temp dir")
+}
+
 /// Returns the projector's rate in events/s (the latency run offers half of it).
 async fn throughput() -> f64 {
     let meetings = setting("RECAP_BENCH_WEBHOOK_EVENTS", 20_000);
-    let dir = tempfile::tempdir().expect("a temp dir");
+    let dir = store_dir();
     let received = Arc::new(Received::default());
     let url = receiver(received.clone()).await;
     let log = dir.path().join("events.log");
@@ -197,7 +207,7 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
 /// from its line's append to its arrival at the receiver.
 async fn latency(rate: f64) {
     let seconds = setting("RECAP_BENCH_LATENCY_SECONDS", 5);
-    let dir = tempfile::tempdir().expect("a temp dir");
+    let dir = store_dir();
     let received = Arc::new(Received::default());
     let url = receiver(received.clone()).await;
     let log_path = dir.path().join("events.log");
