@@ -18,6 +18,11 @@ benchmarks() {
   echo "== embedded edition: REST and MCP under load =="
   cargo bench --bench http
   echo
+  echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, feed page cost =="
+  # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_FEED_MESSAGES:
+  # the large feed (a million by default).
+  cargo bench --bench webhooks
+  echo
   echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
   # Idempotent: starts Kafka, Cassandra and Redis on loopback unless they already run.
   scripts/engines/up.sh
@@ -37,7 +42,7 @@ memory=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
   echo "# make bench, $started"
   echo
   echo "Commit $commit; $(nproc) cores, $memory of memory, $(uname -sr)."
-  echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}."
+  echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}${RECAP_BENCH_WEBHOOK_EVENTS:+ RECAP_BENCH_WEBHOOK_EVENTS=$RECAP_BENCH_WEBHOOK_EVENTS}${RECAP_BENCH_LATENCY_SECONDS:+ RECAP_BENCH_LATENCY_SECONDS=$RECAP_BENCH_LATENCY_SECONDS}${RECAP_BENCH_FEED_MESSAGES:+ RECAP_BENCH_FEED_MESSAGES=$RECAP_BENCH_FEED_MESSAGES}."
   echo
   echo '```'
 } >"$record"

@@ -198,6 +198,7 @@ impl Deliverer {
                     in_flight.insert(key.clone());
                 }
                 let shared = self.shared.clone();
+                let wake = self.wake.clone();
                 let span = tracing::info_span!(
                     "webhooks.attempt",
                     otel.kind = "client",
@@ -220,6 +221,9 @@ impl Deliverer {
                         if let Ok(mut in_flight) = shared.in_flight.lock() {
                             in_flight.remove(&key);
                         }
+                        // Its slot is free: the next due delivery of this endpoint need
+                        // not wait for the poll.
+                        wake.notify_one();
                     }
                     .instrument(span),
                 );

@@ -1,0 +1,396 @@
+//! Benchmarks of the webhooks runtime on the embedded edition, each measured side by
+//! side with its baseline in one run (the machine is shared and noisy, so the ratios are
+//! the figures that hold):
+//!
+//! 1. delivery throughput to a local receiver (axum on loopback, answering 200 at once)
+//!    against the projector's own rate on the same events: the projector alone drains
+//!    the log, then the runtime alone delivers the outbox it left, then both run
+//!    together from an empty store (delivered/s until the last delivery arrives);
+//! 2. event → delivered latency (from the instant the event line is appended to the
+//!    log to the instant the receiver has the request) at half the projector's rate
+//!    just measured;
+//! 3. the cost of a `GET /v1/events` page through the REST router, on an account whose
+//!    feed holds 1,000 messages and one whose feed holds a million (first page, and a
+//!    page from a cursor half way down), the two sizes alternated in rounds.
+//!
+//! `RECAP_BENCH_WEBHOOK_EVENTS` sizes the throughput rounds (20,000 meetings),
+//! `RECAP_BENCH_LATENCY_SECONDS` the latency run (5), `RECAP_BENCH_FEED_MESSAGES` the
+//! large feed (1,000,000). Run with `make bench` (or `cargo bench --bench webhooks
+//! [throughput|latency|pages]`).
+
+// The binary's global allocator lives in the recap library: link it, so the
+// benchmark measures what `recap` runs.
+extern crate recap;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use recap_lmdb::EmbeddedDriver;
+use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
+use recap_readmodel::messages::{message_id, Message, MessageKind};
+use recap_readmodel::tables::MESSAGE_OUTBOX;
+use recap_readmodel::{Batch, Driver, ReadModel, ScanRange, Val};
+use recap_schemas::build::{Epoch, Events};
+use recap_schemas::Timestamp;
+use recap_webhooks::{ClientConfig, Runtime};
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
+
+/// The accounts the throughput and latency events are spread over, each with one
+/// endpoint: deliveries to one endpoint are bounded in flight, as in production.
+const ACCOUNTS: usize = 4;
+
+/// The events happen on 2026-01-01 (UTC).
+const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|value| value.replace('_', "").parse().ok()).unwrap_or(default)
+}
+
+/// What the receiver has had: every request's arrival, by the meeting it announces.
+#[derive(Default)]
+struct Received {
+    count: AtomicU64,
+    arrivals: Mutex<Vec<(String, Instant)>>,
+}
+
+/// A receiver on loopback answering 200 at once; returns its URL.
+async fn receiver(received: Arc<Received>) -> String {
+    let app = axum::Router::new().fallback(move |body: String| {
+        let received = received.clone();
+        async move {
+            let at = Instant::now();
+            let meeting = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|message| message["data"]["meeting_id"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            received.arrivals.lock().expect("the arrivals lock").push((meeting, at));
+            received.count.fetch_add(1, Ordering::Relaxed);
+            axum::http::StatusCode::OK
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding the receiver");
+    let url = format!("http://{}/hooks", listener.local_addr().expect("the receiver's address"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+fn line(envelope: &recap_schemas::Envelope) -> String {
+    serde_json::to_string(envelope).expect("an event line")
+}
+
+/// The endpoint events (one per account, first), then `meetings` meetings spread over
+/// the accounts: one `meeting.created` message each.
+fn endpoint_lines(url: &str) -> Vec<String> {
+    (0..ACCOUNTS)
+        .map(|account| line(&EVENTS.webhook_endpoint(format!("acc_{account}"), format!("ep_{account}"), url).id(format!("ep_evt_{account}")).envelope()))
+        .collect()
+}
+
+fn meeting_line(prefix: &str, index: usize) -> String {
+    let created = EVENTS.minute(index as i64);
+    let meeting = EVENTS.meeting(format!("acc_{}", index % ACCOUNTS), format!("mtg_{prefix}{index:07}")).title(format!("Meeting {index}")).times(created);
+    line(&meeting.id(format!("e_{prefix}{index}")).occurred_at(created).envelope())
+}
+
+fn open(dir: &Path, name: &str) -> Arc<dyn Driver> {
+    Arc::new(EmbeddedDriver::open(&dir.join(format!("{name}.lmdb"))).expect("opening a store"))
+}
+
+fn projector(driver: Arc<dyn Driver>, log: &Path, dir: &Path, name: &str) -> EmbeddedProjector {
+    EmbeddedProjector::new(driver, EventLog::new(log), dir.join(format!("{name}.dead")), LoopConfig::default())
+}
+
+/// The runtime as `recap serve --webhooks-allow-insecure` runs it, until `stop`.
+fn start_runtime(driver: Arc<dyn Driver>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    let client = ClientConfig { allow_insecure: true, ..ClientConfig::default() };
+    let runtime = Runtime::new(driver, recap_readmodel::webhooks::DEFAULT_RETENTION, client);
+    tokio::spawn(runtime.run_embedded(stop))
+}
+
+async fn outbox_len(driver: &dyn Driver) -> usize {
+    driver.scan(&MESSAGE_OUTBOX, &[Val::text("log")], &ScanRange::after(None), usize::MAX).await.expect("reading the outbox").len()
+}
+
+/// Waits until `count` deliveries have arrived; gives up only when none arrives for
+/// `stalled` (a slow runtime still ends its backlog: that is the figure).
+async fn wait_for(received: &Received, count: u64, stalled: Duration) {
+    let (mut seen, mut progressed) = (received.count.load(Ordering::Relaxed), Instant::now());
+    while seen < count {
+        assert!(progressed.elapsed() < stalled, "{seen} of {count} deliveries arrived, then none for {stalled:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let now_seen = received.count.load(Ordering::Relaxed);
+        if now_seen > seen {
+            (seen, progressed) = (now_seen, Instant::now());
+        }
+    }
+}
+
+/// A temp dir on the disk, or on tmpfs with `RECAP_BENCH_TMPFS=1` (a diagnosis: how
+/// much of a figure is waiting for the disk to sync commits).
+fn store_dir() -> tempfile::TempDir {
+    match std::env::var_os("RECAP_BENCH_TMPFS") {
+        Some(_) => tempfile::tempdir_in("/dev/shm"),
+        None => tempfile::tempdir(),
+    }
+    .expect("a temp dir")
+}
+
+/// Returns the projector's rate in events/s (the latency run offers half of it).
+async fn throughput() -> f64 {
+    let meetings = setting("RECAP_BENCH_WEBHOOK_EVENTS", 20_000);
+    let dir = store_dir();
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone()).await;
+    let log = dir.path().join("events.log");
+    let mut lines = endpoint_lines(&url);
+    lines.extend((0..meetings).map(|index| meeting_line("t", index)));
+    EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
+
+    // The projector alone.
+    let alone = open(dir.path(), "alone");
+    let started = Instant::now();
+    projector(alone.clone(), &log, dir.path(), "alone").drain().await.expect("projecting");
+    let projected_in = started.elapsed();
+    let messages = outbox_len(alone.as_ref()).await;
+    assert_eq!(messages, meetings, "one meeting.created message a meeting");
+
+    // The runtime alone, on the outbox the projector left.
+    let (stop, stopped) = watch::channel(false);
+    let started = Instant::now();
+    let running = start_runtime(alone, stopped);
+    wait_for(&received, messages as u64, Duration::from_secs(30)).await;
+    let delivered_in = started.elapsed();
+    stop.send(true).expect("stopping the runtime");
+    running.await.expect("the runtime ends");
+
+    // Both together, from an empty store: until the last delivery arrives.
+    received.count.store(0, Ordering::Relaxed);
+    let together = open(dir.path(), "together");
+    let (stop, stopped) = watch::channel(false);
+    let started = Instant::now();
+    let running = start_runtime(together.clone(), stopped);
+    projector(together, &log, dir.path(), "together").drain().await.expect("projecting");
+    let projected_together_in = started.elapsed();
+    wait_for(&received, messages as u64, Duration::from_secs(30)).await;
+    let together_in = started.elapsed();
+    stop.send(true).expect("stopping the runtime");
+    running.await.expect("the runtime ends");
+
+    let rate = |count: usize, took: Duration| count as f64 / took.as_secs_f64();
+    let projected = rate(messages, projected_in);
+    println!("webhooks throughput: {messages} meeting.created messages over {ACCOUNTS} accounts, one endpoint each, receiver answering 200 at once");
+    println!("  projector alone                {:>9.0} messages/s", projected);
+    println!(
+        "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2}",
+        rate(messages, delivered_in),
+        rate(messages, delivered_in) / projected
+    );
+    println!(
+        "  both together, to the last     {:>9.0} delivered/s   ratio to the projector {:.2} (target >= 1.0; the projector took {:.2} s of {:.2} s)",
+        rate(messages, together_in),
+        rate(messages, together_in) / projected,
+        projected_together_in.as_secs_f64(),
+        together_in.as_secs_f64()
+    );
+    projected
+}
+
+fn percentile(sorted: &[f64], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+/// Appends meetings at `rate` events/s to a live projector and runtime, and times each
+/// from its line's append to its arrival at the receiver.
+async fn latency(rate: f64) {
+    let seconds = setting("RECAP_BENCH_LATENCY_SECONDS", 5);
+    let dir = store_dir();
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone()).await;
+    let log_path = dir.path().join("events.log");
+    let log = EventLog::new(&log_path);
+    log.append("bench", (endpoint_lines(&url).join("\n") + "\n").as_bytes()).expect("appending the endpoints");
+    let driver = open(dir.path(), "latency");
+    let (stop, stopped) = watch::channel(false);
+    let running = start_runtime(driver.clone(), stopped.clone());
+    let live = projector(driver, &log_path, dir.path(), "latency");
+    let projecting = tokio::spawn(async move { live.run(stopped).await });
+
+    // The pacer appends, every millisecond, the lines due by then (as one write).
+    let total = (rate * seconds as f64) as usize;
+    let pacer = tokio::task::spawn_blocking(move || {
+        let mut appended = HashMap::with_capacity(total);
+        let started = Instant::now();
+        let mut next = 0;
+        while next < total {
+            let due = ((started.elapsed().as_secs_f64() * rate) as usize + 1).min(total);
+            if due > next {
+                let lines: Vec<String> = (next..due).map(|index| meeting_line("l", index)).collect();
+                log.append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending events");
+                let at = Instant::now();
+                for index in next..due {
+                    appended.insert(format!("mtg_l{index:07}"), at);
+                }
+                next = due;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (appended, started.elapsed())
+    });
+    let (appended, offered_in) = pacer.await.expect("the pacer");
+    wait_for(&received, total as u64, Duration::from_secs(30)).await;
+    stop.send(true).expect("stopping");
+    running.await.expect("the runtime ends");
+    projecting.await.expect("the projector ends").expect("projecting");
+
+    let arrivals = std::mem::take(&mut *received.arrivals.lock().expect("the arrivals lock"));
+    let mut first: HashMap<&str, Instant> = HashMap::new();
+    for (meeting, at) in &arrivals {
+        first.entry(meeting.as_str()).and_modify(|seen| *seen = (*seen).min(*at)).or_insert(*at);
+    }
+    let mut millis: Vec<f64> = appended.iter().map(|(meeting, at)| first[meeting.as_str()].duration_since(*at).as_secs_f64() * 1e3).collect();
+    millis.sort_by(f64::total_cmp);
+    println!(
+        "event -> delivered at half the projector's rate ({:.0} events/s offered, {} events in {:.1} s): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        total as f64 / offered_in.as_secs_f64(),
+        total,
+        offered_in.as_secs_f64(),
+        percentile(&millis, 0.50),
+        percentile(&millis, 0.99),
+        percentile(&millis, 1.0)
+    );
+}
+
+/// A store with account `acc` (a token, limits large enough to measure work) whose
+/// feed holds `messages` messages, seeded as the runtime writes it: each message
+/// claimed, its feed rows and the head written in large batches.
+async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
+    let driver = open(dir, &format!("feed{messages}"));
+    let mut batch = Batch::new(driver.clone());
+    batch.apply(&EVENTS.account("acc").plan("flow", Some(1_000_000_000_000), EVENTS.minute(0)).envelope(), 1).await.expect("apply");
+    batch.apply(&EVENTS.token_created("acc", "tok", recap_access::token_sha256(TOKEN)).name("bench").envelope(), 2).await.expect("apply");
+    driver.write(batch.into_mutations()).await.expect("write");
+    let readmodel = ReadModel::new(driver);
+    let store = readmodel.webhooks(recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let now = Timestamp::now();
+    for chunk_start in (0..messages).step_by(50_000) {
+        let chunk: Vec<(i64, Message)> = (chunk_start..(chunk_start + 50_000).min(messages))
+            .map(|index| {
+                let meeting = format!("mtg_{index:07}");
+                let message = Message {
+                    id: message_id(&format!("evt_{index}"), "acc", MessageKind::MeetingCreated, &meeting),
+                    kind: MessageKind::MeetingCreated,
+                    created_at: now,
+                    data: serde_json::json!({ "meeting_id": meeting, "meeting": { "id": meeting, "title": format!("Meeting {index}") } }),
+                };
+                (index as i64 + 1, message)
+            })
+            .collect();
+        let claimed: Vec<bool> = futures::stream::iter(chunk.iter().map(|(seq, message)| store.claim("acc", *seq, message)))
+            .buffered(64)
+            .map(|claimed| claimed.expect("claim"))
+            .collect()
+            .await;
+        assert!(claimed.iter().all(|claimed| *claimed));
+        let mut rows: Vec<_> = chunk.iter().map(|(seq, message)| store.feed_row("acc", *seq, message)).collect();
+        rows.push(store.head_row("acc", chunk.last().map_or(0, |(seq, _)| *seq)));
+        store.write(rows).await.expect("writing feed rows");
+    }
+    readmodel
+}
+
+fn router(readmodel: ReadModel) -> axum::Router {
+    let config = recap_query_api::RestConfig { rate_limit_per_minute: 1_000_000_000, ..recap_query_api::RestConfig::default() };
+    let limiter: Arc<dyn recap_access::Limiter> = Arc::new(recap_access::InProcessLimiter::with_system_clock());
+    recap_query_api::router(recap_query_api::RestState::new(readmodel, recap_access::Plans::default(), limiter, vec![7; 32], &config))
+}
+
+/// GET `uri` through the router; the body's bytes.
+async fn get_bytes(router: &axum::Router, uri: &str) -> axum::body::Bytes {
+    let request = axum::http::Request::get(uri).header("authorization", format!("Bearer {TOKEN}")).body(axum::body::Body::empty()).expect("a request");
+    let response = router.clone().oneshot(request).await.expect("an answer");
+    assert_eq!(response.status(), 200, "GET {uri}");
+    axum::body::to_bytes(response.into_body(), 16 << 20).await.expect("the body")
+}
+
+/// GET `uri` through the router; the body as JSON.
+async fn get(router: &axum::Router, uri: &str) -> serde_json::Value {
+    serde_json::from_slice(&get_bytes(router, uri).await).expect("a JSON body")
+}
+
+/// The cursor of the page that starts half way down a feed of `messages`.
+async fn middle_cursor(router: &axum::Router, messages: usize) -> String {
+    let mut cursor = String::new();
+    for _ in 0..(messages / 2 / 200) {
+        let page = get(router, &format!("/v1/events?limit=200{cursor}")).await;
+        cursor = format!("&cursor={}", page["next_cursor"].as_str().expect("a next cursor"));
+    }
+    cursor
+}
+
+async fn page_cost() {
+    let large_size = setting("RECAP_BENCH_FEED_MESSAGES", 1_000_000);
+    // Each claim is a conditional write of its own, committed (and synced) alone: on
+    // the disk here that is under a thousand a second, so the stores live on tmpfs when
+    // there is one. Pages are read from memory (the page cache) either way.
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("a temp dir");
+    let small = router(account_with_feed(dir.path(), 1_000).await);
+    let started = Instant::now();
+    let large = router(account_with_feed(dir.path(), large_size).await);
+    let seeded_in = started.elapsed();
+    let small_middle = middle_cursor(&small, 1_000).await;
+    let large_middle = middle_cursor(&large, large_size).await;
+    let pages = 2_000;
+    let rounds = 5;
+    let mut timings = [Duration::ZERO; 4];
+    for _ in 0..rounds {
+        for (slot, (router, cursor)) in [(&small, ""), (&large, ""), (&small, small_middle.as_str()), (&large, large_middle.as_str())].into_iter().enumerate() {
+            let uri = format!("/v1/events?limit=50{cursor}");
+            assert_eq!(get(router, &uri).await["data"].as_array().map(Vec::len), Some(50), "GET {uri}");
+            let started = Instant::now();
+            for _ in 0..pages / rounds {
+                get_bytes(router, &uri).await;
+            }
+            timings[slot] += started.elapsed();
+        }
+    }
+    let per_page = |slot: usize| timings[slot].as_secs_f64() * 1e6 / pages as f64;
+    println!(
+        "GET /v1/events?limit=50 through the REST router ({pages} pages each, interleaved; the large feed seeded in {:.0} s, {}):",
+        seeded_in.as_secs_f64(),
+        if dir.path().starts_with(shm) { "on tmpfs" } else { "on disk" }
+    );
+    for (name, slots) in [("first page ", (0, 1)), ("middle page", (2, 3))] {
+        println!(
+            "  {name}  1,000 messages {:>8.1} us   {large_size} messages {:>8.1} us   ratio {:.2} (target <= 1.2)",
+            per_page(slots.0),
+            per_page(slots.1),
+            per_page(slots.1) / per_page(slots.0)
+        );
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("the runtime");
+    let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+    let wants = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
+    if wants("throughput") || wants("latency") {
+        let projected = runtime.block_on(throughput());
+        if wants("latency") {
+            runtime.block_on(latency(projected / 2.0));
+        }
+    }
+    if wants("pages") {
+        runtime.block_on(page_cost());
+    }
+}
