@@ -31,13 +31,29 @@ pub struct DeliveryArgs {
     /// Attempts in flight in the process, at most.
     #[arg(long = "webhooks-concurrency", env = "RECAP_WEBHOOKS_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Development and tests only: multiplies every delay of the retry schedule (0.001
+    /// turns 5 s, 5 min, 30 min, … into 5 ms, 300 ms, 1.8 s, …), so that a test sees a
+    /// delivery retried on schedule and an endpoint disabled within seconds.
+    #[arg(long = "webhooks-retry-scale", env = "RECAP_WEBHOOKS_RETRY_SCALE", default_value_t = 1.0, value_parser = retry_scale)]
+    pub retry_scale: f64,
+}
+
+/// A retry scale: a finite number above 0 and at most 1.
+fn retry_scale(text: &str) -> Result<f64, String> {
+    let scale: f64 = text.parse().map_err(|_| format!("{text:?} is not a number"))?;
+    if !(scale > 0.0 && scale <= 1.0) {
+        return Err(format!("{text} is not above 0 and at most 1"));
+    }
+    Ok(scale)
 }
 
 impl DeliveryArgs {
     fn runtime(&self, driver: Arc<dyn Driver>, retention: Duration) -> Runtime {
         let mut runtime = Runtime::new(driver, retention, ClientConfig { allow_insecure: self.allow_insecure, ..ClientConfig::default() });
-        runtime.deliverer =
+        let mut deliverer =
             DelivererConfig { per_endpoint: self.endpoint_concurrency as usize, global: self.concurrency as usize, ..DelivererConfig::default() };
+        deliverer.schedule.delays = deliverer.schedule.delays.iter().map(|delay| delay.mul_f64(self.retry_scale)).collect();
+        runtime.deliverer = deliverer;
         runtime
     }
 }
