@@ -336,9 +336,12 @@ fn quick_retries() -> (String, String) {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under_load() {
+    const PER_ACCOUNT: usize = 500;
     let runtime = runtime();
     let events = events();
-    let mut cluster = Cluster::start(&[unlimited()]);
+    // More attempts in flight per endpoint than by default: every receipt waits for two
+    // API calls.
+    let mut cluster = Cluster::start(&[unlimited(), ("RECAP_WEBHOOKS_ENDPOINT_CONCURRENCY".into(), "16".into())]);
     cluster.add_webhooks();
     let accounts = ["acc_ryw_a", "acc_ryw_b", "acc_ryw_c", "acc_ryw_d"];
     let mut receivers = Vec::new();
@@ -354,14 +357,14 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
         setup.push(account(events, account_id));
         setup.push(events.token_created(*account_id, format!("tok_{account_id}"), recap_access::token_sha256(&token)).envelope());
         setup.push(events.webhook_endpoint(*account_id, format!("ep_{account_id}"), &receiver.url).envelope());
-        load.push(meetings(events, account_id, 750));
+        load.push(meetings(events, account_id, PER_ACCOUNT));
         receivers.push(receiver);
     }
     cluster.produce(&setup);
     cluster.wait_projected();
     // Interleaved, produced in a few large appends, as fast as the tool writes them.
     let mut lines = Vec::new();
-    for index in 0..750 {
+    for index in 0..PER_ACCOUNT {
         lines.extend(load.iter().map(|account| account[index].clone()));
     }
     let started = Instant::now();
@@ -373,7 +376,7 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
     let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
     let messages: usize = produced.values().map(BTreeSet::len).sum();
     eprintln!("{messages} messages delivered {:?} after the first event was produced", started.elapsed());
-    assert!(messages >= 3_000, "thousands of messages: {messages}");
+    assert!(messages >= 2_000, "thousands of messages: {messages}");
     for (account_id, receiver) in &pairs {
         let failures = receiver.failures.lock().unwrap().clone();
         assert_eq!(failures.len(), 0, "{account_id}: the API did not show what was announced: {:?}", &failures[..failures.len().min(5)]);
@@ -456,7 +459,8 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
     cluster.webhooks[deliverer].start();
     let pairs: Vec<(&str, &Receiver)> = accounts.iter().copied().zip(receivers.iter()).collect();
     let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
-    assert_at_least_once_without_strangers(&produced, &pairs);
+    let duplicates = assert_at_least_once_without_strangers(&produced, &pairs);
+    eprintln!("killed after {at_kill} receipts; {duplicates} messages delivered again after the restart");
 }
 
 // docs/webhooks.md, Retries: "A failed attempt is retried after 5 seconds, 5 minutes,
