@@ -473,10 +473,10 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
 fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once_it_is_back() {
     let runtime = runtime();
     let events = events();
-    let mut cluster = Cluster::start(&[quick_retries()]);
+    let mut cluster = Cluster::start(&[quick_retries(), unlimited()]);
     cluster.add_webhooks();
     let mut receiver = Receiver::start(&runtime, Duration::ZERO, None);
-    let (setup, _) = subscriber(events, "acc_down", &receiver.url);
+    let (setup, token) = subscriber(events, "acc_down", &receiver.url);
     cluster.produce(&setup);
     cluster.wait_projected();
     receiver.down();
@@ -496,6 +496,32 @@ fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once
     let pairs = [("acc_down", &receiver)];
     let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(90));
     assert_at_least_once_without_strangers(&produced, &pairs);
+    // The endpoint's attempts name each way it failed, and the retries that followed.
+    let attempts = attempts(&cluster.query_apis[0].url, &token, "ep_acc_down");
+    let outcomes: BTreeSet<&str> = attempts.iter().filter_map(|attempt| attempt["outcome"].as_str()).collect();
+    assert_eq!(outcomes, BTreeSet::from(["failed", "succeeded", "timed_out", "unreachable"]), "outcomes of the endpoint's attempts");
+    assert!(attempts.iter().any(|attempt| attempt["outcome"] == "failed" && attempt["response_status"] == 500), "a 500 is a failed attempt with its status");
+    assert!(attempts.iter().any(|attempt| attempt["attempt"].as_u64() > Some(3)), "deliveries were retried on schedule, several times");
+}
+
+/// Every attempt listed for `endpoint_id`, page by page.
+fn attempts(base_url: &str, token: &str, endpoint_id: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base_url}/webhook-endpoints/{endpoint_id}/attempts?limit=100");
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&cursor={cursor}"));
+        }
+        let (status, _, body) = get(&url, Some(token));
+        assert_eq!(status, 200, "{body}");
+        let page: Value = serde_json::from_str(&body).unwrap();
+        all.extend(page["data"].as_array().unwrap().iter().cloned());
+        if page["has_more"] != true {
+            return all;
+        }
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+    }
 }
 
 // docs/webhooks.md: "a slow or dead endpoint holds only its own slots and never delays
