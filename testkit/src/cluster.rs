@@ -1,9 +1,9 @@
 //! The distributed edition under test: one `recap projector`, two `recap query-api` and
 //! one `recap mcp` process, and the `recap webhooks` processes a test adds
 //! ([`Cluster::add_webhooks`], started with `--webhooks-allow-insecure` so that they
-//! deliver to a receiver on loopback), over the real engines started by `make up` (Kafka, Cassandra
-//! standing in for ScyllaDB, Redis), isolated per test by their own topic prefix,
-//! keyspace, consumer group and Redis key prefix. Engine addresses come from
+//! deliver to a receiver on loopback), over the real engines started by `make up`
+//! (Kafka, Cassandra standing in for ScyllaDB, Redis), isolated per test by their own
+//! topic prefix, keyspace, consumer groups and Redis key prefix. Engine addresses come from
 //! `RECAP_KAFKA_BROKERS`, `RECAP_SCYLLA_NODES` and `RECAP_REDIS_URL`, or from the file
 //! `make up` writes (`~/.cache/recap/engines/env`). Starting and dropping a cluster
 //! run a runtime of their own (topics, keyspace): never from inside a test's runtime
