@@ -11,8 +11,8 @@
 #      Cassandra keyspace per world (`cassandra`), the router suites and the REST and
 #      MCP black-box suites with each world a cluster of its own (`cluster`: one
 #      projector, two query-api and one mcp process fed through Kafka), then the fault
-#      suite (one test at a time: it stops and kills shared engines), and the
-#      distributed roles' telemetry.
+#      suite and the webhooks' suite under load and faults (one test at a time: they
+#      stop, kill and pause shared engines), and the distributed roles' telemetry.
 # Prints one closing summary line over every test binary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +62,7 @@ if scripts/engines/up.sh; then
   run cargo build --bin recap
   run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test generated -- --test-threads=2
   run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
-  run cargo test --test distributed -- --ignored --test-threads=1
+  run cargo test --test distributed --test webhooks_distributed -- --ignored --test-threads=1
   run cargo test --test telemetry -- --ignored
 else
   echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"

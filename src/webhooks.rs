@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use recap_readmodel::{Driver, ReadModel};
 use recap_webhooks::kafka::KafkaReaderConfig;
-use recap_webhooks::{ClientConfig, DelivererConfig, Runtime};
+use recap_webhooks::{ClientConfig, DelivererConfig, RetrySchedule, Runtime};
 
 use crate::distributed::{serve_admin, shutdown_watch, KafkaArgs, ScyllaArgs};
 use crate::telemetry::Telemetry;
@@ -31,15 +31,37 @@ pub struct DeliveryArgs {
     /// Attempts in flight in the process, at most.
     #[arg(long = "webhooks-concurrency", env = "RECAP_WEBHOOKS_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Development and tests only: multiplies every delay of the retry schedule (0.001
+    /// turns 5 s, 5 min, 30 min, … into 5 ms, 300 ms, 1.8 s, …), so that a test sees a
+    /// delivery retried on schedule and an endpoint disabled within seconds.
+    #[arg(long = "webhooks-retry-scale", env = "RECAP_WEBHOOKS_RETRY_SCALE", default_value_t = 1.0, value_parser = retry_scale)]
+    pub retry_scale: f64,
+}
+
+/// A retry scale: a finite number above 0 and at most 1.
+fn retry_scale(text: &str) -> Result<f64, String> {
+    let scale: f64 = text.parse().map_err(|_| format!("{text:?} is not a number"))?;
+    if !(scale > 0.0 && scale <= 1.0) {
+        return Err(format!("{text} is not above 0 and at most 1"));
+    }
+    Ok(scale)
 }
 
 impl DeliveryArgs {
     fn runtime(&self, driver: Arc<dyn Driver>, retention: Duration) -> Runtime {
         let mut runtime = Runtime::new(driver, retention, ClientConfig { allow_insecure: self.allow_insecure, ..ClientConfig::default() });
-        runtime.deliverer =
+        let mut deliverer =
             DelivererConfig { per_endpoint: self.endpoint_concurrency as usize, global: self.concurrency as usize, ..DelivererConfig::default() };
+        deliverer.schedule = scaled_schedule(self.retry_scale);
+        runtime.deliverer = deliverer;
         runtime
     }
+}
+
+/// The retry schedule with every delay multiplied by `scale` (the jitter unchanged).
+fn scaled_schedule(scale: f64) -> RetrySchedule {
+    let schedule = RetrySchedule::default();
+    RetrySchedule { delays: schedule.delays.iter().map(|delay| delay.mul_f64(scale)).collect(), ..schedule }
 }
 
 /// The embedded edition's task: tails the outbox of `driver` until `stop`.
@@ -100,4 +122,28 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
     let _ = admin.await;
     tracing::info!("webhooks stopped after committing its last batch");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_retry_scale_is_a_number_above_0_and_at_most_1() {
+        assert_eq!(retry_scale("1"), Ok(1.0));
+        assert_eq!(retry_scale("0.0002"), Ok(0.0002));
+        assert_eq!(retry_scale("0"), Err("0 is not above 0 and at most 1".to_owned()));
+        assert_eq!(retry_scale("2"), Err("2 is not above 0 and at most 1".to_owned()));
+        assert_eq!(retry_scale("NaN"), Err("NaN is not above 0 and at most 1".to_owned()));
+        assert_eq!(retry_scale("fast"), Err("\"fast\" is not a number".to_owned()));
+    }
+
+    #[test]
+    fn the_retry_scale_multiplies_every_delay_of_the_schedule_and_keeps_its_jitter() {
+        assert_eq!(scaled_schedule(1.0), RetrySchedule::default());
+        let quick = scaled_schedule(0.001);
+        assert_eq!(quick.delays[..3], [Duration::from_millis(5), Duration::from_millis(300), Duration::from_millis(1_800)]);
+        assert_eq!(quick.delays.len(), 9);
+        assert_eq!(quick.jitter, 0.2);
+    }
 }

@@ -1,7 +1,9 @@
 //! The distributed edition under test: one `recap projector`, two `recap query-api` and
-//! one `recap mcp` process over the real engines started by `make up` (Kafka, Cassandra
-//! standing in for ScyllaDB, Redis), isolated per test by their own topic prefix,
-//! keyspace, consumer group and Redis key prefix. Engine addresses come from
+//! one `recap mcp` process, and the `recap webhooks` processes a test adds
+//! ([`Cluster::add_webhooks`], started with `--webhooks-allow-insecure` so that they
+//! deliver to a receiver on loopback), over the real engines started by `make up`
+//! (Kafka, Cassandra standing in for ScyllaDB, Redis), isolated per test by their own
+//! topic prefix, keyspace, consumer groups and Redis key prefix. Engine addresses come from
 //! `RECAP_KAFKA_BROKERS`, `RECAP_SCYLLA_NODES` and `RECAP_REDIS_URL`, or from the file
 //! `make up` writes (`~/.cache/recap/engines/env`). Starting and dropping a cluster
 //! run a runtime of their own (topics, keyspace): never from inside a test's runtime
@@ -95,7 +97,8 @@ impl Role {
         self.child = Some(child);
         self.url.clear();
         self.admin_url.clear();
-        let wants_url = self.name != "projector";
+        // The projector and the webhooks role serve only their admin address.
+        let wants_url = !matches!(self.name.as_str(), "projector" | "webhooks");
         let deadline = Instant::now() + Duration::from_secs(120);
         while self.admin_url.is_empty() || (wants_url && self.url.is_empty()) {
             let line = receiver
@@ -171,6 +174,8 @@ pub struct Cluster {
     pub projectors: Vec<Role>,
     pub query_apis: Vec<Role>,
     pub mcp: Role,
+    /// The `recap webhooks` processes ([`Cluster::add_webhooks`]), in one consumer group.
+    pub webhooks: Vec<Role>,
     /// Events produced so far: the projector has caught up when it accounted for all.
     pub produced: AtomicU64,
     pub topic_prefix: String,
@@ -212,7 +217,7 @@ impl Cluster {
         let projectors = vec![Role::spawn("projector", vec!["projector".into()], common.clone())];
         let query_apis = (0..2).map(|_| Role::spawn("query-api", vec!["query-api".into()], common.clone())).collect();
         let mcp = Role::spawn("mcp", vec!["mcp".into()], common.clone());
-        Cluster { id, engines, projectors, query_apis, mcp, produced: AtomicU64::new(0), topic_prefix, keyspace, common_envs: common }
+        Cluster { id, engines, projectors, query_apis, mcp, webhooks: Vec::new(), produced: AtomicU64::new(0), topic_prefix, keyspace, common_envs: common }
     }
 
     /// A setting every role of the cluster was started with.
@@ -223,6 +228,16 @@ impl Cluster {
     /// Another projector in the same consumer group (rebalance tests).
     pub fn add_projector(&mut self) {
         self.projectors.push(Role::spawn("projector", vec!["projector".into()], self.common_envs.clone()));
+    }
+
+    /// Starts a `recap webhooks` process (another member of the group
+    /// `<prefix>recap-webhooks` when one runs already), delivering to `http` and loopback
+    /// URLs; its settings are the cluster's (`RECAP_WEBHOOKS_*` among the `envs` given to
+    /// [`Cluster::start`]). Its index in [`Cluster::webhooks`].
+    pub fn add_webhooks(&mut self) -> usize {
+        let args = vec!["webhooks".into(), "--webhooks-allow-insecure".into()];
+        self.webhooks.push(Role::spawn("webhooks", args, self.common_envs.clone()));
+        self.webhooks.len() - 1
     }
 
     /// Publishes events to their contract topics with their contract keys.
@@ -262,7 +277,7 @@ impl Drop for Cluster {
     /// holding hundreds of test tables slows down until schema changes time out, and a
     /// broker holding thousands of test partitions runs out of heap.
     fn drop(&mut self) {
-        for role in self.projectors.iter_mut().chain(self.query_apis.iter_mut()).chain(std::iter::once(&mut self.mcp)) {
+        for role in self.projectors.iter_mut().chain(self.query_apis.iter_mut()).chain(std::iter::once(&mut self.mcp)).chain(self.webhooks.iter_mut()) {
             role.kill9();
         }
         let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
