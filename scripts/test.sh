@@ -52,7 +52,7 @@ done
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
-  run cargo test -p recap-projector --test kafka_lag -- --ignored
+  run cargo test -p recap-projector --test kafka_lag --test kafka_messages -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test generated
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-webhooks --test delivery
