@@ -252,6 +252,25 @@ struct Letter {
     reason: String,
 }
 
+/// Enqueues one record, in call order (the idempotent producer keeps that order per
+/// partition); a full queue waits for deliveries to make room rather than letting a
+/// later record in first.
+async fn enqueue<K, P>(producer: &FutureProducer, mut record: FutureRecord<'_, K, P>) -> Result<rdkafka::producer::DeliveryFuture, String>
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send_result(record) {
+            Ok(delivery) => return Ok(delivery),
+            Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), returned)) => {
+                record = returned;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err((error, _)) => return Err(error.to_string()),
+        }
+    }
+}
 async fn send_letters(producer: &FutureProducer, topic: &str, letters: &[Letter]) -> Result<(), String> {
     for letter in letters {
         let partition = letter.partition.to_string();
@@ -277,19 +296,10 @@ async fn send_messages(producer: &FutureProducer, topic: &str, messages: &[Accou
     for told in messages {
         // A message holds strings, numbers, booleans and objects only.
         let payload = serde_json::to_vec(told).map_err(|error| error.to_string())?;
-        let mut record = FutureRecord::to(topic).payload(&payload).key(&told.account_id);
+        let record = FutureRecord::to(topic).payload(&payload).key(&told.account_id);
         // Enqueued in order (the idempotent producer keeps it per partition); a full
         // queue waits for deliveries to make room.
-        let delivery = loop {
-            match producer.send_result(record) {
-                Ok(delivery) => break delivery,
-                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), returned)) => {
-                    record = returned;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err((error, _)) => return Err(error.to_string()),
-            }
-        };
+        let delivery = enqueue(producer, record).await?;
         deliveries.push(delivery);
     }
     for delivery in deliveries {
@@ -619,20 +629,11 @@ pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&s
     for line in lines {
         let (topic, key) = route(line);
         let topic = topic_override.map(str::to_string).unwrap_or_else(|| format!("{topic_prefix}{topic}"));
-        let mut record = FutureRecord::to(&topic).payload(line.as_slice()).key(&key);
+        let record = FutureRecord::to(&topic).payload(line.as_slice()).key(&key);
         // Enqueued one after the other, in input order (the idempotent producer keeps
         // that order per partition): a key's events arrive as they were written. A full
         // queue waits for deliveries to make room rather than letting a later line in.
-        let delivery = loop {
-            match producer.send_result(record) {
-                Ok(delivery) => break delivery,
-                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), returned)) => {
-                    record = returned;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err((error, _)) => return Err(error.to_string()),
-            }
-        };
+        let delivery = enqueue(&producer, record).await?;
         deliveries.push(delivery);
     }
     let mut sent = 0;
