@@ -24,7 +24,7 @@ use std::sync::Arc;
 use recap_schemas::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{now_micros, Driver, Mutation, Op, ScanRange, StoreError};
+use crate::driver::{now_micros, ConditionalRow, Driver, Mutation, Op, ScanRange, StoreError};
 use crate::messages::{AccountMessage, Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_SECRETS};
@@ -273,14 +273,18 @@ impl WebhookStore {
     }
 
     pub async fn save_endpoint_state(&self, account_id: &str, endpoint_id: &str, state: &EndpointState) -> Result<(), StoreError> {
-        let mutation = Mutation {
+        self.driver.write(vec![self.endpoint_state_row(account_id, endpoint_id, state, now_micros())]).await
+    }
+
+    /// The row of an endpoint's delivery state, written at `ts` (the newest wins).
+    pub fn endpoint_state_row(&self, account_id: &str, endpoint_id: &str, state: &EndpointState, ts: i64) -> Mutation {
+        Mutation {
             table: &WEBHOOK_ENDPOINT_STATES,
             partition: vec![Val::text(account_id), Val::text(endpoint_id)],
             clustering: vec![],
             op: Op::Put { body: encode(state), expires_at: None },
-            ts: now_micros(),
-        };
-        self.driver.write(vec![mutation]).await
+            ts,
+        }
     }
 
     // ---- the feed -----------------------------------------------------------------
@@ -301,6 +305,35 @@ impl WebhookStore {
         };
         let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
         Ok(claim.seq == seq)
+    }
+
+    /// [`WebhookStore::claim`] of each `(account id, seq, message)`, told in their
+    /// order, with one conditional write for all of them (one commit on the embedded
+    /// store). Each message at most once a call: of two seqs of one id in one call,
+    /// which wins is not decided here.
+    pub async fn claim_many(&self, claims: &[(&str, i64, &Message)]) -> Result<Vec<bool>, StoreError> {
+        let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
+        let rows = claims
+            .iter()
+            .map(|(account_id, seq, message)| ConditionalRow {
+                partition: vec![Val::text(*account_id), Val::text(&message.id)],
+                clustering: vec![],
+                body: encode(&Claim { seq: *seq, message: (*message).clone() }),
+                expires_at,
+            })
+            .collect();
+        let mut won = self.driver.insert_if_absent_many(&MESSAGES_BY_ID, rows).await?;
+        for ((account_id, seq, message), won) in claims.iter().zip(won.iter_mut()) {
+            if *won {
+                continue;
+            }
+            // Held already: by this very seq in an earlier run (a replay), or another.
+            if let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(*account_id), Val::text(&message.id)], &[]).await? {
+                let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
+                *won = claim.seq == *seq;
+            }
+        }
+        Ok(won)
     }
 
     /// The feed row of a claimed message, to write with the other rows of its batch.

@@ -1,22 +1,19 @@
-//! From the message log to the feed and the delivery queue, for one batch: each message
-//! is claimed (a duplicate at another seq is dropped), then the feed rows and one
-//! delivery per endpoint that wants the message are written, then the feed heads. The
-//! caller commits its log position only after this returns, so a crash anywhere replays
-//! the batch, and replaying writes the same rows again (the same keys; a delivery first
-//! due at the message's time, or at the time it was read when that lies ahead).
+//! From the message log to the feed and the delivery queue, for one batch: its messages
+//! are claimed in one conditional write (a duplicate at another seq is dropped), then
+//! the feed rows and one delivery per endpoint that wants the message are written, then
+//! the feed heads. The caller commits its log position only after this returns, so a
+//! crash anywhere replays the batch, and replaying writes the same rows again (the
+//! same keys; a delivery first due at the message's time, or at the time it was read
+//! when that lies ahead).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
-use futures::{StreamExt, TryStreamExt};
-use recap_readmodel::messages::AccountMessage;
+use recap_readmodel::messages::{AccountMessage, Message};
 use recap_readmodel::webhooks::{Delivery, EndpointRecord, EndpointState, WebhookStore};
 use recap_readmodel::StoreError;
 
 use crate::metrics::Stats;
-
-/// Claims in flight at once (each a lightweight transaction on ScyllaDB).
-const CLAIM_CONCURRENCY: usize = 32;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
 /// sequence, or the record's offset) and the shard its deliveries go to.
@@ -41,16 +38,13 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // claims of one id could otherwise let the later seq win.
     let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
     let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.message.account_id.as_str(), entry.message.message.id.as_str()))).collect();
-    // Collected first: a stream mapping with a closure over borrowed entries is not
-    // provably Send to the compiler.
-    let pending: Vec<_> = batch
+    let pending: Vec<(&str, i64, &Message)> = batch
         .iter()
         .zip(&firsts)
         .filter(|(_, first)| **first)
-        .map(|(entry, _)| store.claim(&entry.message.account_id, entry.seq, &entry.message.message))
+        .map(|(entry, _)| (entry.message.account_id.as_str(), entry.seq, &entry.message.message))
         .collect();
-    let won: Vec<bool> = futures::stream::iter(pending).buffered(CLAIM_CONCURRENCY).try_collect().await?;
-    let mut won = won.into_iter();
+    let mut won = store.claim_many(&pending).await?.into_iter();
     let claims: Vec<bool> = firsts.iter().map(|first| *first && won.next().unwrap_or(false)).collect();
     let mut endpoints: HashMap<&str, Vec<(EndpointRecord, EndpointState)>> = HashMap::new();
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
