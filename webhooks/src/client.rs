@@ -9,16 +9,26 @@
 //! - one deadline bounds connecting, TLS, sending and the answer
 //!   ([`ClientConfig::timeout`], 10 s by default), and at most
 //!   [`ClientConfig::body_cap`] bytes of the answer's body are read, then dropped;
-//! - TLS by rustls with the Mozilla roots (`webpki-roots`): no system TLS library.
+//! - TLS by rustls with the Mozilla roots (`webpki-roots`): no system TLS library;
+//! - connections are kept for the next attempt to the same place (an endpoint's
+//!   deliveries then pay no new handshake each), keyed by scheme, host name and the
+//!   checked address they were opened to: a kept connection is only ever used for a
+//!   URL whose host resolves, at that attempt, to that very address. A kept connection
+//!   the receiver closed meanwhile costs one retry on a new one (the receiver may then
+//!   see the `webhook-id` twice, which at-least-once delivery allows). The pool is
+//!   ours, not a general HTTP client's, because its key must be the checked address,
+//!   not the URL's authority.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -32,11 +42,15 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Most bytes of an answer's body read (the rest is dropped unread).
     pub body_cap: usize,
+    /// Idle connections kept per host name and address.
+    pub idle_per_target: usize,
+    /// How long an idle connection is kept.
+    pub idle_for: Duration,
 }
 
 impl Default for ClientConfig {
     fn default() -> ClientConfig {
-        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024 }
+        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024, idle_per_target: 8, idle_for: Duration::from_secs(15) }
     }
 }
 
@@ -62,12 +76,35 @@ pub fn system_resolver() -> Resolver {
     Arc::new(|host: String, port: u16| Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) }))
 }
 
-/// The delivery client. Cheap to clone.
+/// The delivery client. Cheap to clone (clones share their kept connections).
 #[derive(Clone)]
 pub struct SafeClient {
     config: ClientConfig,
     tls: tokio_rustls::TlsConnector,
     resolver: Resolver,
+    pool: Arc<Mutex<HashMap<PoolKey, Vec<Kept>>>>,
+}
+
+/// Where a kept connection goes: `https`, the host name, the checked address.
+type PoolKey = (bool, String, SocketAddr);
+
+/// An open connection: its request half and the task driving it, ended when this is
+/// dropped (on a deadline too, so no connection outlives its attempt unless kept).
+struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    driver: tokio::task::AbortHandle,
+    key: PoolKey,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+struct Kept {
+    connection: Connection,
+    since: Instant,
 }
 
 /// Where a URL sends a request, once checked.
@@ -95,7 +132,7 @@ impl SafeClient {
             Ok(builder) => builder.with_root_certificates(roots).with_no_client_auth(),
             Err(_) => rustls::ClientConfig::builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth(),
         };
-        SafeClient { config, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)), resolver }
+        SafeClient { config, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)), resolver, pool: Arc::default() }
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -151,25 +188,73 @@ impl SafeClient {
 
     async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<u16, SendError> {
         let target = self.target(url).await?;
-        let stream = connect(&target.addresses).await?;
-        let request = request(&target, headers, body)?;
+        let body = Bytes::from(body);
+        if let Some(kept) = self.take_kept(&target) {
+            if let Ok(answer) = exchange(kept, request(&target, headers, body.clone())?, self.config.body_cap).await {
+                return Ok(self.keep(answer));
+            }
+            // Closed by the receiver while kept: once more on a new connection.
+        }
+        let connection = self.open(&target).await?;
+        let answer = exchange(connection, request(&target, headers, body)?, self.config.body_cap).await?;
+        Ok(self.keep(answer))
+    }
+
+    /// A kept connection to one of the target's checked addresses, if one is open.
+    fn take_kept(&self, target: &Target) -> Option<Connection> {
+        let mut pool = self.pool.lock().ok()?;
+        for address in &target.addresses {
+            let key = (target.https, target.host.clone(), *address);
+            let Some(kept) = pool.get_mut(&key) else { continue };
+            while let Some(entry) = kept.pop() {
+                if entry.since.elapsed() < self.config.idle_for && !entry.connection.sender.is_closed() {
+                    return Some(entry.connection);
+                }
+            }
+            pool.remove(&key);
+        }
+        None
+    }
+
+    /// Keeps the connection of an answer that left it reusable; the answer's status.
+    fn keep(&self, (status, reusable): (u16, Option<Connection>)) -> u16 {
+        let Some(connection) = reusable else { return status };
+        if let Ok(mut pool) = self.pool.lock() {
+            // Expired connections of every target go first: the pool holds only live ones.
+            pool.retain(|_, kept| {
+                kept.retain(|entry| entry.since.elapsed() < self.config.idle_for && !entry.connection.sender.is_closed());
+                !kept.is_empty()
+            });
+            let kept = pool.entry(connection.key.clone()).or_default();
+            if kept.len() < self.config.idle_per_target {
+                kept.push(Kept { connection, since: Instant::now() });
+            }
+        }
+        status
+    }
+
+    /// A new connection to the first checked address that accepts one, through TLS for
+    /// `https`.
+    async fn open(&self, target: &Target) -> Result<Connection, SendError> {
+        let (stream, address) = connect(&target.addresses).await?;
+        let key = (target.https, target.host.clone(), address);
         if !target.https {
-            return exchange(stream, request, self.config.body_cap).await;
+            return handshake(stream, key).await;
         }
         let name = rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|_| SendError::Refused("not a TLS server name".into()))?;
         let stream = self.tls.connect(name, stream).await.map_err(|error| SendError::Unreachable(format!("TLS with port {}: {error}", target.port)))?;
-        exchange(stream, request, self.config.body_cap).await
+        handshake(stream, key).await
     }
 }
 
-/// A connection to the first checked address that accepts one.
-async fn connect(addresses: &[SocketAddr]) -> Result<TcpStream, SendError> {
+/// A connection to the first checked address that accepts one, and that address.
+async fn connect(addresses: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), SendError> {
     let mut last = None;
     for address in addresses {
         match TcpStream::connect(address).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                return Ok(stream);
+                return Ok((stream, *address));
             }
             Err(error) => last = Some(error),
         }
@@ -177,7 +262,18 @@ async fn connect(addresses: &[SocketAddr]) -> Result<TcpStream, SendError> {
     Err(SendError::Unreachable(format!("connecting: {}", last.map(|error| error.to_string()).unwrap_or_default())))
 }
 
-fn request(target: &Target, headers: &[(&str, String)], body: Vec<u8>) -> Result<hyper::Request<Full<Bytes>>, SendError> {
+/// HTTP/1.1 over `stream`, driven by a task of its own.
+async fn handshake<S>(stream: S, key: PoolKey) -> Result<Connection, SendError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|error| SendError::Unreachable(format!("HTTP: {error}")))?;
+    let driver = tokio::spawn(connection).abort_handle();
+    Ok(Connection { sender, driver, key })
+}
+
+fn request(target: &Target, headers: &[(&str, String)], body: Bytes) -> Result<hyper::Request<Full<Bytes>>, SendError> {
     let mut builder = hyper::Request::post(target.path.as_str())
         .header(hyper::header::HOST, target.authority.as_str())
         .header(hyper::header::CONTENT_TYPE, "application/json")
@@ -185,36 +281,32 @@ fn request(target: &Target, headers: &[(&str, String)], body: Vec<u8>) -> Result
     for (name, value) in headers {
         builder = builder.header(*name, value.as_str());
     }
-    builder.body(Full::new(Bytes::from(body))).map_err(|error| SendError::Refused(format!("request: {error}")))
+    builder.body(Full::new(body)).map_err(|error| SendError::Refused(format!("request: {error}")))
 }
 
-/// Sends the request over `stream` and reads the answer's status and at most `cap`
-/// bytes of its body.
-async fn exchange<S>(stream: S, request: hyper::Request<Full<Bytes>>, cap: usize) -> Result<u16, SendError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|error| SendError::Unreachable(format!("HTTP: {error}")))?;
-    let connection = tokio::spawn(connection);
-    let outcome = async {
-        let response = sender.send_request(request).await.map_err(|error| SendError::Unreachable(format!("HTTP: {error}")))?;
-        let status = response.status().as_u16();
-        let mut body = response.into_body();
-        let mut read = 0usize;
-        while read < cap {
-            match body.frame().await {
-                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |data| data.len()),
-                // A body cut short still carried the status the receiver chose.
-                Some(Err(_)) | None => break,
+/// Sends the request over `connection` and reads the answer's status and at most `cap`
+/// bytes of its body; gives the connection back when the whole body was read and it
+/// stays open (the next request may use it).
+async fn exchange(mut connection: Connection, request: hyper::Request<Full<Bytes>>, cap: usize) -> Result<(u16, Option<Connection>), SendError> {
+    connection.sender.ready().await.map_err(|error| SendError::Unreachable(format!("HTTP: {error}")))?;
+    let response = connection.sender.send_request(request).await.map_err(|error| SendError::Unreachable(format!("HTTP: {error}")))?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut read = 0usize;
+    let mut ended = false;
+    while read <= cap {
+        match body.frame().await {
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, |data| data.len()),
+            // A body cut short still carried the status the receiver chose.
+            Some(Err(_)) => break,
+            None => {
+                ended = true;
+                break;
             }
         }
-        Ok(status)
     }
-    .await;
-    // The connection is not reused: one request per attempt, dropped with what is left.
-    connection.abort();
-    outcome
+    // A body over the cap, or cut short, ends its connection (dropped with the rest).
+    Ok((status, (ended && !connection.sender.is_closed()).then_some(connection)))
 }
 
 #[cfg(test)]
@@ -281,5 +373,85 @@ mod tests {
         assert_eq!(target.addresses, vec!["127.0.0.1:8443".parse().unwrap()]);
         assert_eq!((target.https, target.authority.as_str(), target.path.as_str()), (false, "receiver.test:8443", "/hook?x=1"));
         assert!(refusal(&client, "http://[::1]:9/").await.is_none());
+    }
+
+    /// A receiver speaking just enough HTTP/1.1 to answer 200 to each request; counts
+    /// the connections it accepted, and closes each after `requests_per_connection`.
+    async fn counting_receiver(requests_per_connection: usize) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    for served in 1..=requests_per_connection {
+                        // Headers, then a body of the length they announce.
+                        let end = loop {
+                            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+                                break at + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+                        let length: usize =
+                            head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
+                        while buffer.len() < end + length {
+                            let mut chunk = [0u8; 4096];
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                            }
+                        }
+                        buffer.drain(..end + length);
+                        let close = if served == requests_per_connection { "connection: close\r\n" } else { "" };
+                        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{close}\r\nok");
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn attempts_to_one_receiver_reuse_its_connection() {
+        let (url, accepted) = counting_receiver(usize::MAX).await;
+        let client = client(true, "127.0.0.1");
+        for _ in 0..5 {
+            assert_eq!(client.post(&url, &[("webhook-id", "msg_1".into())], b"{}".to_vec()).await, Ok(200));
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_receiver_closed_is_replaced_without_a_failed_attempt() {
+        let (url, accepted) = counting_receiver(2).await;
+        let client = client(true, "127.0.0.1");
+        for _ in 0..6 {
+            assert_eq!(client.post(&url, &[], b"{}".to_vec()).await, Ok(200));
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn concurrent_attempts_open_their_own_connections_and_keep_them() {
+        let (url, accepted) = counting_receiver(usize::MAX).await;
+        let client = client(true, "127.0.0.1");
+        let round = || futures::future::join_all((0..4).map(|_| client.post(&url, &[], b"{}".to_vec())));
+        assert!(round().await.iter().all(|answer| *answer == Ok(200)));
+        let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..=4).contains(&opened), "{opened} connections for 4 concurrent attempts");
+        assert!(round().await.iter().all(|answer| *answer == Ok(200)));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), opened, "the second round reuses the first's connections");
     }
 }
