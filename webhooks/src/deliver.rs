@@ -8,10 +8,18 @@
 //!    (receivers catch up from the feed); so is one whose message expired; one whose
 //!    message the feed head does not cover yet waits;
 //! 2. the message is signed with every secret signing now and POSTed;
-//! 3. the attempt is recorded, with the next delivery row when one is due (a failure
-//!    with attempts left), in one write; then the endpoint's state; then the delivery
+//! 3. the endpoint's slot is freed (it bounds requests in flight to the endpoint, not
+//!    the bookkeeping after them);
+//! 4. the attempt is recorded, with the next delivery row when one is due (a failure
+//!    with attempts left) and the endpoint's state, in one write; then the delivery
 //!    row is removed. A crash before the removal repeats the attempt (at least once:
 //!    the receiver sees the same `webhook-id` again), never loses it.
+//!
+//! Both writes go through the [`Recorder`], which commits the steps of attempts that
+//! end together as one write. An endpoint's state is kept in memory while the
+//! endpoint has attempts under way (loaded from the store at the first), updated
+//! under the endpoint's lock and handed in with a timestamp newer than the last, so
+//! the newest state is the one the store keeps.
 //!
 //! When the last attempt of a delivery fails and the endpoint has failed without a
 //! success for the whole retry span, the endpoint is disabled at its current version
@@ -23,7 +31,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, Delivery, DueDelivery, EndpointRecord, WebhookStore};
+use recap_readmodel::driver::now_micros;
+use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, Delivery, DueDelivery, EndpointRecord, EndpointState, WebhookStore};
 use recap_readmodel::StoreError;
 use recap_schemas::Timestamp;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
@@ -32,6 +41,7 @@ use tracing::Instrument;
 
 use crate::client::{SafeClient, SendError};
 use crate::metrics::Stats;
+use crate::recorder::Recorder;
 use crate::schedule::{Clock, RetrySchedule};
 
 /// Settings of the deliverer.
@@ -91,11 +101,18 @@ impl Shards {
     }
 }
 
-/// One endpoint's slots and the lock its state is updated under.
+/// One endpoint's slots, and its state under the lock it is updated with.
 #[derive(Default)]
 struct EndpointSlots {
     in_flight: Option<Arc<Semaphore>>,
-    state: Arc<tokio::sync::Mutex<()>>,
+    state: Arc<tokio::sync::Mutex<CachedState>>,
+}
+
+/// An endpoint's state as last handed in, and that row's timestamp.
+#[derive(Default)]
+struct CachedState {
+    state: Option<EndpointState>,
+    ts: i64,
 }
 
 /// A delivery row's key: shard, due time, delivery id.
@@ -104,6 +121,7 @@ type DeliveryKey = (String, i64, String);
 /// What the deliverer shares with its attempts.
 struct Shared {
     store: WebhookStore,
+    recorder: Recorder,
     client: SafeClient,
     clock: Arc<dyn Clock>,
     stats: Arc<Stats>,
@@ -142,7 +160,9 @@ impl Deliverer {
         config: DelivererConfig,
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
-        let shared = Shared { store, client, clock, stats, config, in_flight: Mutex::default(), finished: Mutex::default(), endpoints: Mutex::default() };
+        let recorder = Recorder::start(store.clone());
+        let shared =
+            Shared { store, recorder, client, clock, stats, config, in_flight: Mutex::default(), finished: Mutex::default(), endpoints: Mutex::default() };
         Deliverer { shared: Arc::new(shared), shards, wake, global }
     }
 
@@ -211,8 +231,8 @@ impl Deliverer {
                 );
                 attempts.spawn(
                     async move {
-                        let _permits = (endpoint_permit, global_permit);
-                        if let Err(error) = attempt(&shared, &due, &state_lock).await {
+                        let _global_permit = global_permit;
+                        if let Err(error) = attempt(&shared, &due, endpoint_permit, &state_lock, &wake).await {
                             tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
                         }
                         if let Ok(mut finished) = shared.finished.lock() {
@@ -232,7 +252,7 @@ impl Deliverer {
         Ok(())
     }
 
-    fn endpoint_slot(&self, delivery: &Delivery) -> Option<(OwnedSemaphorePermit, Arc<tokio::sync::Mutex<()>>)> {
+    fn endpoint_slot(&self, delivery: &Delivery) -> Option<(OwnedSemaphorePermit, Arc<tokio::sync::Mutex<CachedState>>)> {
         let mut endpoints = self.shared.endpoints.lock().ok()?;
         let slots = endpoints.entry((delivery.account_id.clone(), delivery.endpoint_id.clone())).or_default();
         let semaphore = slots.in_flight.get_or_insert_with(|| Arc::new(Semaphore::new(self.shared.config.per_endpoint.max(1)))).clone();
@@ -256,17 +276,20 @@ impl Deliverer {
         }
         self.shared.stats.queue_depth.store(depth as u64, Ordering::Relaxed);
         self.shared.stats.soonest_due_micros.store(soonest.unwrap_or(0), Ordering::Relaxed);
-        // Endpoints with nothing in flight keep no slots.
+        // Endpoints with nothing under way keep no slots, and no state in memory (an
+        // attempt holds its endpoint's state until its records are written).
         if let Ok(mut endpoints) = self.shared.endpoints.lock() {
-            endpoints
-                .retain(|_, slots| slots.in_flight.as_ref().is_some_and(|semaphore| semaphore.available_permits() < self.shared.config.per_endpoint.max(1)));
+            endpoints.retain(|_, slots| {
+                Arc::strong_count(&slots.state) > 1
+                    || slots.in_flight.as_ref().is_some_and(|semaphore| semaphore.available_permits() < self.shared.config.per_endpoint.max(1))
+            });
         }
     }
 }
 
 /// Drops a delivery that will never be sent.
 async fn drop_delivery(shared: &Shared, due: &DueDelivery, why: &'static str) -> Result<(), StoreError> {
-    shared.store.write(vec![shared.store.delivery_done_row(due)]).await?;
+    shared.recorder.write(vec![shared.store.delivery_done_row(due)]).await?;
     shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
     crate::metrics::record_delivery("dropped");
     tracing::info!(why, "delivery dropped");
@@ -297,7 +320,13 @@ fn outcome_label(outcome: AttemptOutcome) -> &'static str {
 }
 
 /// One attempt of `due` (see the module's steps).
-async fn attempt(shared: &Shared, due: &DueDelivery, state_lock: &tokio::sync::Mutex<()>) -> Result<(), StoreError> {
+async fn attempt(
+    shared: &Shared,
+    due: &DueDelivery,
+    endpoint_permit: OwnedSemaphorePermit,
+    state_lock: &tokio::sync::Mutex<CachedState>,
+    wake: &Notify,
+) -> Result<(), StoreError> {
     let delivery = &due.delivery;
     let store = &shared.store;
     let Some((endpoint, state)) = store.endpoint(&delivery.account_id, &delivery.endpoint_id).await? else {
@@ -322,6 +351,9 @@ async fn attempt(shared: &Shared, due: &DueDelivery, state_lock: &tokio::sync::M
     let started = Instant::now();
     let sent = send(shared, &endpoint, message.to_json().into_bytes(), &message.id, now, &signing).await;
     let elapsed = started.elapsed();
+    drop(endpoint_permit);
+    // The endpoint's slot is free: its next due delivery need not wait for the poll.
+    wake.notify_one();
     let label = outcome_label(sent.outcome);
     let span = tracing::Span::current();
     span.record("outcome", label);
@@ -348,11 +380,15 @@ async fn attempt(shared: &Shared, due: &DueDelivery, state_lock: &tokio::sync::M
     if let Some(next_due) = next_due {
         rows.push(store.delivery_row(&due.shard, next_due, &Delivery { attempt: delivery.attempt + 1, ..delivery.clone() }));
     }
-    store.write(rows).await?;
-
-    {
-        let _serialized = state_lock.lock().await;
-        let mut state = store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?;
+    let recorded = {
+        let mut cached = state_lock.lock().await;
+        let ts = now_micros().max(cached.ts + 1);
+        cached.ts = ts;
+        let state = match cached.state.take() {
+            Some(state) => state,
+            None => store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?,
+        };
+        let state = cached.state.insert(state);
         state.last_attempt_at = Some(Timestamp(now));
         if succeeded {
             state.failing_since = None;
@@ -366,10 +402,14 @@ async fn attempt(shared: &Shared, due: &DueDelivery, state_lock: &tokio::sync::M
                 tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
             }
         }
-        store.save_endpoint_state(&delivery.account_id, &delivery.endpoint_id, &state).await?;
-    }
+        let state_row = store.endpoint_state_row(&delivery.account_id, &delivery.endpoint_id, state, ts);
+        // Handed in under the lock: the recorder keeps the last of one endpoint's states.
+        let endpoint_key = (delivery.account_id.clone(), delivery.endpoint_id.clone());
+        shared.recorder.submit(rows, Some((endpoint_key, state_row)))
+    };
+    recorded.written().await?;
 
-    store.write(vec![store.delivery_done_row(due)]).await?;
+    shared.recorder.write(vec![store.delivery_done_row(due)]).await?;
     if succeeded {
         shared.stats.delivered.fetch_add(1, Ordering::Relaxed);
         crate::metrics::record_delivery("delivered");

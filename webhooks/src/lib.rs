@@ -6,7 +6,8 @@
 //! - [`signing`]: the Standard Webhooks headers;
 //! - [`target`] and [`client`]: where a delivery may go and the client that enforces it;
 //! - [`ingest`], [`outbox`], [`kafka`]: from the message log to the feed and the queue;
-//! - [`deliver`] and [`schedule`]: the attempts, their retry schedule and clock;
+//! - [`deliver`], [`recorder`] and [`schedule`]: the attempts, their group-committed
+//!   records, their retry schedule and clock;
 //! - [`metrics`]: what the runtime reports; [`runtime`]: all of it as the binary runs it.
 
 pub mod client;
@@ -15,6 +16,7 @@ pub mod ingest;
 pub mod kafka;
 pub mod metrics;
 pub mod outbox;
+pub mod recorder;
 pub mod runtime;
 pub mod schedule;
 pub mod signing;
