@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
 use recap_readmodel::messages::{message_id, Message, MessageKind};
@@ -295,11 +294,8 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
                 (index as i64 + 1, message)
             })
             .collect();
-        let claimed: Vec<bool> = futures::stream::iter(chunk.iter().map(|(seq, message)| store.claim("acc", *seq, message)))
-            .buffered(64)
-            .map(|claimed| claimed.expect("claim"))
-            .collect()
-            .await;
+        let claims: Vec<(&str, i64, &Message)> = chunk.iter().map(|(seq, message)| ("acc", *seq, message)).collect();
+        let claimed = store.claim_many(&claims).await.expect("claim");
         assert!(claimed.iter().all(|claimed| *claimed));
         let mut rows: Vec<_> = chunk.iter().map(|(seq, message)| store.feed_row("acc", *seq, message)).collect();
         rows.push(store.head_row("acc", chunk.last().map_or(0, |(seq, _)| *seq)));
@@ -339,11 +335,8 @@ async fn middle_cursor(router: &axum::Router, messages: usize) -> String {
 
 async fn page_cost() {
     let large_size = setting("RECAP_BENCH_FEED_MESSAGES", 1_000_000);
-    // Each claim is a conditional write of its own, committed (and synced) alone: on
-    // the disk here that is under a thousand a second, so the stores live on tmpfs when
-    // there is one. Pages are read from memory (the page cache) either way.
-    let shm = Path::new("/dev/shm");
-    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("a temp dir");
+    // Pages are read from memory (the page cache) on the disk and on tmpfs alike.
+    let dir = store_dir();
     let small = router(account_with_feed(dir.path(), 1_000).await);
     let started = Instant::now();
     let large = router(account_with_feed(dir.path(), large_size).await);
@@ -368,7 +361,7 @@ async fn page_cost() {
     println!(
         "GET /v1/events?limit=50 through the REST router ({pages} pages each, interleaved; the large feed seeded in {:.0} s, {}):",
         seeded_in.as_secs_f64(),
-        if dir.path().starts_with(shm) { "on tmpfs" } else { "on disk" }
+        if dir.path().starts_with("/dev/shm") { "on tmpfs" } else { "on disk" }
     );
     for (name, slots) in [("first page ", (0, 1)), ("middle page", (2, 3))] {
         println!(

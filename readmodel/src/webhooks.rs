@@ -446,7 +446,14 @@ impl WebhookStore {
 
     /// Up to `limit` deliveries of `shard` due at or before `now`, soonest first.
     pub async fn due(&self, shard: &str, now: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
-        let range = ScanRange { start: std::ops::Bound::Unbounded, end: std::ops::Bound::Included(vec![Val::Int(now)]) };
+        self.due_from(shard, i64::MIN, now, limit).await
+    }
+
+    /// [`WebhookStore::due`] of the rows due at or after `from` only (the scan starts
+    /// there, not at the partition's start).
+    pub async fn due_from(&self, shard: &str, from: i64, now: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        let start = if from == i64::MIN { std::ops::Bound::Unbounded } else { std::ops::Bound::Included(vec![Val::Int(from)]) };
+        let range = ScanRange { start, end: std::ops::Bound::Included(vec![Val::Int(now)]) };
         let rows = self.driver.scan(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &range, limit).await?;
         let mut due = Vec::with_capacity(rows.len());
         for row in rows {

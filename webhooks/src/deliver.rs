@@ -26,7 +26,7 @@
 //! (its state names the version); its pending deliveries are then dropped as they come
 //! due, and an upsert of the endpoint (a newer version) re-enables it.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +58,8 @@ pub struct DelivererConfig {
     pub scan: usize,
     /// How often the queue figures are refreshed.
     pub queue_interval: Duration,
+    /// How often every shard is scanned from its start (see [`Shards`]).
+    pub sweep: Duration,
     pub schedule: RetrySchedule,
 }
 
@@ -69,24 +71,39 @@ impl Default for DelivererConfig {
             poll: Duration::from_millis(200),
             scan: 2_000,
             queue_interval: Duration::from_secs(5),
+            sweep: Duration::from_secs(60),
             schedule: RetrySchedule::default(),
         }
     }
 }
 
 /// The shards this process delivers: `"0"` in the embedded edition, the numbers of the
-/// `recap.messages.v1` partitions it holds in the distributed one.
+/// `recap.messages.v1` partitions it holds in the distributed one; and, per shard, the
+/// due time its scans start at.
+///
+/// A delivery row's removal leaves a tombstone in the store until it is purged, and a
+/// shard's rows are one partition: a scan from the partition's start would step over
+/// every delivery ever removed. So each shard keeps a mark at or below the due time of
+/// every live row: every process that writes a delivery row lowers the mark to the
+/// row's due time once it is written (the ingest, an attempt scheduling its retry), and
+/// a scan raises it to the earliest row it found live, or to the time it scanned up to
+/// when it found none, unless it was lowered meanwhile. A shard newly held, and every
+/// shard once a sweep interval, is scanned from its start: what another process wrote
+/// (a retry recorded late by a former holder) is found within that interval.
 #[derive(Clone, Default)]
-pub struct Shards(Arc<Mutex<BTreeSet<String>>>);
+pub struct Shards(Arc<Mutex<BTreeMap<String, i64>>>);
+
+/// The mark of a shard scanned from its start.
+const FROM_THE_START: i64 = i64::MIN;
 
 impl Shards {
     pub fn fixed(shards: &[&str]) -> Shards {
-        Shards(Arc::new(Mutex::new(shards.iter().map(|shard| (*shard).to_owned()).collect())))
+        Shards(Arc::new(Mutex::new(shards.iter().map(|shard| ((*shard).to_owned(), FROM_THE_START)).collect())))
     }
 
     pub fn add(&self, shard: String) {
         if let Ok(mut shards) = self.0.lock() {
-            shards.insert(shard);
+            shards.insert(shard, FROM_THE_START);
         }
     }
 
@@ -97,7 +114,39 @@ impl Shards {
     }
 
     pub fn held(&self) -> Vec<String> {
-        self.0.lock().map(|shards| shards.iter().cloned().collect()).unwrap_or_default()
+        self.0.lock().map(|shards| shards.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Where the shard's next scan starts (its start for a shard not held).
+    pub fn mark(&self, shard: &str) -> i64 {
+        self.0.lock().ok().and_then(|shards| shards.get(shard).copied()).unwrap_or(FROM_THE_START)
+    }
+
+    /// A delivery row due at `due_at` is written in `shard`.
+    pub fn lower(&self, shard: &str, due_at: i64) {
+        if let Ok(mut shards) = self.0.lock() {
+            if let Some(mark) = shards.get_mut(shard) {
+                *mark = (*mark).min(due_at);
+            }
+        }
+    }
+
+    /// A scan that started at `seen` found no live row before `to`.
+    fn raise(&self, shard: &str, seen: i64, to: i64) {
+        if let Ok(mut shards) = self.0.lock() {
+            if let Some(mark) = shards.get_mut(shard) {
+                if *mark == seen {
+                    *mark = to.max(seen);
+                }
+            }
+        }
+    }
+
+    /// Every shard's next scan starts at its start.
+    fn sweep(&self) {
+        if let Ok(mut shards) = self.0.lock() {
+            shards.values_mut().for_each(|mark| *mark = FROM_THE_START);
+        }
     }
 }
 
@@ -122,6 +171,7 @@ type DeliveryKey = (String, i64, String);
 struct Shared {
     store: WebhookStore,
     recorder: Recorder,
+    shards: Shards,
     client: SafeClient,
     clock: Arc<dyn Clock>,
     stats: Arc<Stats>,
@@ -161,8 +211,18 @@ impl Deliverer {
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
         let recorder = Recorder::start(store.clone());
-        let shared =
-            Shared { store, recorder, client, clock, stats, config, in_flight: Mutex::default(), finished: Mutex::default(), endpoints: Mutex::default() };
+        let shared = Shared {
+            store,
+            recorder,
+            shards: shards.clone(),
+            client,
+            clock,
+            stats,
+            config,
+            in_flight: Mutex::default(),
+            finished: Mutex::default(),
+            endpoints: Mutex::default(),
+        };
         Deliverer { shared: Arc::new(shared), shards, wake, global }
     }
 
@@ -171,8 +231,13 @@ impl Deliverer {
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut attempts = JoinSet::new();
         let mut last_queue = None::<Instant>;
+        let mut last_sweep = Instant::now();
         let wake = self.wake.clone();
         while !*stop.borrow() {
+            if last_sweep.elapsed() >= self.shared.config.sweep {
+                last_sweep = Instant::now();
+                self.shards.sweep();
+            }
             if let Err(error) = self.round(&mut attempts).await {
                 tracing::warn!(%error, "reading due deliveries failed; retrying");
             }
@@ -205,7 +270,10 @@ impl Deliverer {
 
     async fn start_due(&self, now: i64, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
         for shard in self.shards.held() {
-            for due in self.shared.store.due(&shard, now, self.shared.config.scan).await? {
+            let mark = self.shards.mark(&shard);
+            let due_rows = self.shared.store.due_from(&shard, mark, now, self.shared.config.scan).await?;
+            self.shards.raise(&shard, mark, due_rows.first().map_or(now, |due| due.due_at));
+            for due in due_rows {
                 let key = (due.shard.clone(), due.due_at, due.delivery.id());
                 let busy = self.shared.in_flight.lock().map(|in_flight| in_flight.contains(&key)).unwrap_or(true)
                     || self.shared.finished.lock().map(|finished| finished.contains_key(&key)).unwrap_or(true);
@@ -408,6 +476,9 @@ async fn attempt(
         shared.recorder.submit(rows, Some((endpoint_key, state_row)))
     };
     recorded.written().await?;
+    if let Some(next_due) = next_due {
+        shared.shards.lower(&due.shard, next_due);
+    }
 
     shared.recorder.write(vec![store.delivery_done_row(due)]).await?;
     if succeeded {
@@ -421,4 +492,31 @@ async fn attempt(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_raises_its_shards_mark_unless_a_row_below_was_written_meanwhile() {
+        let shards = Shards::fixed(&["0"]);
+        assert_eq!(shards.mark("0"), FROM_THE_START, "a shard is first scanned from its start");
+        shards.raise("0", FROM_THE_START, 100);
+        assert_eq!(shards.mark("0"), 100);
+        shards.lower("0", 150);
+        assert_eq!(shards.mark("0"), 100, "a row above the mark leaves it");
+        // A scan started at 100; meanwhile a row due at 40 was written.
+        shards.lower("0", 40);
+        shards.raise("0", 100, 200);
+        assert_eq!(shards.mark("0"), 40, "the row written during the scan is found by the next");
+        shards.raise("0", 40, 200);
+        assert_eq!(shards.mark("0"), 200);
+        shards.sweep();
+        assert_eq!(shards.mark("0"), FROM_THE_START, "a sweep scans from the start again");
+        shards.lower("1", 5);
+        assert_eq!(shards.held(), vec!["0".to_owned()], "a shard not held keeps no mark");
+        shards.add("1".into());
+        assert_eq!(shards.mark("1"), FROM_THE_START);
+    }
 }

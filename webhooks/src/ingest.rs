@@ -13,6 +13,7 @@ use recap_readmodel::messages::{AccountMessage, Message};
 use recap_readmodel::webhooks::{Delivery, EndpointRecord, EndpointState, WebhookStore};
 use recap_readmodel::StoreError;
 
+use crate::deliver::Shards;
 use crate::metrics::Stats;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
@@ -33,7 +34,8 @@ pub struct Ingested {
 }
 
 /// Appends `batch` to the feeds and schedules its deliveries; `now` is the clock's time.
-pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats) -> Result<Ingested, StoreError> {
+/// The shards' scan marks are lowered to the deliveries it wrote (see [`Shards`]).
+pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats, shards: &Shards) -> Result<Ingested, StoreError> {
     // A message the batch carries twice is claimed only at its first seq: concurrent
     // claims of one id could otherwise let the later seq win.
     let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
@@ -49,6 +51,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     let mut endpoints: HashMap<&str, Vec<(EndpointRecord, EndpointState)>> = HashMap::new();
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = Vec::new();
+    let mut earliest: BTreeMap<&str, i64> = BTreeMap::new();
     let mut ingested = Ingested::default();
     for (entry, claimed) in batch.iter().zip(claims) {
         let account_id = entry.message.account_id.as_str();
@@ -72,11 +75,16 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
             let delivery =
                 Delivery { account_id: account_id.to_owned(), endpoint_id: endpoint.id.clone(), message_id: message.id.clone(), seq: entry.seq, attempt: 1 };
             rows.push(store.delivery_row(&entry.shard, due_at, &delivery));
+            let shard_earliest = earliest.entry(entry.shard.as_str()).or_insert(due_at);
+            *shard_earliest = (*shard_earliest).min(due_at);
             ingested.deliveries += 1;
         }
     }
     if !rows.is_empty() {
         store.write(rows).await?;
+    }
+    for (shard, due_at) in earliest {
+        shards.lower(shard, due_at);
     }
     // Only once every row at or below them is written.
     let head_rows: Vec<_> = heads.into_iter().map(|(account_id, seq)| store.head_row(account_id, seq)).collect();

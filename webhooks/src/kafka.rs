@@ -153,7 +153,7 @@ pub async fn run(
             }
         }
         let mut backoff = Duration::from_millis(100);
-        while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats).await {
+        while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}

@@ -14,6 +14,7 @@ use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Notify};
 
+use crate::deliver::Shards;
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
@@ -53,6 +54,8 @@ pub struct OutboxReader {
     pub stats: Arc<Stats>,
     /// Woken after each batch, so the deliverer looks at once.
     pub wake: Arc<Notify>,
+    /// The deliverer's shards, whose scan marks the deliveries written lower.
+    pub shards: Shards,
     pub config: OutboxConfig,
 }
 
@@ -79,7 +82,7 @@ impl OutboxReader {
                 Err(error) => tracing::error!(seq, %error, "outbox row is not a message; skipped"),
             }
         }
-        ingest(&self.store, &batch, self.clock.now_micros(), &self.stats).await?;
+        ingest(&self.store, &batch, self.clock.now_micros(), &self.stats, &self.shards).await?;
         let mut commit = vec![Mutation {
             table: &POSITIONS,
             partition: vec![Val::text(POSITION_SOURCE)],

@@ -47,8 +47,10 @@ impl Runtime {
     /// The embedded edition: tails the outbox and delivers shard `"0"` until `stop`.
     pub async fn run_embedded(self, stop: watch::Receiver<bool>) {
         let wake = Arc::new(Notify::new());
-        let deliverer = self.deliverer(Shards::fixed(&[EMBEDDED_SHARD]), wake.clone());
+        let shards = Shards::fixed(&[EMBEDDED_SHARD]);
+        let deliverer = self.deliverer(shards.clone(), wake.clone());
         let reader = OutboxReader {
+            shards,
             driver: self.driver.clone(),
             store: self.store.clone(),
             clock: self.clock.clone(),

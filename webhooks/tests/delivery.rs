@@ -87,6 +87,28 @@ async fn the_outbox_reader_resumes_after_its_position() {
     assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(2));
 }
 
+/// A scan starts at its shard's mark, not at the start of the removed rows: a message
+/// that happened before everything delivered so far (read late) is still delivered.
+#[tokio::test]
+async fn a_message_older_than_the_deliveries_already_made_is_still_delivered() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 1).await;
+    // Rounds with nothing due move the mark up to the clock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut late = message("acc_a", MessageKind::MeetingCreated, "evt_0", "mtg_0");
+    late.message.created_at = Timestamp(START - 3_600 * SECOND);
+    setup.outbox(&[(2, late.clone())]).await;
+    let received = receiver.wait_for(|received| received.len() == 2).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(received[1].header("webhook-id"), late.message.id);
+}
+
 #[tokio::test]
 async fn a_failed_delivery_is_retried_after_the_scheduled_delay_with_the_same_id() {
     let setup = setup().await;
@@ -293,16 +315,16 @@ async fn ingesting_a_batch_again_writes_the_same_rows() {
         })
         .collect();
     let stats = recap_webhooks::Stats::default();
-    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats).await.unwrap();
-    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats).await.unwrap();
+    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
+    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats, &recap_webhooks::Shards::default()).await.unwrap();
     assert_eq!((first.appended, first.deliveries), (3, 3));
     assert_eq!(again, first, "a replay of the same seqs claims its own ids again");
     assert_eq!(setup.webhooks.queue("0").await.unwrap(), (3, Some(START - SECOND)), "the same delivery rows, due at the messages' time");
     let twice = vec![batch[0].clone(), recap_webhooks::ingest::LogMessage { seq: 9, ..batch[0].clone() }];
-    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats).await.unwrap();
+    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
     assert_eq!((within.appended, within.duplicates), (1, 1), "a message a batch carries twice keeps its first seq");
     let moved: Vec<_> = batch.iter().map(|entry| recap_webhooks::ingest::LogMessage { seq: entry.seq + 10, ..entry.clone() }).collect();
-    let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats).await.unwrap();
+    let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
     assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
     assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
 }
