@@ -26,7 +26,7 @@
 //! (its state names the version); its pending deliveries are then dropped as they come
 //! due, and an upsert of the endpoint (a newer version) re-enables it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -188,8 +188,15 @@ struct Shared {
 pub struct Deliverer {
     shared: Arc<Shared>,
     shards: Shards,
+    /// Rings when new deliveries may be due (the log reader wrote some): a new scan.
     wake: Arc<Notify>,
+    /// Rings when an attempt freed its endpoint's slot: the window has what to start.
+    freed: Arc<Notify>,
     global: Arc<Semaphore>,
+    /// The due deliveries the last scan found and no attempt has started yet, by
+    /// endpoint in due order: an attempt that frees a slot starts the next of its
+    /// endpoint without a scan (a scan reads and decodes up to `scan` rows).
+    window: Mutex<HashMap<(String, String), VecDeque<DueDelivery>>>,
 }
 
 /// What became of one attempt, for the attempt record.
@@ -223,7 +230,7 @@ impl Deliverer {
             finished: Mutex::default(),
             endpoints: Mutex::default(),
         };
-        Deliverer { shared: Arc::new(shared), shards, wake, global }
+        Deliverer { shared: Arc::new(shared), shards, wake, freed: Arc::new(Notify::new()), global, window: Mutex::default() }
     }
 
     /// Delivers until `stop` turns true, then waits for the attempts in flight (each
@@ -232,13 +239,14 @@ impl Deliverer {
         let mut attempts = JoinSet::new();
         let mut last_queue = None::<Instant>;
         let mut last_sweep = Instant::now();
-        let wake = self.wake.clone();
+        let (wake, freed) = (self.wake.clone(), self.freed.clone());
+        let mut scan = true;
         while !*stop.borrow() {
             if last_sweep.elapsed() >= self.shared.config.sweep {
                 last_sweep = Instant::now();
                 self.shards.sweep();
             }
-            if let Err(error) = self.round(&mut attempts).await {
+            if let Err(error) = self.round(&mut attempts, scan).await {
                 tracing::warn!(%error, "reading due deliveries failed; retrying");
             }
             if last_queue.is_none_or(|at| at.elapsed() >= self.shared.config.queue_interval) {
@@ -246,29 +254,41 @@ impl Deliverer {
                 self.refresh_queue().await;
             }
             while attempts.try_join_next().is_some() {}
-            tokio::select! {
-                _ = tokio::time::sleep(self.shared.config.poll) => {}
-                _ = wake.notified() => {}
-                _ = stop.changed() => {}
-            }
+            scan = tokio::select! {
+                _ = tokio::time::sleep(self.shared.config.poll) => true,
+                _ = wake.notified() => true,
+                _ = freed.notified() => false,
+                _ = stop.changed() => true,
+            };
         }
         while attempts.join_next().await.is_some() {}
     }
 
     /// Starts an attempt for every due delivery of the shards held that has a free
-    /// slot at its endpoint and in the process.
-    pub async fn round(&self, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
-        let now = self.shared.clock.now_micros();
-        let scan_started = Instant::now();
-        let result = self.start_due(now, attempts).await;
-        // Rows removed before this round's scan began were not listed by it.
-        if let Ok(mut finished) = self.shared.finished.lock() {
-            finished.retain(|_, at| *at >= scan_started);
+    /// slot at its endpoint and in the process: those of the last scan's window, after
+    /// a new scan when `scan` is set or the window is empty.
+    pub async fn round(&self, attempts: &mut JoinSet<()>, scan: bool) -> Result<(), StoreError> {
+        let window_empty = self.window.lock().map(|window| window.is_empty()).unwrap_or(true);
+        if scan || window_empty {
+            let now = self.shared.clock.now_micros();
+            let scan_started = Instant::now();
+            let fresh = self.scan(now).await?;
+            // Rows removed before this scan began were not listed by it.
+            if let Ok(mut finished) = self.shared.finished.lock() {
+                finished.retain(|_, at| *at >= scan_started);
+            }
+            if let Ok(mut window) = self.window.lock() {
+                *window = fresh;
+            }
         }
-        result
+        self.start_window(attempts);
+        Ok(())
     }
 
-    async fn start_due(&self, now: i64, attempts: &mut JoinSet<()>) -> Result<(), StoreError> {
+    /// The due deliveries of the shards held that no attempt has under way or just
+    /// ended, by endpoint in due order.
+    async fn scan(&self, now: i64) -> Result<HashMap<(String, String), VecDeque<DueDelivery>>, StoreError> {
+        let mut window: HashMap<(String, String), VecDeque<DueDelivery>> = HashMap::new();
         for shard in self.shards.held() {
             let mark = self.shards.mark(&shard);
             let due_rows = self.shared.store.due_from(&shard, mark, now, self.shared.config.scan).await?;
@@ -277,47 +297,70 @@ impl Deliverer {
                 let key = (due.shard.clone(), due.due_at, due.delivery.id());
                 let busy = self.shared.in_flight.lock().map(|in_flight| in_flight.contains(&key)).unwrap_or(true)
                     || self.shared.finished.lock().map(|finished| finished.contains_key(&key)).unwrap_or(true);
-                if busy {
-                    continue;
+                if !busy {
+                    window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default().push_back(due);
                 }
-                let Some((endpoint_permit, state_lock)) = self.endpoint_slot(&due.delivery) else { continue };
-                let Ok(global_permit) = self.global.clone().try_acquire_owned() else { return Ok(()) };
-                if let Ok(mut in_flight) = self.shared.in_flight.lock() {
-                    in_flight.insert(key.clone());
-                }
-                let shared = self.shared.clone();
-                let wake = self.wake.clone();
-                let span = tracing::info_span!(
-                    "webhooks.attempt",
-                    otel.kind = "client",
-                    account_id = %due.delivery.account_id,
-                    endpoint_id = %due.delivery.endpoint_id,
-                    message_id = %due.delivery.message_id,
-                    attempt = due.delivery.attempt,
-                    outcome = tracing::field::Empty,
-                    http.response.status_code = tracing::field::Empty,
-                );
-                attempts.spawn(
-                    async move {
-                        let _global_permit = global_permit;
-                        if let Err(error) = attempt(&shared, &due, endpoint_permit, &state_lock, &wake).await {
-                            tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
-                        }
-                        if let Ok(mut finished) = shared.finished.lock() {
-                            finished.insert(key.clone(), Instant::now());
-                        }
-                        if let Ok(mut in_flight) = shared.in_flight.lock() {
-                            in_flight.remove(&key);
-                        }
-                        // Its slot is free: the next due delivery of this endpoint need
-                        // not wait for the poll.
-                        wake.notify_one();
-                    }
-                    .instrument(span),
-                );
             }
         }
-        Ok(())
+        Ok(window)
+    }
+
+    /// Starts the window's deliveries, each endpoint's in due order, while its endpoint
+    /// and the process have free slots.
+    fn start_window(&self, attempts: &mut JoinSet<()>) {
+        let Ok(mut window) = self.window.lock() else { return };
+        'endpoints: for queue in window.values_mut() {
+            while let Some(due) = queue.front() {
+                let Some((endpoint_permit, state_lock)) = self.endpoint_slot(&due.delivery) else { continue 'endpoints };
+                let Ok(global_permit) = self.global.clone().try_acquire_owned() else { break 'endpoints };
+                let Some(due) = queue.pop_front() else { break };
+                self.start(attempts, due, endpoint_permit, global_permit, state_lock);
+            }
+        }
+        window.retain(|_, queue| !queue.is_empty());
+    }
+
+    fn start(
+        &self,
+        attempts: &mut JoinSet<()>,
+        due: DueDelivery,
+        endpoint_permit: OwnedSemaphorePermit,
+        global_permit: OwnedSemaphorePermit,
+        state_lock: Arc<tokio::sync::Mutex<CachedState>>,
+    ) {
+        let key = (due.shard.clone(), due.due_at, due.delivery.id());
+        if let Ok(mut in_flight) = self.shared.in_flight.lock() {
+            in_flight.insert(key.clone());
+        }
+        let shared = self.shared.clone();
+        let freed = self.freed.clone();
+        let span = tracing::info_span!(
+            "webhooks.attempt",
+            otel.kind = "client",
+            account_id = %due.delivery.account_id,
+            endpoint_id = %due.delivery.endpoint_id,
+            message_id = %due.delivery.message_id,
+            attempt = due.delivery.attempt,
+            outcome = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+        );
+        attempts.spawn(
+            async move {
+                let _global_permit = global_permit;
+                if let Err(error) = attempt(&shared, &due, endpoint_permit, &state_lock, &freed).await {
+                    tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
+                }
+                if let Ok(mut finished) = shared.finished.lock() {
+                    finished.insert(key.clone(), Instant::now());
+                }
+                if let Ok(mut in_flight) = shared.in_flight.lock() {
+                    in_flight.remove(&key);
+                }
+                // Its process slot is free too.
+                freed.notify_one();
+            }
+            .instrument(span),
+        );
     }
 
     fn endpoint_slot(&self, delivery: &Delivery) -> Option<(OwnedSemaphorePermit, Arc<tokio::sync::Mutex<CachedState>>)> {
@@ -393,7 +436,7 @@ async fn attempt(
     due: &DueDelivery,
     endpoint_permit: OwnedSemaphorePermit,
     state_lock: &tokio::sync::Mutex<CachedState>,
-    wake: &Notify,
+    freed: &Notify,
 ) -> Result<(), StoreError> {
     let delivery = &due.delivery;
     let store = &shared.store;
@@ -421,7 +464,7 @@ async fn attempt(
     let elapsed = started.elapsed();
     drop(endpoint_permit);
     // The endpoint's slot is free: its next due delivery need not wait for the poll.
-    wake.notify_one();
+    freed.notify_one();
     let label = outcome_label(sent.outcome);
     let span = tracing::Span::current();
     span.record("outcome", label);
