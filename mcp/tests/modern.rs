@@ -474,3 +474,22 @@ async fn a_traceparent_in_meta_continues_the_clients_trace() {
     assert_ne!(fresh.span_context.trace_id().to_string(), trace_id);
     assert_eq!(fresh.parent_span_id, opentelemetry::trace::SpanId::INVALID, "a malformed traceparent starts a new trace");
 }
+
+// "Input-validation errors" are tool results with isError: a required argument of another type
+// says its type is wrong, not that it is missing, on either era.
+#[tokio::test]
+async fn a_required_argument_of_another_type_is_named_a_wrong_type_in_both_eras() {
+    let world = World::new().await;
+    for (tool, argument) in [("get_meeting", "meeting_id"), ("search_meetings", "query"), ("get_shared_note", "share_id")] {
+        for value in [json!(12345), json!(true), json!(["x"]), json!({"x": 1})] {
+            let legacy = world.call_err(tool, json!({argument: value})).await;
+            let modern = world.modern_call(tool, json!({argument: value})).await;
+            assert_eq!(modern["isError"], true, "{modern}");
+            for error in [legacy, text_json(&modern)] {
+                assert_eq!(error, json!({"error": {"code": "invalid_argument", "message": format!("{argument} must be a string")}}), "{tool} {value}");
+            }
+        }
+        let missing = world.call_err(tool, json!({argument: null})).await;
+        assert_eq!(missing["error"]["message"], format!("missing required argument: {argument} (a non-empty string)"));
+    }
+}
