@@ -9,13 +9,8 @@ use axum::http::{Request, StatusCode};
 use common::*;
 use serde_json::{json, Value};
 
-const MODERN: &str = "2026-07-28";
-const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// Every version the server speaks, newest first.
 const ALL_VERSIONS: [&str; 4] = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
-
 /// One call of each tool, with arguments the seeded world answers.
 const CALLS: [(&str, &str); 9] = [
     ("list_meetings", r#"{"limit": 5}"#),
@@ -28,48 +23,6 @@ const CALLS: [(&str, &str); 9] = [
     ("get_shared_note", r#"{"share_id": "shr_team"}"#),
     ("list_recent_changes", r#"{"limit": 5}"#),
 ];
-
-/// The `_meta` every modern request carries.
-fn meta() -> Value {
-    json!({VERSION_KEY: MODERN, CAPABILITIES_KEY: {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
-}
-
-/// `params` with the request `_meta` added.
-fn with_meta(mut params: Value) -> Value {
-    params["_meta"] = meta();
-    params
-}
-
-/// The body of request id 1.
-fn body(method: &str, params: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
-}
-
-/// The headers a modern client sends with `method` (and `Mcp-Name` when given).
-fn headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
-    let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
-    if let Some(name) = name {
-        headers.push(("mcp-name", name));
-    }
-    headers
-}
-
-impl<W: recap_testkit::world::World + ?Sized> World<W> {
-    /// A well-formed modern request: `_meta`, `MCP-Protocol-Version`, `Mcp-Method` and,
-    /// for tools/call, `Mcp-Name`.
-    async fn modern(&self, method: &str, params: Value) -> Reply {
-        let name = params.get("name").and_then(Value::as_str).map(str::to_string);
-        let name = if method == "tools/call" { name } else { None };
-        self.post_raw(Some(FLOW_PAT), &body(method, with_meta(params)), &headers(method, name.as_deref())).await
-    }
-
-    /// A modern tools/call; the result, checked to be a 200 success.
-    async fn modern_call(&self, tool: &str, arguments: Value) -> Value {
-        let reply = self.modern("tools/call", json!({"name": tool, "arguments": arguments})).await;
-        assert_eq!(reply.status, StatusCode::OK, "{tool}: {}", reply.body);
-        reply.json()["result"].clone()
-    }
-}
 
 /// A JSON-RPC error reply: its status and code, and it echoes `id` (null when unread).
 fn assert_error(reply: &Reply, status: StatusCode, code: i64, id: Value) -> Value {
@@ -425,54 +378,6 @@ async fn without_the_header_the_legacy_path_answers_as_before() {
     let list = world.rpc("tools/list", with_meta(json!({}))).await["result"].clone();
     assert!(list.get("resultType").is_none() && list.get("ttlMs").is_none(), "{list}");
     assert_eq!(world.rpc("server/discover", with_meta(json!({}))).await["error"]["code"], -32601);
-}
-
-/// The spans a test's tracer provider exported.
-#[derive(Clone, Debug, Default)]
-struct ExportedSpans(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
-
-impl opentelemetry_sdk::trace::SpanExporter for ExportedSpans {
-    async fn export(&self, batch: Vec<opentelemetry_sdk::trace::SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.lock().unwrap().extend(batch);
-        Ok(())
-    }
-}
-
-// "traceparent, tracestate ... in params._meta" (W3C trace context): the MCP span of a request
-// continues the trace its _meta names; a malformed value is ignored, never refused.
-#[tokio::test]
-async fn a_traceparent_in_meta_continues_the_clients_trace() {
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
-    let spans = ExportedSpans::default();
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))));
-    let world = World::in_process(recap_mcp::McpConfig::default()).await;
-    let (trace_id, parent_id) = ("0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7");
-    let call = |traceparent: &str| {
-        let mut params = with_meta(json!({"name": "get_meeting", "arguments": {"meeting_id": "mtg_budget"}}));
-        params["_meta"]["traceparent"] = json!(traceparent);
-        params["_meta"]["tracestate"] = json!("vendor=1");
-        body("tools/call", params)
-    };
-    let reply = world.post_raw(Some(FLOW_PAT), &call(&format!("00-{trace_id}-{parent_id}-01")), &headers("tools/call", Some("get_meeting"))).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let reply = world.post_raw(Some(FLOW_PAT), &call("00-not-a-trace-01"), &headers("tools/call", Some("get_meeting"))).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let _ = provider.force_flush();
-    let exported = spans.0.lock().unwrap().clone();
-    let tool_spans: Vec<_> = exported.iter().filter(|span| span.name == "tools/call get_meeting").collect();
-    assert_eq!(tool_spans.len(), 2, "{exported:?}");
-    let continued = tool_spans[0];
-    assert_eq!(continued.span_context.trace_id().to_string(), trace_id);
-    assert_eq!(continued.parent_span_id.to_string(), parent_id);
-    assert!(continued.parent_span_is_remote);
-    assert_eq!(continued.span_context.trace_state().get("vendor"), Some("1"));
-    let fresh = tool_spans[1];
-    assert_ne!(fresh.span_context.trace_id().to_string(), trace_id);
-    assert_eq!(fresh.parent_span_id, opentelemetry::trace::SpanId::INVALID, "a malformed traceparent starts a new trace");
 }
 
 // "Input-validation errors" are tool results with isError: a required argument of another type
