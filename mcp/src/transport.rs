@@ -313,7 +313,9 @@ impl Extractor for MetaExtractor<'_> {
 /// The one debug line of a request to `/mcp`: the revision, the JSON-RPC id, method and
 /// tool, the outcome (`ok`, `tool_error`, `accepted` for a notification, the JSON-RPC
 /// error code, or the HTTP error's code), the status and the latency. Never a header
-/// (the token is one), never arguments (the caller's data). Filled only when debug is on.
+/// (the token is one), never arguments (the caller's data). Filled only when debug events
+/// are on (`event_enabled!`: the binary's log filter passes events only, so a check of
+/// another kind of callsite would always read off).
 struct RequestLog {
     enabled: bool,
     era: &'static str,
@@ -325,7 +327,7 @@ struct RequestLog {
 
 impl RequestLog {
     fn new() -> RequestLog {
-        RequestLog { enabled: tracing::enabled!(Level::DEBUG), era: "-", id: None, method: None, tool: None, outcome: Cow::Borrowed("ok") }
+        RequestLog { enabled: tracing::event_enabled!(Level::DEBUG), era: "-", id: None, method: None, tool: None, outcome: Cow::Borrowed("ok") }
     }
 
     fn request(&mut self, id: &RequestId, method: &str) {
