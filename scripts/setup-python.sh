@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the official MCP Python SDK and the official Standard Webhooks library into a
 # cached virtualenv for the real-client and webhook verification tests (tests/python).
+# The one SDK drives both eras' checks: its ClientSession with initialize
+# (mcp_client_test.py) and its Client pinned to 2026-07-28 (mcp_modern_client_test.py).
 # Idempotent: a venv that already has the pinned versions is kept.
 # Prints the venv's python path on its last line.
 set -euo pipefail

@@ -1,6 +1,7 @@
 //! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
-//! HTTP with a PAT, then its OAuth client provider end to end) and headless Chromium
-//! answering the authorization page. They need software from outside the workspace,
+//! HTTP with a PAT, then its OAuth client provider end to end, on the handshake-era
+//! protocol and pinned to 2026-07-28) and headless Chromium answering the authorization
+//! page. They need software from outside the workspace,
 //! installed by `scripts/setup-python.sh` and `scripts/setup-browser.sh` (idempotent,
 //! cached under ~/.cache/recap), so they are ignored by a plain `cargo test` and run by
 //! `make test` and `make test-clients` (`-- --ignored`).
@@ -27,7 +28,10 @@ const PAT: &str = "svc_pat_realclient000000000000000000001";
 /// A server with an account on the MCP plan, a series, a transcript, an action item and
 /// a note shared with the account's team.
 fn world() -> Server {
-    let server = Server::start();
+    seeded(Server::start())
+}
+
+fn seeded(server: Server) -> Server {
     let weekly = meeting_draft("acc_rc", "mtg_weekly_1", "Weekly sync", 10).series_id(Some("ser_weekly")).action_items([item("ai_1", "todo", None, 10)]);
     server.feed(&[
         account("acc_rc", Some("flow"), None, 1),
@@ -78,4 +82,31 @@ fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
             .env("NODE_PATH", Path::new(&node_dir).join("node_modules")),
         "the Chromium authorization check",
     );
+}
+
+#[test]
+#[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
+fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize() {
+    let python = setup("setup-python.sh");
+    // The server's own debug lines say what reached it: one per request, naming its era
+    // and method (docs/mcp.md, Debug log).
+    let server = seeded(Server::builder().embedded().capture_stderr().env("RECAP_LOG", "error,recap_mcp=debug").start());
+    run(
+        Command::new(python).arg(repo().join("tests/python/mcp_modern_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
+        "the MCP Python SDK checks of 2026-07-28",
+    );
+    let lines = server.stderr_lines();
+    let requests: Vec<&String> = lines.iter().filter(|line| line.contains("mcp request")).collect();
+    let answered: Vec<&&String> = requests.iter().filter(|line| !line.contains(r#"method="-""#)).collect();
+    assert!(!answered.is_empty(), "no request lines on stderr:\n{}", lines.join("\n"));
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    let count = |method: &str| answered.iter().filter(|line| line.contains(&format!(r#"method="{method}""#))).count();
+    assert_eq!(count("server/discover"), 1, "only the auto-mode client probes server/discover");
+    assert!(count("tools/list") >= 3 && count("tools/call") >= 12, "{}", lines.join("\n"));
+    // The OAuth client's first request was refused for want of a token, before any era.
+    assert!(requests.iter().any(|line| line.contains("outcome=unauthorized")));
+    assert!(lines.iter().all(|line| !line.contains(&PAT[8..])), "the PAT reached the log");
 }

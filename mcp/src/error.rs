@@ -51,9 +51,6 @@ pub enum HttpError {
     /// 403: a browser origin the configuration does not allow (DNS rebinding).
     #[error("origin not allowed")]
     ForbiddenOrigin,
-    /// 400: an `MCP-Protocol-Version` header naming a version this server does not speak.
-    #[error("unsupported MCP-Protocol-Version {0:?}; supported: {supported}", supported = crate::rpc::SUPPORTED_VERSIONS.join(", "))]
-    UnsupportedProtocolVersion(String),
     /// 401: missing, malformed, unknown or expired token. Carries the metadata URL for
     /// `WWW-Authenticate`, never the token.
     #[error("missing, unknown or expired token")]
@@ -88,7 +85,6 @@ impl HttpError {
         match self {
             HttpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::ForbiddenOrigin => StatusCode::FORBIDDEN,
-            HttpError::UnsupportedProtocolVersion(_) => StatusCode::BAD_REQUEST,
             HttpError::Unauthorized { .. } | HttpError::TokenRevoked { .. } => StatusCode::UNAUTHORIZED,
             HttpError::NoPlan | HttpError::FeatureNotIncluded => StatusCode::PAYMENT_REQUIRED,
             HttpError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -102,7 +98,6 @@ impl HttpError {
         match self {
             HttpError::MethodNotAllowed => "method_not_allowed",
             HttpError::ForbiddenOrigin => "forbidden_origin",
-            HttpError::UnsupportedProtocolVersion(_) => "invalid_request",
             HttpError::Unauthorized { .. } => "unauthorized",
             HttpError::TokenRevoked { .. } => "token_revoked",
             HttpError::NoPlan => "no_plan",
@@ -118,10 +113,8 @@ impl HttpError {
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let mut body = json!({"code": self.code(), "message": self.to_string()});
-        match &self {
-            HttpError::FeatureNotIncluded => body["feature"] = json!("mcp"),
-            HttpError::UnsupportedProtocolVersion(_) => body["param"] = json!("MCP-Protocol-Version"),
-            _ => {}
+        if self == HttpError::FeatureNotIncluded {
+            body["feature"] = json!("mcp");
         }
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json")], json!({"error": body}).to_string()).into_response();
         response.extensions_mut().insert(ErrorCode(self.code()));

@@ -19,7 +19,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `POST /mcp` | JSON-RPC (initialize, ping, tools/list, tools/call); other methods 405 |
+//! | `POST /mcp` | JSON-RPC: initialize, ping, tools/list, tools/call (2025-03-26 to 2025-11-25); server/discover, tools/list, tools/call (2026-07-28, `modern.rs`); other methods 405 |
 //! | `/mcp/.well-known/oauth-protected-resource`, `/.well-known/oauth-protected-resource/mcp`, `/.well-known/oauth-protected-resource` | RFC 9728 metadata |
 //! | `/mcp/.well-known/oauth-authorization-server`, `/.well-known/oauth-authorization-server/mcp`, `/.well-known/oauth-authorization-server` | RFC 8414 metadata |
 //! | `POST /mcp/register`, `GET+POST /mcp/authorize`, `POST /mcp/token`, `POST /mcp/revoke` | OAuth endpoints (advertised); the same at the root (`/register`, …) for clients that fall back to root paths when discovery fails |
@@ -44,7 +44,8 @@
 //! exact -32700/-32600 handling of batches and bodies, JSON rather than SSE
 //! responses, Origin policy), and its per-connection service runtime adds a task and
 //! channels per request that a stateless server does not need. The hand-written part
-//! is `rpc.rs` (message classification) and `transport.rs` (dispatch). rmcp's
+//! is `rpc.rs` (message classification), `transport.rs` (dispatch) and `modern.rs` (the
+//! 2026-07-28 checks). rmcp's
 //! `JsonRpcError` omits a null `id`, so errors without a readable id are written by
 //! hand with `"id": null` as JSON-RPC 2.0 requires.
 
@@ -53,6 +54,7 @@ mod config;
 mod cors;
 mod error;
 mod json_string;
+mod modern;
 pub mod oauth;
 mod rpc;
 mod state;

@@ -1,6 +1,6 @@
 //! JSON-RPC 2.0 as MCP uses it over HTTP: reading one message (batches refused),
 //! classifying it (request, notification, or a client's response), the protocol
-//! versions this server speaks, and writing responses and errors. Response and error
+//! versions this server speaks (both eras), and writing responses and errors. Response and error
 //! objects are rmcp's model types; the one exception is an error whose id could not be
 //! read, which JSON-RPC 2.0 requires to carry `"id": null` while rmcp's `JsonRpcError`
 //! leaves the member out (the 2026 revision's rule).
@@ -23,6 +23,15 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-2
 /// From this version on, tools carry `outputSchema` and results `structuredContent`.
 pub const STRUCTURED_SINCE: &str = "2025-06-18";
 
+/// The stateless revision (`modern.rs`): no initialize, the version and the client's
+/// capabilities in every request's `params._meta`.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Every version this server speaks, newest first, as `server/discover` lists them and
+/// an unsupported version's error names them: a dual-era client learns from either
+/// that it may also fall back to `initialize`.
+pub const ALL_VERSIONS: &[&str] = &[MODERN_VERSION, "2025-11-25", "2025-06-18", "2025-03-26"];
+
 /// The version an initialize request gets: the requested one when supported, else the
 /// default (the client then decides whether it can continue).
 pub fn negotiate(requested: Option<&str>) -> &'static str {
@@ -38,7 +47,8 @@ pub fn structured(version: &str) -> bool {
     version >= STRUCTURED_SINCE
 }
 
-/// A protocol error, answered as a JSON-RPC error response (HTTP 200).
+/// A protocol error, answered as a JSON-RPC error response: with HTTP 200 on the legacy
+/// path, with the status [`RpcError::modern_status`] gives under 2026-07-28.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RpcError {
     /// -32700
@@ -53,6 +63,14 @@ pub enum RpcError {
     /// -32602: an unknown tool, or params of the wrong shape.
     #[error("invalid params: {0}")]
     InvalidParams(String),
+    /// -32020 (2026-07-28): a routing header (`MCP-Protocol-Version`, `Mcp-Method`,
+    /// `Mcp-Name`) missing, repeated, or saying otherwise than the body.
+    #[error("Header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// -32022 (2026-07-28): a version this server does not speak; `data` lists the ones
+    /// it does.
+    #[error("Unsupported protocol version")]
+    UnsupportedProtocolVersion { requested: String },
 }
 
 impl RpcError {
@@ -62,11 +80,26 @@ impl RpcError {
             RpcError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             RpcError::MethodNotFound(_) => ErrorCode::METHOD_NOT_FOUND,
             RpcError::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
+            RpcError::HeaderMismatch(_) => ErrorCode(-32020),
+            RpcError::UnsupportedProtocolVersion { .. } => ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        }
+    }
+
+    /// The HTTP status of this error under 2026-07-28 (the transport spec's table:
+    /// 404 for an unknown method, 400 for everything a client sent wrong).
+    pub fn modern_status(&self) -> axum::http::StatusCode {
+        match self {
+            RpcError::MethodNotFound(_) => axum::http::StatusCode::NOT_FOUND,
+            _ => axum::http::StatusCode::BAD_REQUEST,
         }
     }
 
     fn data(&self) -> ErrorData {
-        ErrorData::new(self.code(), Cow::Owned(self.to_string()), None)
+        let data = match self {
+            RpcError::UnsupportedProtocolVersion { requested } => Some(serde_json::json!({"supported": ALL_VERSIONS, "requested": requested})),
+            _ => None,
+        };
+        ErrorData::new(self.code(), Cow::Owned(self.to_string()), data)
     }
 }
 
@@ -181,9 +214,16 @@ pub use crate::json_string::push_json_string;
 /// rmcp's `CallToolResult` (the tests check it), but written directly: the text is
 /// escaped once into a buffer of the right size and copied raw as structuredContent,
 /// rather than parsed back into a value and serialised again through growing buffers.
+#[cfg(test)]
 pub fn tool_result(id: &RequestId, text: &str, is_error: bool, structured: bool) -> Vec<u8> {
+    tool_result_with(id, text, is_error, structured, "")
+}
+
+/// [`tool_result`] with more members appended to the result object: `extra` is empty or
+/// starts with a comma (the 2026-07-28 `resultType` and `_meta`, serialised once).
+pub fn tool_result_with(id: &RequestId, text: &str, is_error: bool, structured: bool, extra: &str) -> Vec<u8> {
     let id_json = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
-    let mut out = Vec::with_capacity(text.len() * if structured { 3 } else { 2 } + id_json.len() + 128);
+    let mut out = Vec::with_capacity(text.len() * if structured { 3 } else { 2 } + id_json.len() + extra.len() + 128);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id_json.as_bytes());
     out.extend_from_slice(b",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
@@ -193,7 +233,9 @@ pub fn tool_result(id: &RequestId, text: &str, is_error: bool, structured: bool)
         out.extend_from_slice(b",\"structuredContent\":");
         out.extend_from_slice(text.as_bytes());
     }
-    out.extend_from_slice(if is_error { b",\"isError\":true}}" } else { b",\"isError\":false}}" });
+    out.extend_from_slice(if is_error { b",\"isError\":true" } else { b",\"isError\":false" });
+    out.extend_from_slice(extra.as_bytes());
+    out.extend_from_slice(b"}}");
     // UTF-8 by construction (ASCII added around a copy of `text`): the bytes go to the
     // response body as they are.
     out

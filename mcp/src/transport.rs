@@ -1,24 +1,35 @@
 //! The Streamable HTTP endpoint, stateless and JSON-only: POST of one JSON-RPC message
 //! answered with `application/json` (never an SSE stream, never a session id), 202 for
-//! notifications, 405 for every other method.
+//! notifications, 405 for every other method. It serves both eras of MCP: the
+//! handshake-era versions (2025-03-26, 2025-06-18, 2025-11-25, after `initialize`) and
+//! 2026-07-28 (`modern.rs`), chosen per request by the `MCP-Protocol-Version` header.
 //!
 //! Checks run in this order, each answering instead of a JSON-RPC response: method
-//! (405) → Origin (403) → token (401) → plan (402) → `MCP-Protocol-Version` header
-//! (400) → body size (413 `payload_too_large` above 256 KiB) → the message. So nothing
-//! about the body is revealed to an unauthenticated caller, as REST does with
-//! parameters.
+//! (405) → Origin (403) → token (401) → plan (402) → body size (413
+//! `payload_too_large` above 256 KiB) → the message, then the protocol checks of its
+//! era (an unknown `MCP-Protocol-Version` among them: -32022, which needs the request's
+//! id). So nothing about the body is revealed to an unauthenticated caller, as REST does
+//! with parameters.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequestParams, EmptyObject, Implementation, InitializeResult, ProtocolVersion, RequestId, ServerCapabilities, ToolsCapability};
+use std::borrow::Cow;
+use std::time::Instant;
+
+use opentelemetry::propagation::Extractor;
+use opentelemetry::trace::TraceContextExt as _;
+use rmcp::model::{CallToolRequestParams, EmptyObject, InitializeResult, ProtocolVersion, RequestId, ServerCapabilities, ToolsCapability};
+use serde::Deserialize as _;
 use serde_json::Value;
-use tracing::{info_span, Instrument};
+use tracing::{info_span, Instrument, Level, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::auth;
 use crate::error::{HttpError, StoreFailure};
+use crate::modern;
 use crate::rpc::{self, Incoming, RpcError};
 use crate::state::McpState;
 use crate::tools;
@@ -61,48 +72,126 @@ pub fn is_loopback_origin(origin: &str) -> bool {
     }
 }
 
+/// Which revision a request speaks, from its `MCP-Protocol-Version` header: absent or a
+/// handshake-era version, the legacy path exactly as it was before 2026-07-28; any
+/// other value, the modern path (`modern.rs`), which answers a version it does not
+/// know with -32022 and the list of those it does, so that a client on either era
+/// recognises a dual-era server.
+enum Era {
+    Legacy(&'static str),
+    /// The header's value, spaces and tabs around it trimmed.
+    Modern(String),
+}
+
 pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let mut log = RequestLog::new();
+    let response = answer(&state, &headers, body, &mut log).await;
+    log.write(response.status(), started);
+    response
+}
+
+async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>, log: &mut RequestLog) -> Response {
     // The public URLs matter only to a request with an Origin and to a refusal: they
     // are derived then, not on every call.
-    let urls = || PublicUrls::of(&state.inner.config, &headers);
-    if headers.contains_key(header::ORIGIN) && !origin_allowed(&state, &headers, &urls().origin) {
-        return HttpError::ForbiddenOrigin.into_response();
+    let urls = || PublicUrls::of(&state.inner.config, headers);
+    if headers.contains_key(header::ORIGIN) && !origin_allowed(state, headers, &urls().origin) {
+        return log.refused(HttpError::ForbiddenOrigin);
     }
-    let caller = match auth::authorize(&state, &headers, || urls().resource_metadata()).await {
+    let caller = match auth::authorize(state, headers, || urls().resource_metadata()).await {
         Ok(caller) => caller,
-        Err(error) => return error.into_response(),
+        Err(error) => return log.refused(error),
     };
     // No header: the client speaks 2025-03-26 (as the transport spec says to assume).
-    let version = match headers.get("mcp-protocol-version") {
-        None => rpc::DEFAULT_VERSION,
+    let era = match headers.get("mcp-protocol-version") {
+        None => Era::Legacy(rpc::DEFAULT_VERSION),
         Some(value) => match value.to_str().ok().and_then(rpc::supported) {
-            Some(version) => version,
-            None => return HttpError::UnsupportedProtocolVersion(String::from_utf8_lossy(value.as_bytes()).into_owned()).into_response(),
+            Some(version) => Era::Legacy(version),
+            None => Era::Modern(String::from_utf8_lossy(value.as_bytes()).trim_matches([' ', '\t']).to_string()),
         },
     };
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return HttpError::PayloadTooLarge { limit: crate::MAX_BODY_BYTES }.into_response()
+            return log.refused(HttpError::PayloadTooLarge { limit: crate::MAX_BODY_BYTES })
         }
-        Err(_) => return HttpError::UnreadableBody.into_response(),
+        Err(_) => return log.refused(HttpError::UnreadableBody),
     };
-    let (id, method, params) = match rpc::parse(&body) {
+    match era {
+        Era::Legacy(version) => legacy(state, &caller.account_id, version, &body, log).await,
+        Era::Modern(requested) => modern(state, &caller.account_id, headers, &requested, &body, log).await,
+    }
+}
+
+/// The handshake-era path: JSON-RPC errors with HTTP 200, as before 2026-07-28.
+async fn legacy(state: &McpState, account_id: &str, version: &'static str, body: &[u8], log: &mut RequestLog) -> Response {
+    log.era = version;
+    let (id, method, params) = match rpc::parse(body) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
-        Ok(Incoming::Notification | Incoming::Response) => return StatusCode::ACCEPTED.into_response(),
-        Err((id, error)) => return json_response(StatusCode::OK, rpc::error(id, &error)),
+        Ok(Incoming::Notification | Incoming::Response) => return log.accepted(),
+        Err((id, error)) => return log.error_response(StatusCode::OK, id, &error),
     };
+    log.request(&id, &method);
     let body = match method.as_str() {
-        "initialize" => info_span!("initialize", mcp.method.name = "initialize").in_scope(|| initialize(id, params.as_ref())).into_bytes(),
-        "ping" => info_span!("ping", mcp.method.name = "ping").in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
-        "tools/list" => info_span!("tools/list", mcp.method.name = "tools/list").in_scope(|| {
+        "initialize" => {
+            traced(info_span!("initialize", mcp.method.name = "initialize"), params.as_ref()).in_scope(|| initialize(id, params.as_ref())).into_bytes()
+        }
+        "ping" => traced(info_span!("ping", mcp.method.name = "ping"), params.as_ref()).in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
+        "tools/list" => traced(info_span!("tools/list", mcp.method.name = "tools/list"), params.as_ref()).in_scope(|| {
             let catalog = &state.inner.catalog;
             let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
             rpc::respond_raw(&id, list).into_bytes()
         }),
-        "tools/call" => call_tool(&state, &caller.account_id, version, id, params).await,
-        other => info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other)
-            .in_scope(|| rpc::error(Some(id), &RpcError::MethodNotFound(other.to_string())).into_bytes()),
+        "tools/call" => match call_tool(state, account_id, rpc::structured(version), "", &id, params, log).await {
+            Ok(body) => body,
+            Err(error) => return log.error_response(StatusCode::OK, Some(id), &error),
+        },
+        other => {
+            let error = RpcError::MethodNotFound(other.to_string());
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), params.as_ref())
+                .in_scope(|| log.error_response(StatusCode::OK, Some(id), &error));
+        }
+    };
+    json_response(StatusCode::OK, body)
+}
+
+/// The 2026-07-28 path (`modern.rs`): each refusal is a JSON-RPC error with its HTTP
+/// status (400, or 404 for an unknown method), and initialize, ping and logging/setLevel,
+/// which this revision removed, are unknown methods.
+async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, requested: &str, body: &[u8], log: &mut RequestLog) -> Response {
+    log.era = rpc::MODERN_VERSION;
+    let (id, method, params) = match rpc::parse(body) {
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+        Ok(Incoming::Notification) => return log.accepted(),
+        // Clients send no responses under this revision: the server sends no requests.
+        Ok(Incoming::Response) => return log.error_response(StatusCode::BAD_REQUEST, None, &RpcError::InvalidRequest("a client sends no JSON-RPC responses")),
+        Err((id, error)) => return log.error_response(error.modern_status(), id, &error),
+    };
+    log.request(&id, &method);
+    if let Err(error) = modern::check(headers, requested, &method, params.as_ref()) {
+        return log.error_response(error.modern_status(), Some(id), &error);
+    }
+    let body = match method.as_str() {
+        "server/discover" => traced(info_span!("server/discover", mcp.method.name = "server/discover"), params.as_ref())
+            .in_scope(|| rpc::respond_raw(&id, modern::discover_result(INSTRUCTIONS)).into_bytes()),
+        "tools/list" => {
+            let span = traced(info_span!("tools/list", mcp.method.name = "tools/list"), params.as_ref());
+            // The list is one page, so no cursor is one this server gave.
+            if params.as_ref().and_then(|params| params.get("cursor")).is_some_and(|cursor| !cursor.is_null()) {
+                let error = RpcError::InvalidParams("invalid cursor: tools/list has a single page".into());
+                return span.in_scope(|| log.error_response(error.modern_status(), Some(id), &error));
+            }
+            span.in_scope(|| rpc::respond_raw(&id, &state.inner.catalog.list_modern).into_bytes())
+        }
+        "tools/call" => match call_tool(state, account_id, true, modern::result_members(), &id, params, log).await {
+            Ok(body) => body,
+            Err(error) => return log.error_response(error.modern_status(), Some(id), &error),
+        },
+        other => {
+            let error = RpcError::MethodNotFound(other.to_string());
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), params.as_ref())
+                .in_scope(|| log.error_response(error.modern_status(), Some(id), &error));
+        }
     };
     json_response(StatusCode::OK, body)
 }
@@ -117,7 +206,7 @@ fn initialize(id: RequestId, params: Option<&Value>) -> String {
     capabilities.tools = Some(tools_capability);
     let result = InitializeResult::new(capabilities)
         .with_protocol_version(version_of(negotiated))
-        .with_server_info(Implementation::new("recap", env!("CARGO_PKG_VERSION")).with_title("recap meeting notes"))
+        .with_server_info(modern::server_info())
         .with_instructions(INSTRUCTIONS);
     rpc::respond(id, result)
 }
@@ -125,49 +214,166 @@ fn initialize(id: RequestId, params: Option<&Value>) -> String {
 /// tools/call, in a span named after the tool (OpenTelemetry's MCP and GenAI
 /// conventions): `error.type` is `tool_error` for an isError result, the JSON-RPC code
 /// for a refused call. Arguments are not recorded: they are the caller's data.
-async fn call_tool(state: &McpState, account_id: &str, version: &str, id: RequestId, params: Option<Value>) -> Vec<u8> {
+/// `structured` adds `structuredContent`; `extra` is appended to the result object.
+async fn call_tool(
+    state: &McpState,
+    account_id: &str,
+    structured: bool,
+    extra: &str,
+    id: &RequestId,
+    params: Option<Value>,
+    log: &mut RequestLog,
+) -> Result<Vec<u8>, RpcError> {
     let refused = |message: String| {
-        let span = info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty);
+        let span = traced(info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty), params.as_ref());
         span.record("error.type", "-32602");
-        span.in_scope(|| rpc::error(Some(id.clone()), &RpcError::InvalidParams(message)).into_bytes())
+        RpcError::InvalidParams(message)
     };
-    let params: CallToolRequestParams = match params.map(serde_json::from_value) {
-        Some(Ok(params)) => params,
-        _ => return refused("tools/call needs params {name, arguments}".into()),
+    let Some(Ok(call)) = params.as_ref().map(CallToolRequestParams::deserialize) else {
+        return Err(refused("tools/call needs params {name, arguments}".into()));
     };
-    if !state.inner.catalog.contains(&params.name) {
-        return refused(format!("unknown tool: {}", params.name));
+    log.tool(&call.name);
+    if !state.inner.catalog.contains(&call.name) {
+        return Err(refused(format!("unknown tool: {}", call.name)));
     }
-    let tool = params.name.as_ref();
-    let span = info_span!(
-        "tools/call",
-        otel.name = tracing::field::Empty,
-        otel.kind = "internal",
-        mcp.method.name = "tools/call",
-        gen_ai.tool.name = tool,
-        gen_ai.operation.name = "execute_tool",
-        error.type = tracing::field::Empty,
+    let tool = call.name.as_ref();
+    let span = traced(
+        info_span!(
+            "tools/call",
+            otel.name = tracing::field::Empty,
+            otel.kind = "internal",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = tool,
+            gen_ai.operation.name = "execute_tool",
+            error.type = tracing::field::Empty,
+        ),
+        params.as_ref(),
     );
     // The name is formatted only for a span that is recorded (tracing on).
     if !span.is_disabled() {
         span.record("otel.name", format!("tools/call {tool}"));
     }
-    let arguments = params.arguments.unwrap_or_default();
+    let arguments = call.arguments.unwrap_or_default();
     let outcome = tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await;
-    match outcome {
+    Ok(match outcome {
         Ok(text) => {
             // Results copy stored JSON; should a stored body be corrupt, the text item
             // still carries it (escaped) but it is not pasted raw into the response.
-            let structured = rpc::structured(version) && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
-            rpc::tool_result(&id, &text, false, structured)
+            let structured = structured && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+            rpc::tool_result_with(id, &text, false, structured, extra)
         }
         Err(error) => {
             if let tools::ToolError::Store(store_error) = &error {
                 span.in_scope(|| StoreFailure::logged(store_error, "mcp_tool"));
             }
             span.record("error.type", "tool_error");
-            rpc::tool_result(&id, &error.to_json(), true, false)
+            log.outcome = Cow::Borrowed("tool_error");
+            rpc::tool_result_with(id, &error.to_json(), true, false, extra)
         }
+    })
+}
+
+/// Continues the trace a request names in `params._meta` (`traceparent`, `tracestate`:
+/// MCP's carrier for W3C trace context, which the OpenTelemetry conventions for MCP
+/// read). It wins over the HTTP `traceparent` header for the MCP span: it is the
+/// client's context for this message, where the header's is the HTTP hop's (a proxy's
+/// or an HTTP library's). The HTTP span stays in the header's trace and is linked. Read
+/// only when spans are recorded; a malformed value is ignored.
+fn traced(span: Span, params: Option<&Value>) -> Span {
+    if span.is_disabled() {
+        return span;
+    }
+    let Some(meta) = params.and_then(|params| params.get("_meta")).and_then(Value::as_object) else { return span };
+    if !meta.contains_key("traceparent") {
+        return span;
+    }
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&MetaExtractor(meta)));
+    if parent.span().span_context().is_valid() {
+        let http = Span::current().context().span().span_context().clone();
+        let _ = span.set_parent(parent);
+        if http.is_valid() {
+            span.add_link(http);
+        }
+    }
+    span
+}
+
+struct MetaExtractor<'a>(&'a serde_json::Map<String, Value>);
+
+impl Extractor for MetaExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The one debug line of a request to `/mcp`: the revision, the JSON-RPC id, method and
+/// tool, the outcome (`ok`, `tool_error`, `accepted` for a notification, the JSON-RPC
+/// error code, or the HTTP error's code), the status and the latency. Never a header
+/// (the token is one), never arguments (the caller's data). Filled only when debug events
+/// are on (`event_enabled!`: the binary's log filter passes events only, so a check of
+/// another kind of callsite would always read off).
+struct RequestLog {
+    enabled: bool,
+    era: &'static str,
+    id: Option<String>,
+    method: Option<String>,
+    tool: Option<String>,
+    outcome: Cow<'static, str>,
+}
+
+impl RequestLog {
+    fn new() -> RequestLog {
+        RequestLog { enabled: tracing::event_enabled!(Level::DEBUG), era: "-", id: None, method: None, tool: None, outcome: Cow::Borrowed("ok") }
+    }
+
+    fn request(&mut self, id: &RequestId, method: &str) {
+        if self.enabled {
+            self.id = Some(id.to_string());
+            self.method = Some(method.to_string());
+        }
+    }
+
+    fn tool(&mut self, tool: &str) {
+        if self.enabled {
+            self.tool = Some(tool.to_string());
+        }
+    }
+
+    fn refused(&mut self, error: HttpError) -> Response {
+        self.outcome = Cow::Borrowed(error.code());
+        error.into_response()
+    }
+
+    fn accepted(&mut self) -> Response {
+        self.outcome = Cow::Borrowed("accepted");
+        StatusCode::ACCEPTED.into_response()
+    }
+
+    fn error_response(&mut self, status: StatusCode, id: Option<RequestId>, error: &RpcError) -> Response {
+        if self.enabled {
+            self.outcome = Cow::Owned(error.code().0.to_string());
+        }
+        json_response(status, rpc::error(id, error))
+    }
+
+    fn write(&self, status: StatusCode, started: Instant) {
+        if !self.enabled {
+            return;
+        }
+        tracing::debug!(
+            era = self.era,
+            id = self.id.as_deref().unwrap_or("-"),
+            method = self.method.as_deref().unwrap_or("-"),
+            tool = self.tool.as_deref().unwrap_or("-"),
+            outcome = %self.outcome,
+            status = status.as_u16(),
+            latency_us = started.elapsed().as_micros() as u64,
+            "mcp request"
+        );
     }
 }
 

@@ -215,7 +215,9 @@ async fn clients_on_2025_06_18_get_output_schemas_and_structured_content() {
     assert!(old.get("structuredContent").is_none());
 }
 
-// Validate MCP-Protocol-Version: absent is fine, an unsupported value is 400.
+// Validate MCP-Protocol-Version: absent is fine, an unsupported value is 400, with the
+// 2026-07-28 error (-32022) that lists every supported version, so that a client of
+// either era recognises the server.
 #[tokio::test]
 async fn an_unsupported_protocol_version_header_is_400() {
     let world = World::new().await;
@@ -226,7 +228,7 @@ async fn an_unsupported_protocol_version_header_is_400() {
     for version in ["1999-01-01", "latest", "2024-11-05"] {
         let reply = world.post_raw(Some(FLOW_PAT), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[("mcp-protocol-version", version)]).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{version}");
-        assert_eq!(reply.json()["error"]["code"], "invalid_request");
+        assert_eq!(reply.json()["error"]["code"], -32022);
     }
 }
 

@@ -8,8 +8,10 @@
 //! Kafka and waits for the projector. Tests that need a data dir or `serve` flags are
 //! about the embedded edition and always run it, as do builders marked `.embedded()`.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster;
@@ -36,6 +38,8 @@ pub struct Server {
     env_removes: Vec<String>,
     /// The distributed edition, when that is what runs.
     pub cluster: Option<cluster::Cluster>,
+    /// What the server wrote on standard error, when the builder asked to keep it.
+    stderr: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 /// Whether the black-box suites run against the distributed edition
@@ -50,6 +54,7 @@ pub struct ServerBuilder {
     envs: Vec<(String, String)>,
     env_removes: Vec<String>,
     embedded: bool,
+    capture_stderr: bool,
 }
 
 impl ServerBuilder {
@@ -81,6 +86,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps what the server writes on standard error (its log lines, as `RECAP_LOG`
+    /// chooses them) for [`Server::stderr_lines`], instead of passing it through. Embedded
+    /// edition only: the distributed roles keep theirs.
+    pub fn capture_stderr(mut self) -> Self {
+        self.capture_stderr = true;
+        self
+    }
+
     pub fn start(self) -> Server {
         if distributed() && !self.embedded && self.data_dir.is_none() && self.args.is_empty() {
             let cluster = cluster::Cluster::start(&self.envs);
@@ -97,6 +110,7 @@ impl ServerBuilder {
                 envs: self.envs,
                 env_removes: Vec::new(),
                 cluster: Some(cluster),
+                stderr: None,
             };
         }
         let (temp, data_dir) = match self.data_dir {
@@ -120,6 +134,7 @@ impl ServerBuilder {
             envs: self.envs,
             env_removes: self.env_removes,
             cluster: None,
+            stderr: self.capture_stderr.then(Arc::default),
         };
         server.spawn();
         server
@@ -128,7 +143,7 @@ impl ServerBuilder {
 
 impl Server {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { data_dir: None, args: Vec::new(), envs: Vec::new(), env_removes: Vec::new(), embedded: false }
+        ServerBuilder { data_dir: None, args: Vec::new(), envs: Vec::new(), env_removes: Vec::new(), embedded: false, capture_stderr: false }
     }
 
     /// A fresh server over a new temporary data dir.
@@ -147,14 +162,22 @@ impl Server {
             .env("RECAP_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(if self.stderr.is_some() { Stdio::piped() } else { Stdio::inherit() });
         for key in &self.env_removes {
             command.env_remove(key);
         }
         for (key, value) in &self.envs {
             command.env(key, value);
         }
-        let (child, receiver) = spawn_with_lines(&mut command).expect("start recap serve");
+        let (mut child, receiver) = spawn_with_lines(&mut command).expect("start recap serve");
+        if let (Some(lines), Some(stderr)) = (&self.stderr, child.stderr.take()) {
+            let lines = Arc::clone(lines);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
+                }
+            });
+        }
         self.child = Some(child);
         self.stdout.clear();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -217,6 +240,12 @@ impl Server {
     pub fn feed<E: EventLine>(&self, events: &[E]) {
         self.append(events);
         self.wait_caught_up();
+    }
+
+    /// The lines written on standard error so far (none unless the builder asked to
+    /// [`capture_stderr`](ServerBuilder::capture_stderr)).
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.as_ref().map(|lines| lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()).unwrap_or_default()
     }
 
     pub fn pid(&self) -> u32 {

@@ -4,7 +4,7 @@
 //! use; presenting a rotated one revokes the whole grant (OAuth 2.1 §4.3.1 reuse
 //! detection). The approving PAT is checked on every exchange.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -32,7 +32,19 @@ pub async fn token(State(state): State<McpState>, body: Bytes) -> Response {
     let params = Params::parse(&body);
     let result = match param(&params, "grant_type") {
         Ok(Some("authorization_code")) => redeem_code(&state, &params).await,
-        Ok(Some("refresh_token")) => refresh(&state, &params).await,
+        Ok(Some("refresh_token")) => {
+            let started = Instant::now();
+            let result = refresh(&state, &params).await;
+            // One debug line per refresh grant: the client as it named itself, how the
+            // grant ended and how long it took. Never a token, presented or issued.
+            tracing::debug!(
+                client_id = param(&params, "client_id").ok().flatten().unwrap_or("-"),
+                outcome = %result.as_ref().map_or_else(OAuthError::code, |_| "ok"),
+                latency_us = started.elapsed().as_micros() as u64,
+                "refresh token grant"
+            );
+            result
+        }
         Ok(Some(_)) => Err(OAuthError::UnsupportedGrantType),
         Ok(None) => Err(OAuthError::InvalidRequest("grant_type is missing".into())),
         Err(error) => Err(error),

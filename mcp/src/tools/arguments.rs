@@ -5,8 +5,9 @@
 //! apart by serde's error kind: `invalid_value` for a missing argument, `invalid_type`
 //! for an invalid one; the reader names the argument.
 //!
-//! - A required string ([`RequiredString`]): a missing, null, non-string or blank value is
-//!   a missing argument.
+//! - A required string ([`RequiredString`]): a missing, null or blank value is a missing
+//!   argument; a value of another type (`{"meeting_id": 12345}`) is an invalid argument
+//!   (`meeting_id must be a string`).
 //! - An optional string ([`OptionalString`]): null or empty is absent; another type is an
 //!   invalid argument.
 //! - An integer ([`Clamped`]): any JSON number (a fraction is truncated) or a string
@@ -116,11 +117,13 @@ impl<const DEFAULT: usize, const MIN: usize, const MAX: usize> JsonSchema for Cl
 
 impl<'de: 'a, 'a> Deserialize<'de> for RequiredString<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// A string, blank or not (None: blank, null or absent); any other type is an
+        /// `invalid_type` of "a string".
         struct NonBlank;
         impl<'de> Visitor<'de> for NonBlank {
             type Value = Option<Cow<'de, str>>;
             fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-                formatter.write_str("a non-empty string")
+                formatter.write_str("a string")
             }
             fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
                 Ok((!text.trim().is_empty()).then_some(Cow::Borrowed(text)))
@@ -132,10 +135,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for RequiredString<'a> {
                 Ok(None)
             }
         }
-        // Absent, null, blank or not a string at all: each is a missing argument.
-        match deserializer.deserialize_any(NonBlank) {
-            Ok(Some(text)) => Ok(RequiredString(text)),
-            _ => Err(de::Error::invalid_value(Unexpected::Other("no usable value"), &NonBlank)),
+        // Absent, null or blank: a missing argument. A number, boolean, array or object:
+        // the caller gave one, of the wrong type, and is told so.
+        match deserializer.deserialize_any(NonBlank)? {
+            Some(text) => Ok(RequiredString(text)),
+            None => Err(de::Error::invalid_value(Unexpected::Other("no usable value"), &"a non-empty string")),
         }
     }
 }
@@ -248,11 +252,20 @@ mod tests {
     #[test]
     fn required_strings_must_be_present_and_non_blank() {
         let missing = "missing required argument: id (a non-empty string)";
-        for arguments in [json!({}), json!({"id": null}), json!({"id": "  "}), json!({"id": 5}), json!({"id": ["m"]}), json!({"id": {}})] {
+        for arguments in [json!({}), json!({"id": null}), json!({"id": "  "})] {
             assert_eq!(message(arguments.clone()), missing, "{arguments}");
         }
         let present = args(json!({"id": "m"}));
         assert_eq!(parse::<Paged>(&present).expect("a present id").id.as_str(), "m");
+    }
+
+    // A value of another type is not a missing argument: the caller sent one, and is told
+    // its type is wrong.
+    #[test]
+    fn required_strings_of_another_type_are_wrong_types() {
+        for arguments in [json!({"id": 12345}), json!({"id": 1.5}), json!({"id": true}), json!({"id": ["m"]}), json!({"id": {}})] {
+            assert_eq!(message(arguments.clone()), "id must be a string", "{arguments}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, ListToolsResult, Tool, ToolAnnotations};
+use rmcp::model::{CacheScope, JsonObject, ListToolsResult, MetaObject, Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use schemars::transform::RecursiveTransform;
 use schemars::{JsonSchema, Schema};
@@ -23,6 +23,10 @@ pub struct Catalog {
     pub list_without_output_schema: String,
     /// For 2025-06-18 and later.
     pub list_with_output_schema: String,
+    /// For 2026-07-28: with `outputSchema`, `resultType`, the caching hints and the
+    /// server's name in `_meta`. `cacheScope` is public: every caller is shown the same
+    /// tools, whatever its token (a token decides only what the tools read).
+    pub list_modern: String,
     pub names: Vec<&'static str>,
 }
 
@@ -169,11 +173,20 @@ impl Catalog {
         };
         let render = |tools: Vec<Tool>| {
             let mut result = ListToolsResult::with_all_items(tools);
-            // resultType belongs to protocol 2026-07-28, which this server does not speak.
+            // resultType belongs to protocol 2026-07-28, not to the handshake-era lists.
             result.result_type = None;
             serde_json::to_string(&result).unwrap_or_else(|_| "{\"tools\":[]}".into())
         };
-        Catalog { list_without_output_schema: render(tools(false)), list_with_output_schema: render(tools(true)), names }
+        let modern = {
+            let mut result = ListToolsResult::with_all_items(tools(true));
+            result.ttl_ms = Some(crate::modern::TTL_MS);
+            result.cache_scope = Some(CacheScope::Public);
+            let mut meta = MetaObject::new();
+            meta.0.insert(crate::modern::SERVER_INFO_KEY.into(), serde_json::to_value(crate::modern::server_info()).unwrap_or_default());
+            result.meta = Some(meta);
+            serde_json::to_string(&result).unwrap_or_else(|_| "{\"tools\":[]}".into())
+        };
+        Catalog { list_without_output_schema: render(tools(false)), list_with_output_schema: render(tools(true)), list_modern: modern, names }
     }
 
     pub fn contains(&self, name: &str) -> bool {

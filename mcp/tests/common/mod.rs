@@ -265,3 +265,52 @@ pub async fn connect<W: world::World + ?Sized>(world: &World<W>, pat: &str) -> (
     let tokens = reply.json();
     (client_id, tokens["access_token"].as_str().unwrap().to_string(), tokens["refresh_token"].as_str().unwrap().to_string())
 }
+
+// ---- 2026-07-28 helpers ------------------------------------------------------------
+
+pub const MODERN: &str = "2026-07-28";
+pub const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The `_meta` every modern request carries.
+pub fn meta() -> Value {
+    json!({VERSION_KEY: MODERN, CAPABILITIES_KEY: {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
+}
+
+/// `params` with the request `_meta` added.
+pub fn with_meta(mut params: Value) -> Value {
+    params["_meta"] = meta();
+    params
+}
+
+/// The body of request id 1.
+pub fn body(method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+/// The headers a modern client sends with `method` (and `Mcp-Name` when given).
+pub fn headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+    if let Some(name) = name {
+        headers.push(("mcp-name", name));
+    }
+    headers
+}
+
+impl<W: recap_testkit::world::World + ?Sized> World<W> {
+    /// A well-formed modern request: `_meta`, `MCP-Protocol-Version`, `Mcp-Method` and,
+    /// for tools/call, `Mcp-Name`.
+    pub async fn modern(&self, method: &str, params: Value) -> Reply {
+        let name = params.get("name").and_then(Value::as_str).map(str::to_string);
+        let name = if method == "tools/call" { name } else { None };
+        self.post_raw(Some(FLOW_PAT), &body(method, with_meta(params)), &headers(method, name.as_deref())).await
+    }
+
+    /// A modern tools/call; the result, checked to be a 200 success.
+    pub async fn modern_call(&self, tool: &str, arguments: Value) -> Value {
+        let reply = self.modern("tools/call", json!({"name": tool, "arguments": arguments})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{tool}: {}", reply.body);
+        reply.json()["result"].clone()
+    }
+}

@@ -1,0 +1,170 @@
+//! MCP 2026-07-28 ("modern"), beside the handshake-era versions on the same endpoint.
+//! There is no initialize: every request names its version and the client's
+//! capabilities in `params._meta`, its method in the `Mcp-Method` header and, for
+//! tools/call, its tool in `Mcp-Name`, so that a proxy can route it without reading the
+//! body. Every result says `resultType: "complete"` and names the server in its `_meta`.
+//!
+//! `transport.rs` sends a request here when its `MCP-Protocol-Version` header is present
+//! and names no handshake-era version; this module checks the request in the order
+//! below and writes the parts of answers only this revision has. Each check answers a
+//! JSON-RPC error with an HTTP status ([`RpcError::modern_status`]), never a bare 4xx:
+//! a dual-era client takes a 4xx without a JSON-RPC error body for a legacy server.
+//!
+//! 1. A routing header given twice: -32020 (readers of the first and of the last copy
+//!    would disagree).
+//! 2. A header version this server does not speak: -32022 listing those it does, before
+//!    anything else about the body, so a client on another revision learns what to
+//!    speak whatever shape its request has.
+//! 3. `params._meta` without `io.modelcontextprotocol/protocolVersion` (a string) or
+//!    `io.modelcontextprotocol/clientCapabilities` (an object): -32602.
+//! 4. `_meta`'s version differing from the header: -32020.
+//! 5. `Mcp-Method` missing or differing from `method`: -32020.
+//! 6. tools/call: `params.name` not a string: -32602; `Mcp-Name` missing or, once
+//!    decoded from its `=?base64?…?=` form, differing from it: -32020.
+//!
+//! Header values are compared exactly (case-sensitive) after trimming spaces and tabs
+//! around them, as HTTP field values are read.
+
+use std::sync::OnceLock;
+
+use axum::http::HeaderMap;
+use base64::Engine as _;
+use rmcp::model::{CacheScope, DiscoverResult, Implementation, ProtocolVersion, ServerCapabilities, ToolsCapability};
+use serde_json::{Map, Value};
+
+use crate::rpc::{RpcError, ALL_VERSIONS, MODERN_VERSION};
+
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// How long a client may keep `server/discover` and `tools/list` (ms): both change only
+/// with a release of the server, and an hour bounds how long a client misses a new tool.
+pub const TTL_MS: u64 = 3_600_000;
+
+/// The routing headers, which must each come once.
+const ROUTING_HEADERS: [&str; 3] = ["mcp-protocol-version", "mcp-method", "mcp-name"];
+
+/// Who answers, in initialize results and in every modern result's `_meta`.
+pub fn server_info() -> Implementation {
+    Implementation::new("recap", env!("CARGO_PKG_VERSION")).with_title("recap meeting notes")
+}
+
+/// The members every modern result ends with, serialised once: `,"resultType":"complete","_meta":{serverInfo}`.
+pub fn result_members() -> &'static str {
+    static MEMBERS: OnceLock<String> = OnceLock::new();
+    MEMBERS.get_or_init(|| {
+        let meta = serde_json::json!({ SERVER_INFO_KEY: server_info() });
+        format!(",\"resultType\":\"complete\",\"_meta\":{meta}")
+    })
+}
+
+/// The `server/discover` result, serialised once. Public cache scope: it says the same to
+/// every caller.
+pub fn discover_result(instructions: &str) -> &'static str {
+    static RESULT: OnceLock<String> = OnceLock::new();
+    RESULT.get_or_init(|| {
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = Some(ToolsCapability::default());
+        let versions =
+            ALL_VERSIONS.iter().filter_map(|version| ProtocolVersion::KNOWN_VERSIONS.iter().find(|known| known.as_str() == *version).cloned()).collect();
+        let mut result = DiscoverResult::new(versions, capabilities).with_ttl_ms(TTL_MS).with_cache_scope(CacheScope::Public).with_server_info(server_info());
+        result.instructions = Some(instructions.to_string());
+        serde_json::to_string(&result).unwrap_or_default()
+    })
+}
+
+/// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).
+/// `requested` is its `MCP-Protocol-Version` header.
+pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
+    if let Some(repeated) = ROUTING_HEADERS.iter().find(|name| headers.get_all(**name).iter().count() > 1) {
+        return Err(RpcError::HeaderMismatch(format!("the {repeated} header appears more than once")));
+    }
+    if requested != MODERN_VERSION {
+        return Err(RpcError::UnsupportedProtocolVersion { requested: requested.to_string() });
+    }
+    let meta = params.and_then(|params| params.get("_meta")).and_then(Value::as_object);
+    let body_version = envelope(meta)?;
+    if body_version != requested {
+        return Err(mismatch("MCP-Protocol-Version", requested, body_version));
+    }
+    match header(headers, "mcp-method")? {
+        None => return Err(RpcError::HeaderMismatch("the Mcp-Method header is required".into())),
+        Some(value) if value != method => return Err(mismatch("Mcp-Method", value, method)),
+        Some(_) => {}
+    }
+    if method == "tools/call" {
+        let Some(name) = params.and_then(|params| params.get("name")).and_then(Value::as_str) else {
+            return Err(RpcError::InvalidParams("tools/call needs params.name, a string".into()));
+        };
+        let Some(value) = header(headers, "mcp-name")? else {
+            return Err(RpcError::HeaderMismatch("the Mcp-Name header is required on tools/call".into()));
+        };
+        match decode(value) {
+            Some(decoded) if decoded == name => {}
+            Some(decoded) => return Err(mismatch("Mcp-Name", &decoded, name)),
+            None => return Err(RpcError::HeaderMismatch("the Mcp-Name header carries a malformed =?base64?...?= value".into())),
+        }
+    }
+    Ok(())
+}
+
+/// The version `_meta` names, once both required keys are there.
+fn envelope(meta: Option<&Map<String, Value>>) -> Result<&str, RpcError> {
+    let Some(meta) = meta else {
+        return Err(RpcError::InvalidParams(format!("params._meta is required, with {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}")));
+    };
+    let missing: Vec<&str> = [PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY].into_iter().filter(|key| !meta.contains_key(*key)).collect();
+    if !missing.is_empty() {
+        return Err(RpcError::InvalidParams(format!("params._meta is missing the required key(s): {}", missing.join(", "))));
+    }
+    if !meta[CLIENT_CAPABILITIES_KEY].is_object() {
+        return Err(RpcError::InvalidParams(format!("params._meta.{CLIENT_CAPABILITIES_KEY} must be an object")));
+    }
+    meta[PROTOCOL_VERSION_KEY].as_str().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
+}
+
+/// A header's value without the spaces and tabs around it; `None` when absent.
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, RpcError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => match value.to_str() {
+            Ok(text) => Ok(Some(text.trim_matches([' ', '\t']))),
+            Err(_) => Err(RpcError::HeaderMismatch(format!("the {name} header has characters outside visible ASCII"))),
+        },
+    }
+}
+
+fn mismatch(header: &str, header_value: &str, body_value: &str) -> RpcError {
+    RpcError::HeaderMismatch(format!("{header} header value '{header_value}' does not match body value '{body_value}'"))
+}
+
+/// A header value as its sender meant it: the UTF-8 inside `=?base64?<b64>?=` (the form
+/// for values a header cannot carry as they are), else the value itself. `None` for a
+/// malformed encoded form (bad or non-canonical base64, not UTF-8), which then matches
+/// nothing.
+pub fn decode(value: &str) -> Option<String> {
+    let Some(payload) = value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) else {
+        return Some(value.to_string());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD.decode(payload).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_names_decode_and_malformed_ones_match_nothing() {
+        assert_eq!(decode("get_meeting").as_deref(), Some("get_meeting"));
+        assert_eq!(decode("=?base64?Z2V0X21lZXRpbmc=?=").as_deref(), Some("get_meeting"));
+        assert_eq!(decode("=?base64?w6ljaG8=?=").as_deref(), Some("écho"));
+        assert_eq!(decode("=?base64?not base64?="), None);
+        // Non-zero trailing bits: not what an encoder writes.
+        assert_eq!(decode("=?base64?Z2V0X21lZXRpbmd=?="), None);
+        assert_eq!(decode("=?base64?/w==?="), None, "not UTF-8");
+        // The markers are case-sensitive: anything else is a plain value.
+        assert_eq!(decode("=?BASE64?Z2V0?=").as_deref(), Some("=?BASE64?Z2V0?="));
+    }
+}

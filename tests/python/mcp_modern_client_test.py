@@ -1,0 +1,119 @@
+"""Real-client checks of MCP 2026-07-28 with the official MCP Python SDK's `Client`.
+
+Run against a live `recap serve` by tests/mcp_real_clients.rs (or by hand):
+
+    MCP_URL=http://127.0.0.1:PORT/mcp RECAP_PAT=svc_pat_... python tests/python/mcp_modern_client_test.py
+
+1. Pinned to 2026-07-28 (`mode="2026-07-28"`: no initialize, no discover probe, no
+   fallback) with a personal access token: list the tools (caching hints included),
+   call each one, read its JSON result, and an unknown meeting is a tool error.
+2. `mode="auto"`: the client probes `server/discover` and, finding 2026-07-28 listed,
+   stays on it.
+3. Pinned to 2026-07-28 with the SDK's OAuth client provider: discovery, dynamic
+   registration, authorization (the consent page answered as a user would, with the
+   PAT), token exchange with PKCE, then a tool call with the svc_oat_ token.
+
+That no initialize reached the server is checked from the server's side, by the Rust
+test reading the server's debug log. Exits non-zero on the first failed check.
+"""
+
+import asyncio
+import sys
+
+import httpx2
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientMetadata
+
+# The handshake-era checks' helpers: the same tools, the same consent page.
+from mcp_client_test import EXPECTED_TOOLS, MCP_URL, MEETING_ID, PAT, REDIRECT_URI, SHARE_ID, Browser, MemoryStorage, check, tool_json
+
+MODERN = "2026-07-28"
+
+CALLS = {
+    "list_meetings": {"limit": 5},
+    "get_meeting": {"meeting_id": MEETING_ID},
+    "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
+    "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
+    "search_meetings": {"query": "weekly"},
+    "list_pending_action_items": {},
+    "search_shared_notes": {"query": "budget"},
+    "get_shared_note": {"share_id": SHARE_ID},
+    "list_recent_changes": {"limit": 5},
+}
+
+
+def modern_client(http, mode=MODERN):
+    return Client(streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False), mode=mode)
+
+
+async def pinned_with_pat():
+    print(f"PAT, pinned to {MODERN}")
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {PAT}"}, timeout=30) as http:
+        async with modern_client(http) as client:
+            tools = await client.list_tools()
+            names = [tool.name for tool in tools.tools]
+            check(names == EXPECTED_TOOLS, f"tools/list: {names}")
+            check(tools.ttl_ms == 3_600_000 and tools.cache_scope == "public", f"caching hints: {tools.ttl_ms} {tools.cache_scope}")
+            for tool in tools.tools:
+                check(tool.annotations.read_only_hint is True, f"annotations of {tool.name}")
+                check(tool.output_schema is not None, f"outputSchema of {tool.name}")
+            for name, arguments in CALLS.items():
+                result = await client.call_tool(name, arguments)
+                data = tool_json(result)
+                check(result.structured_content == data, f"{name}: structuredContent is the text's JSON")
+                print(f"  {name}: ok ({', '.join(sorted(data))})")
+            missing = await client.call_tool("get_meeting", {"meeting_id": "mtg_nope"})
+            check(missing.is_error, "an unknown meeting is a tool error")
+            check("meeting mtg_nope not found" in missing.content[0].text, missing.content[0].text)
+
+
+async def auto_with_pat():
+    print("PAT, auto: server/discover then 2026-07-28")
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {PAT}"}, timeout=30) as http:
+        async with modern_client(http, mode="auto") as client:
+            tools = await client.list_tools()
+            check([tool.name for tool in tools.tools] == EXPECTED_TOOLS, "tools/list after discover")
+            check(tools.ttl_ms is not None, "a modern list carries ttlMs, so the client stayed on 2026-07-28")
+            tool_json(await client.call_tool("list_meetings", {"limit": 1}))
+            print("  discover, list, call: ok")
+
+
+async def pinned_with_oauth():
+    print(f"OAuth, pinned to {MODERN}: discovery, registration, authorization, token exchange")
+    storage = MemoryStorage()
+    browser = Browser()
+    provider = OAuthClientProvider(
+        server_url=MCP_URL,
+        client_metadata=OAuthClientMetadata(client_name="recap python modern test", redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
+        storage=storage,
+        redirect_handler=browser.open,
+        callback_handler=browser.callback,
+    )
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with modern_client(http) as client:
+            tools = await client.list_tools()
+            check([tool.name for tool in tools.tools] == EXPECTED_TOOLS, "tools/list with an OAuth token")
+            check(storage.tokens is not None and storage.tokens.access_token.startswith("svc_oat_"), f"an svc_oat_ token: {storage.tokens}")
+            check(storage.client_info is not None and storage.client_info.client_id.startswith("mcpc_"), "a registered client")
+            tool_json(await client.call_tool("list_meetings", {"limit": 1}))
+            print("  tool call with svc_oat_: ok")
+
+
+async def main():
+    await pinned_with_pat()
+    await auto_with_pat()
+    await pinned_with_oauth()
+    print("all modern python client checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except BaseException as error:  # noqa: BLE001 - report anything, including exception groups
+        import traceback
+
+        traceback.print_exc()
+        print(f"FAILED: {error!r}", file=sys.stderr)
+        sys.exit(1)
