@@ -17,6 +17,7 @@ pub mod driver;
 pub mod instrumented;
 pub mod keys;
 pub mod messages;
+pub mod net;
 pub mod oauth;
 pub mod projection;
 pub mod queries;

@@ -1,0 +1,78 @@
+//! Which network addresses a server may send a request to when the URL comes from
+//! outside (a webhook receiver an account chose, an OAuth client's metadata document):
+//! only public unicast addresses. Never a private network, loopback, link-local (which
+//! holds the cloud metadata service at 169.254.169.254), CGNAT, multicast, unspecified
+//! or reserved address, nor an IPv6 address that embeds one of those (IPv4-mapped
+//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`). Without this rule such a URL could reach
+//! the service's own network (SSRF). The rule lives here, upstream of the webhooks
+//! runtime and the MCP server, so that both apply the same one.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Whether a request may never go to `address` outside development, and why.
+pub fn forbidden(address: IpAddr) -> Option<&'static str> {
+    match address {
+        IpAddr::V4(v4) => forbidden_v4(v4),
+        IpAddr::V6(v6) => forbidden_v6(v6),
+    }
+}
+
+fn forbidden_v4(address: Ipv4Addr) -> Option<&'static str> {
+    let [first, second, third, _] = address.octets();
+    if address.is_loopback() {
+        return Some("loopback");
+    }
+    if address.is_private() {
+        return Some("private network");
+    }
+    if address.is_link_local() {
+        return Some("link-local (metadata) address");
+    }
+    if address.is_unspecified() || first == 0 {
+        return Some("unspecified address");
+    }
+    if address.is_multicast() || address.is_broadcast() {
+        return Some("multicast or broadcast address");
+    }
+    if first == 100 && (64..128).contains(&second) {
+        return Some("shared address space (CGNAT)");
+    }
+    if first == 192 && second == 0 && third == 0 {
+        return Some("IETF protocol assignment");
+    }
+    if first == 198 && (second == 18 || second == 19) {
+        return Some("benchmarking network");
+    }
+    if first >= 240 {
+        return Some("reserved address");
+    }
+    None
+}
+
+fn forbidden_v6(address: Ipv6Addr) -> Option<&'static str> {
+    if let Some(v4) = address.to_ipv4_mapped() {
+        return forbidden_v4(v4);
+    }
+    let segments = address.segments();
+    // NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits.
+    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        let [.., high, low] = segments;
+        return forbidden_v4(Ipv4Addr::from((u32::from(high) << 16) | u32::from(low)));
+    }
+    if address.is_loopback() {
+        return Some("loopback");
+    }
+    if address.is_unspecified() {
+        return Some("unspecified address");
+    }
+    if address.is_multicast() {
+        return Some("multicast address");
+    }
+    if segments[0] & 0xfe00 == 0xfc00 {
+        return Some("unique local address");
+    }
+    if segments[0] & 0xffc0 == 0xfe80 {
+        return Some("link-local address");
+    }
+    None
+}
