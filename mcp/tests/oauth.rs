@@ -738,3 +738,56 @@ async fn the_mcp_endpoint_answers_options_with_405() {
     let reply = world.send(options("/mcp", Some("http://localhost:6274"), "content-type")).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+// RFC 9207 (SEP-2468): iss in every authorization response, success and error, equal to the metadata issuer.
+#[tokio::test]
+async fn every_authorization_response_carries_iss() {
+    let world = World::new().await;
+    let issuer = world.get("/.well-known/oauth-authorization-server").await.json()["issuer"].as_str().unwrap().to_string();
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let challenge = challenge(VERIFIER);
+    let base = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", REDIRECT_URI),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("state", "s"),
+    ];
+    let approved = world.post_form("/mcp/authorize", &[&base[..], &[("pat", FLOW_PAT), ("decision", "approve")]].concat()).await;
+    let denied = world.post_form("/mcp/authorize", &[&base[..], &[("decision", "deny")]].concat()).await;
+    let bad_scope =
+        world.get(&format!("/mcp/authorize?{}&scope=admin", url::form_urlencoded::Serializer::new(String::new()).extend_pairs(base).finish())).await;
+    for (reply, expected) in [(approved, None), (denied, Some("access_denied")), (bad_scope, Some("invalid_scope"))] {
+        let (_, pairs) = location_query(&reply);
+        assert_eq!(query_value(&pairs, "error").as_deref(), expected);
+        assert_eq!(query_value(&pairs, "iss").as_deref(), Some(issuer.as_str()), "{expected:?}");
+    }
+}
+
+// MCP client registration: clients send application_type (OIDC Registration §2: web or native); validated, kept and returned.
+#[tokio::test]
+async fn application_type_is_validated_and_echoed() {
+    let world = World::new().await;
+    for (application_type, uris, expected) in [
+        (json!("native"), json!(["http://127.0.0.1:3000/cb"]), "native"),
+        (json!("native"), json!(["https://app.example.com/cb"]), "native"),
+        (json!("web"), json!(["https://app.example.com/cb"]), "web"),
+        (Value::Null, json!(["http://localhost:3000/cb"]), "native"),
+        (Value::Null, json!(["https://app.example.com/cb"]), "web"),
+    ] {
+        let reply = world.post_json("/mcp/register", &json!({"client_name": "A", "redirect_uris": uris, "application_type": application_type})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        assert_eq!(reply.json()["application_type"], expected, "{application_type} {uris}");
+    }
+    for (application_type, uris, code) in [
+        (json!("web"), json!(["http://127.0.0.1:3000/cb"]), "invalid_redirect_uri"),
+        (json!("web"), json!(["https://localhost/cb"]), "invalid_redirect_uri"),
+        (json!("desktop"), json!(["https://app.example.com/cb"]), "invalid_client_metadata"),
+        (json!(1), json!(["https://app.example.com/cb"]), "invalid_client_metadata"),
+    ] {
+        let reply = world.post_json("/mcp/register", &json!({"redirect_uris": uris, "application_type": application_type})).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{application_type} {uris}");
+        assert_eq!(reply.json()["error"], code, "{application_type} {uris}");
+    }
+}

@@ -34,6 +34,10 @@ pub struct ClientRecord {
     pub redirect_uris: Vec<String>,
     /// Seconds since the epoch.
     pub client_id_issued_at: i64,
+    /// `web` or `native` (OIDC Dynamic Client Registration); absent in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application_type: Option<String>,
 }
 
 /// An authorization code, keyed by its SHA-256. `used` marks a redeemed code, kept

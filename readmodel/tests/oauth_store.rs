@@ -58,6 +58,7 @@ async fn records_round_trip_by_their_keys() {
         client_name: Some("Client".into()),
         redirect_uris: vec!["http://127.0.0.1:9/cb".into()],
         client_id_issued_at: 7,
+        application_type: Some("native".into()),
     };
     oauth.register_client(&client, HOUR).await.unwrap();
     oauth.save_code("code-hash", &code(), HOUR).await.unwrap();

@@ -3,6 +3,14 @@
 //! without a fragment. Every client is registered as public (`token_endpoint_auth_method`
 //! "none", no secret) whatever it asked for: RFC 7591 §3.2.1 lets the server replace
 //! requested values, and the response tells the client what it got.
+//!
+//! `application_type` (OIDC Dynamic Client Registration §2, which the 2026-07-28
+//! revision asks clients to send) is `web` or `native`. A `web` client's redirect URIs
+//! must be https on a host other than a loopback one; a `native` client may also use
+//! http on a loopback host. Custom URI schemes are refused for both (the redirect rule
+//! above). When the client sends none, nothing more is enforced than the redirect rule
+//! (clients of earlier revisions never send it), and the type is recorded and returned
+//! as `native` when a redirect URI is on a loopback host, `web` otherwise.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -30,6 +38,7 @@ struct Metadata {
     grant_types: Option<Vec<String>>,
     response_types: Option<Vec<String>>,
     scope: Option<String>,
+    application_type: Option<Value>,
 }
 
 /// Whether a redirect URI may be registered (and so later redirected to).
@@ -98,8 +107,33 @@ async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthEr
             return Err(OAuthError::InvalidClientMetadata("the only scope is svc:read".into()));
         }
     }
+    let application_type = match metadata.application_type {
+        None | Some(Value::Null) => {
+            if redirect_uris.iter().any(|uri| on_loopback(uri)) {
+                "native"
+            } else {
+                "web"
+            }
+        }
+        Some(Value::String(kind)) if kind == "native" => "native",
+        Some(Value::String(kind)) if kind == "web" => {
+            if let Some(uri) = redirect_uris.iter().find(|uri| on_loopback(uri) || !uri.starts_with("https:")) {
+                return Err(OAuthError::InvalidRedirectUri(format!(
+                    "a web client's redirect URIs must use https on a host other than a loopback one ({uri:?}); register it with application_type native"
+                )));
+            }
+            "web"
+        }
+        Some(_) => return Err(OAuthError::InvalidClientMetadata("application_type must be web or native".into())),
+    };
     let issued_at = state.now_micros() / 1_000_000;
-    let client = ClientRecord { client_id: random_id("mcpc_"), client_name, redirect_uris, client_id_issued_at: issued_at };
+    let client = ClientRecord {
+        client_id: random_id("mcpc_"),
+        client_name,
+        redirect_uris,
+        client_id_issued_at: issued_at,
+        application_type: Some(application_type.to_string()),
+    };
     let inner = &state.inner;
     inner.bounded(inner.readmodel.oauth().register_client(&client, Duration::from_secs(inner.config.client_ttl_secs))).await?;
     tracing::info!(client_id = %client.client_id, "oauth client registered");
@@ -112,7 +146,18 @@ async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthEr
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
         "scope": SCOPE,
+        "application_type": application_type,
     }))
+}
+
+/// Whether a (valid) redirect URI points at this machine.
+fn on_loopback(uri: &str) -> bool {
+    match url::Url::parse(uri).ok().as_ref().and_then(url::Url::host) {
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
 }
 
 #[cfg(test)]
