@@ -54,13 +54,13 @@ if scripts/engines/up.sh; then
   run cargo test -p recap-readmodel --test driver_semantics -- --ignored
   run cargo test -p recap-projector --test kafka_lag --test kafka_messages -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
-  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test modern --test observability --test generated
+  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated
   run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-webhooks --test delivery
   run env RECAP_TEST_WORLD=cassandra cargo test -p recap-webhooks --test kafka -- --ignored
   # The cluster worlds run the recap binary beside the test executables, which cargo
   # builds only for the root package's own tests.
   run cargo build --bin recap
-  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test modern --test observability --test generated -- --test-threads=2
+  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated -- --test-threads=2
   run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
   run cargo test --test distributed --test webhooks_distributed -- --ignored --test-threads=1
   run cargo test --test telemetry -- --ignored

@@ -1,6 +1,6 @@
 //! The MCP role's settings: which browser origins may call the endpoint, the public URL
-//! the server is reached under (when a proxy hides it), the OAuth lifetimes and the store
-//! timeout. Every field is a flag and a `RECAP_*` variable; the defaults give the
+//! the server is reached under (when a proxy hides it), the OAuth lifetimes, the store
+//! timeout and how client metadata documents are fetched. Every field is a flag and a `RECAP_*` variable; the defaults give the
 //! embedded edition on loopback and the spec's lifetimes.
 
 use std::time::Duration;
@@ -62,6 +62,23 @@ pub struct McpConfig {
     /// tokens (`svc_oat_`) are always looked up, so that their expiry is exact.
     #[arg(id = "mcp_token_cache_ms", value_name = "MCP_TOKEN_CACHE_MS", long = "mcp-token-cache-ms", env = "RECAP_MCP_TOKEN_CACHE_MS", default_value_t = 0)]
     pub token_cache_ms: u64,
+
+    /// Development and tests only: let a Client ID Metadata Document (a `client_id` that
+    /// is a URL) be fetched over `http`, and from loopback or private addresses. Off,
+    /// only `https` to public addresses is fetched (the SSRF rule of webhooks).
+    #[arg(long = "mcp-cimd-allow-insecure", env = "RECAP_MCP_CIMD_ALLOW_INSECURE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub cimd_allow_insecure: bool,
+
+    /// Bound of one fetch of a Client ID Metadata Document, in milliseconds: resolving,
+    /// connecting, TLS and the whole answer. Past it the authorization is refused
+    /// (`invalid_client`).
+    #[arg(id = "mcp_cimd_timeout_ms", value_name = "MCP_CIMD_TIMEOUT_MS", long = "mcp-cimd-timeout-ms", env = "RECAP_MCP_CIMD_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub cimd_timeout_ms: u64,
+
+    /// Root certificates (DER) trusted for metadata documents besides the Mozilla
+    /// roots: for tests with their own CA. Not a flag; empty in production.
+    #[arg(skip)]
+    pub cimd_extra_roots: Vec<Vec<u8>>,
 }
 
 impl Default for McpConfig {
@@ -76,6 +93,9 @@ impl Default for McpConfig {
             client_ttl_secs: 365 * 86_400,
             store_timeout_ms: None,
             token_cache_ms: 0,
+            cimd_allow_insecure: false,
+            cimd_timeout_ms: 5000,
+            cimd_extra_roots: Vec::new(),
         }
     }
 }

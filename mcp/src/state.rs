@@ -1,6 +1,7 @@
 //! The state every handler shares: the read model (also where OAuth state is kept), the
 //! plans, the settings, the clock and the prebuilt tool catalog. Cheap to clone; holds
-//! nothing a request writes, since pods are stateless and any pod serves any request.
+//! nothing a request writes, since pods are stateless and any pod serves any request
+//! (the caches it holds, of tokens and client metadata documents, are only caches).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,8 @@ pub(crate) struct Inner {
     pub store_timeout: Duration,
     /// Successful `svc_pat_` lookups, reused for `config.token_cache_ms` (off at 0).
     pub tokens: recap_access::TokenCache,
+    /// Client ID Metadata Documents: the fetcher and the documents it keeps.
+    pub cimd: crate::oauth::cimd::Cimd,
 }
 
 impl McpState {
@@ -40,7 +43,18 @@ impl McpState {
     pub fn with_clock(readmodel: ReadModel, plans: Plans, config: &McpConfig, clock: Clock) -> McpState {
         let store_timeout = config.store_timeout().unwrap_or_else(|| readmodel.driver().timeout());
         let tokens = recap_access::TokenCache::new(Duration::from_millis(config.token_cache_ms));
-        McpState { inner: Arc::new(Inner { readmodel, plans, config: config.clone(), clock, catalog: Catalog::build(), store_timeout, tokens }) }
+        McpState {
+            inner: Arc::new(Inner {
+                readmodel,
+                plans,
+                config: config.clone(),
+                clock,
+                catalog: Catalog::build(),
+                store_timeout,
+                tokens,
+                cimd: crate::oauth::cimd::Cimd::new(config),
+            }),
+        }
     }
 
     pub(crate) fn now_micros(&self) -> i64 {

@@ -4,7 +4,9 @@
 //! access token the user typed, and redirects to the registered redirect URI with a
 //! single-use code. Following §4.1.2.1, an unknown client or a redirect URI that is not
 //! exactly one the client registered is shown as an error page and never redirected to;
-//! every later error redirects with `error`, `state` and `iss`.
+//! every later error redirects with `error`, `state` and `iss`. A `client_id` that is a
+//! URL is a Client ID Metadata Document (`cimd.rs`): its redirect URIs are the
+//! document's, and a document that cannot be used is an error page (`invalid_client`).
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
@@ -17,8 +19,8 @@ use recap_readmodel::oauth::{ClientRecord, CodeRecord};
 use recap_readmodel::StoreError;
 
 use crate::error::StoreFailure;
-use crate::oauth::page;
 use crate::oauth::secrets::{random_id, random_secret, SCOPE};
+use crate::oauth::{cimd, page};
 use crate::state::McpState;
 use crate::urls::PublicUrls;
 
@@ -102,7 +104,20 @@ async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal>
     let bad_page = |message: String| Refusal::Page(StatusCode::BAD_REQUEST, message);
     let client_id = params.get("client_id").map_err(bad_page)?.ok_or_else(|| bad_page("client_id is missing".into()))?;
     let inner = &state.inner;
-    let client = match inner.bounded(inner.readmodel.oauth().client(client_id)).await {
+    let registered = if cimd::is_metadata_url(client_id) {
+        // The document's redirect URIs are not trusted until it is checked: any refusal
+        // is shown, never redirected.
+        match inner.cimd.client(client_id).await {
+            Ok(client) => Ok(Some(client)),
+            Err(reason) => {
+                tracing::info!(client_id, reason = %reason, "client metadata document refused");
+                return Err(bad_page(format!("invalid_client: {reason}")));
+            }
+        }
+    } else {
+        inner.bounded(inner.readmodel.oauth().client(client_id)).await
+    };
+    let client = match registered {
         Ok(Some(client)) => client,
         Ok(None) => return Err(bad_page("unknown client_id: register the client first".into())),
         Err(error) => {
@@ -185,7 +200,8 @@ fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Respon
     let fields = hidden_fields(request);
     let borrowed: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (*name, value.as_str())).collect();
     let name = request.client.client_name.as_deref().unwrap_or(&request.client.client_id);
-    page::consent(status, name, &borrowed, error)
+    let redirect_host = url::Url::parse(&request.redirect_uri).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
+    page::consent(status, name, &redirect_host, &borrowed, error)
 }
 
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

@@ -46,5 +46,6 @@ pub async fn authorization_server(State(state): State<McpState>, headers: Header
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
     }))
 }

@@ -16,6 +16,7 @@ use recap_readmodel::oauth::{GrantRecord, Issue, Spend, Spent, TokenKind, TokenR
 use sha2::{Digest, Sha256};
 
 use crate::oauth::authorize::Params;
+use crate::oauth::cimd;
 use crate::oauth::error::OAuthError;
 use crate::oauth::secrets::{random_secret, ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE};
 use crate::state::McpState;
@@ -127,7 +128,10 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     let redirect_uri = param(params, "redirect_uri")?;
     let inner = &state.inner;
     let oauth = inner.readmodel.oauth();
-    if inner.bounded(oauth.client(client_id)).await?.is_none() {
+    if cimd::is_metadata_url(client_id) {
+        // Checked again (usually from the cache): a document gone bad stops new tokens.
+        inner.cimd.client(client_id).await.map_err(OAuthError::InvalidClient)?;
+    } else if inner.bounded(oauth.client(client_id)).await?.is_none() {
         return Err(OAuthError::InvalidClient("unknown client_id".into()));
     }
     let code_sha256 = token_sha256(code);
