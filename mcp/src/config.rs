@@ -65,13 +65,13 @@ pub struct McpConfig {
 
     /// Development and tests only: let a Client ID Metadata Document (a `client_id` that
     /// is a URL) be fetched over `http`, and from loopback or private addresses. Off,
-    /// only `https` to public addresses is fetched (the SSRF rule of webhooks).
+    /// only `https` to public addresses is fetched, by the rule webhooks follow.
     #[arg(long = "mcp-cimd-allow-insecure", env = "RECAP_MCP_CIMD_ALLOW_INSECURE", default_value_t = false, action = clap::ArgAction::Set)]
     pub cimd_allow_insecure: bool,
 
     /// Bound of one fetch of a Client ID Metadata Document, in milliseconds: resolving,
     /// connecting, TLS and the whole answer. Past it the authorization is refused
-    /// (`invalid_client`).
+    /// with `invalid_client`.
     #[arg(id = "mcp_cimd_timeout_ms", value_name = "MCP_CIMD_TIMEOUT_MS", long = "mcp-cimd-timeout-ms", env = "RECAP_MCP_CIMD_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub cimd_timeout_ms: u64,
 
