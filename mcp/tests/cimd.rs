@@ -23,11 +23,13 @@ struct Answer {
     headers: Vec<(String, String)>,
     body: String,
     delay: Duration,
+    /// No `content-length`: the body ends when the connection closes.
+    unannounced: bool,
 }
 
 impl Answer {
     fn ok(body: String) -> Answer {
-        Answer { status: 200, headers: Vec::new(), body, delay: Duration::ZERO }
+        Answer { status: 200, headers: Vec::new(), body, delay: Duration::ZERO, unannounced: false }
     }
 }
 
@@ -86,15 +88,14 @@ impl DocumentServer {
                             // The last answer of a path repeats; earlier ones are used once.
                             Some(queue) if queue.len() > 1 => queue.remove(0),
                             Some(queue) if !queue.is_empty() => queue[0].clone(),
-                            _ => Answer { status: 404, headers: Vec::new(), body: "{}".into(), delay: Duration::ZERO },
+                            _ => Answer { status: 404, ..Answer::ok("{}".into()) },
                         }
                     };
                     tokio::time::sleep(answer.delay).await;
-                    let mut response = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-                        answer.status,
-                        answer.body.len()
-                    );
+                    let mut response = format!("HTTP/1.1 {} X\r\ncontent-type: application/json\r\nconnection: close\r\n", answer.status);
+                    if !answer.unannounced {
+                        response.push_str(&format!("content-length: {}\r\n", answer.body.len()));
+                    }
                     for (name, value) in &answer.headers {
                         response.push_str(&format!("{name}: {value}\r\n"));
                     }
@@ -267,6 +268,13 @@ async fn an_oversize_document_is_refused() {
     server.serve("/big.json", vec![Answer::ok(server.document("/big.json", json!({"logo_uri": "x".repeat(6 * 1024)})))]);
     let world = World::in_process(server.config()).await;
     assert_refused(&show(&world, &server.url("/big.json")).await, "larger than 5120 bytes");
+    // Without a length announced, the body is read up to the cap and no further.
+    let unannounced = Answer { unannounced: true, ..Answer::ok(server.document("/streamed.json", json!({"logo_uri": "x".repeat(6 * 1024)}))) };
+    server.serve("/streamed.json", vec![unannounced]);
+    assert_refused(&show(&world, &server.url("/streamed.json")).await, "larger than 5120 bytes");
+    let small = Answer { unannounced: true, ..Answer::ok(server.document("/small.json", json!({}))) };
+    server.serve("/small.json", vec![small]);
+    assert_eq!(show(&world, &server.url("/small.json")).await.status, StatusCode::OK);
 }
 
 // A time limit bounds the fetch (--mcp-cimd-timeout-ms).
