@@ -186,6 +186,7 @@ async fn a_metadata_document_client_completes_the_flow() {
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("Doc &lt;Client&gt;"), "the document's name, escaped");
     assert!(page.body.contains("id=\"redirect-host\">127.0.0.1<"), "the redirect URI's host is shown");
+    assert!(page.body.contains("id=\"client-host\">127.0.0.1<"), "the host that publishes the document is shown");
 
     let code = authorize(&world, &client_id, FLOW_PAT).await;
     let reply = exchange(&world, &client_id, &code).await;

@@ -201,7 +201,10 @@ fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Respon
     let borrowed: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (*name, value.as_str())).collect();
     let name = request.client.client_name.as_deref().unwrap_or(&request.client.client_id);
     let redirect_host = url::Url::parse(&request.redirect_uri).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
-    page::consent(status, name, &redirect_host, &borrowed, error)
+    let publisher = cimd::is_metadata_url(&request.client.client_id)
+        .then(|| url::Url::parse(&request.client.client_id).ok().and_then(|url| url.host_str().map(str::to_string)))
+        .flatten();
+    page::consent(status, name, publisher.as_deref(), &redirect_host, &borrowed, error)
 }
 
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

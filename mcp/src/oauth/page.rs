@@ -42,8 +42,9 @@ input[type=password]{width:100%;padding:.5rem;font-family:monospace}button{paddi
 /// The consent page. `fields` are the authorization request's parameters, carried as
 /// hidden inputs so the POST needs no server-side session.
 /// `redirect_host` is where approving sends the browser: shown, and flagged when it is
-/// this machine (any local program could be listening there).
-pub fn consent(status: StatusCode, client_name: &str, redirect_host: &str, fields: &[(&str, &str)], error: Option<&str>) -> Response {
+/// this machine (any local program could be listening there). `publisher` is the host
+/// of a client metadata document: its name is only what that host says it is.
+pub fn consent(status: StatusCode, client_name: &str, publisher: Option<&str>, redirect_host: &str, fields: &[(&str, &str)], error: Option<&str>) -> Response {
     let mut hidden = String::new();
     for (name, value) in fields {
         hidden.push_str(&format!("<input type=\"hidden\" name=\"{}\" value=\"{}\">\n", escape(name), escape(value)));
@@ -51,6 +52,11 @@ pub fn consent(status: StatusCode, client_name: &str, redirect_host: &str, field
     let error = error.map(|error| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(error))).unwrap_or_default();
     let local = matches!(redirect_host, "localhost" | "127.0.0.1" | "[::1]");
     let warning = if local { " This is an application on this computer: approve only if you just started it." } else { "" };
+    let publisher = publisher
+        .map(|host| {
+            format!("<p>This client describes itself at <strong id=\"client-host\">{}</strong>; the name above is what that site says.</p>\n", escape(host))
+        })
+        .unwrap_or_default();
     let destination = format!("<p>Approving sends you back to <strong id=\"redirect-host\">{}</strong>.{warning}</p>", escape(redirect_host));
     html(
         status,
@@ -59,7 +65,7 @@ pub fn consent(status: StatusCode, client_name: &str, redirect_host: &str, field
 <title>Authorize {name}</title><style>{STYLE}</style></head><body>\n\
 <h1>Authorize <span id=\"client-name\">{name}</span></h1>\n\
 <p><strong>{name}</strong> asks for read-only access to your meetings and the notes shared with you (scope <code id=\"scope\">svc:read</code>).</p>\n\
-{destination}\n{error}\n\
+{publisher}{destination}\n{error}\n\
 <form method=\"POST\" action=\"authorize\">\n{hidden}\
 <label for=\"pat\">Your personal access token (Settings, Developers, MCP)</label>\n\
 <input type=\"password\" id=\"pat\" name=\"pat\" autocomplete=\"off\" placeholder=\"svc_pat_…\" required>\n\
