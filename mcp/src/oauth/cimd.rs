@@ -11,7 +11,8 @@
 //! - `GET` with `Accept: application/json`; only a 200 counts, a 3xx is not followed;
 //! - at most [`MAX_DOCUMENT_BYTES`] of body, and one deadline for resolving,
 //!   connecting, TLS and the whole answer (`--mcp-cimd-timeout-ms`, 5 s by default);
-//! - TLS by rustls with the Mozilla roots (plus roots a test adds).
+//! - TLS by rustls with the Mozilla roots (plus roots a test adds);
+//! - at most 32 fetches at once per process; more wait within their deadline.
 //!
 //! `--mcp-cimd-allow-insecure` (development and tests only) also allows `http` and
 //! loopback or private addresses. A valid document is kept in this process for the
@@ -41,6 +42,10 @@ pub const DEFAULT_CACHE: Duration = Duration::from_secs(300);
 pub const MAX_CACHE: Duration = Duration::from_secs(24 * 3600);
 /// Documents kept at most; past it, expired ones go, then all.
 const MAX_ENTRIES: usize = 10_000;
+/// Fetches in flight at once in a process; more wait (within their deadline), so that
+/// a burst of authorization requests naming fresh URLs cannot open connections without
+/// bound.
+const MAX_CONCURRENT_FETCHES: usize = 32;
 const MAX_URL_CHARS: usize = 2000;
 const MAX_NAME_CHARS: usize = 200;
 
@@ -62,6 +67,7 @@ pub struct Cimd {
     timeout: Duration,
     tls: tokio_rustls::TlsConnector,
     cache: Mutex<HashMap<String, Cached>>,
+    fetches: tokio::sync::Semaphore,
 }
 
 impl Cimd {
@@ -83,6 +89,7 @@ impl Cimd {
             timeout: Duration::from_millis(config.cimd_timeout_ms),
             tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
             cache: Mutex::default(),
+            fetches: tokio::sync::Semaphore::new(MAX_CONCURRENT_FETCHES),
         }
     }
 
@@ -93,7 +100,11 @@ impl Cimd {
             return Ok(client);
         }
         self.check_url(url)?;
-        let (body, keep) = match tokio::time::timeout(self.timeout, self.fetch(url)).await {
+        let bounded = async {
+            let _permit = self.fetches.acquire().await.map_err(|_| "the server is shutting down".to_string())?;
+            self.fetch(url).await
+        };
+        let (body, keep) = match tokio::time::timeout(self.timeout, bounded).await {
             Ok(result) => result?,
             Err(_) => return Err(format!("the client metadata document did not arrive within {} ms", self.timeout.as_millis())),
         };
