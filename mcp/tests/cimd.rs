@@ -333,6 +333,9 @@ async fn loopback_private_and_http_documents_are_refused_without_the_development
     server.serve("/client.json", vec![Answer::ok(server.document("/client.json", json!({})))]);
     let world = World::in_process(McpConfig { cimd_allow_insecure: false, ..server.config() }).await;
     assert_refused(&show(&world, &server.url("/client.json")).await, "resolves to a loopback");
+    // A name is resolved, and what it resolves to is checked.
+    let by_name = server.url("/client.json").replace("127.0.0.1", "localhost");
+    assert_refused(&show(&world, &by_name).await, "resolves to a loopback");
     assert_refused(&show(&world, "https://10.0.0.7/client.json").await, "resolves to a private network");
     assert_refused(&show(&world, "https://169.254.169.254/latest/client.json").await, "link-local (metadata) address");
     assert_refused(&show(&world, "https://[::1]:9/client.json").await, "resolves to a loopback");
@@ -347,6 +350,19 @@ async fn client_id_urls_without_a_path_or_with_dot_segments_are_refused() {
     assert_refused(&show(&world, "https://app.example.com").await, "must have a path");
     assert_refused(&show(&world, "https://app.example.com/a/../client.json").await, "normal form");
     assert_refused(&show(&world, "https://app.example.com/client.json#f").await, "fragment");
+}
+
+// With the development flag, a name that resolves to loopback is fetched (the certificate names localhost too).
+#[tokio::test]
+async fn the_development_flag_allows_a_loopback_name() {
+    let server = DocumentServer::start().await;
+    let url = server.url("/client.json").replace("127.0.0.1", "localhost");
+    let document = json!({"client_id": url, "client_name": "Local", "redirect_uris": [REDIRECT_URI]}).to_string();
+    server.serve("/client.json", vec![Answer::ok(document)]);
+    let world = World::in_process(server.config()).await;
+    let page = show(&world, &url).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("id=\"client-host\">localhost<"));
 }
 
 // At /token a client whose document is no longer usable gets invalid_client.
