@@ -109,10 +109,7 @@ async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal>
         // is shown, never redirected.
         match inner.cimd.client(client_id).await {
             Ok(client) => Ok(Some(client)),
-            Err(reason) => {
-                tracing::info!(client_id, reason = %reason, "client metadata document refused");
-                return Err(bad_page(format!("invalid_client: {reason}")));
-            }
+            Err(reason) => return Err(bad_page(format!("invalid_client: {reason}"))),
         }
     } else {
         inner.bounded(inner.readmodel.oauth().client(client_id)).await

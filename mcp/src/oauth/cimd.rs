@@ -99,6 +99,28 @@ impl Cimd {
         if let Some(client) = self.cached(url) {
             return Ok(client);
         }
+        let started = Instant::now();
+        let result = self.fetch_checked(url).await;
+        // One debug line per fetch (a cached document costs none): the URL, how it
+        // ended and for how long the document is kept.
+        tracing::debug!(
+            client_id = url,
+            outcome = result.as_ref().map_or("refused", |_| "ok"),
+            reason = result.as_ref().err().map(String::as_str).unwrap_or("-"),
+            kept_secs = result.as_ref().ok().and_then(|(_, keep)| *keep).map_or(0, |keep| keep.as_secs()),
+            latency_us = started.elapsed().as_micros() as u64,
+            "client metadata document"
+        );
+        let (client, keep) = result?;
+        if let Some(keep) = keep {
+            self.keep(url, &client, keep);
+        }
+        Ok(client)
+    }
+
+    /// The URL checked, the document fetched and checked: its client and how long it
+    /// may be kept.
+    async fn fetch_checked(&self, url: &str) -> Result<(ClientRecord, Option<Duration>), String> {
         self.check_url(url)?;
         let bounded = async {
             let _permit = self.fetches.acquire().await.map_err(|_| "the server is shutting down".to_string())?;
@@ -108,11 +130,7 @@ impl Cimd {
             Ok(result) => result?,
             Err(_) => return Err(format!("the client metadata document did not arrive within {} ms", self.timeout.as_millis())),
         };
-        let client = document_client(url, &body)?;
-        if let Some(keep) = keep {
-            self.keep(url, &client, keep);
-        }
-        Ok(client)
+        Ok((document_client(url, &body)?, keep))
     }
 
     fn cached(&self, url: &str) -> Option<ClientRecord> {
