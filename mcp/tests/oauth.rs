@@ -773,6 +773,7 @@ async fn application_type_is_validated_and_echoed() {
         (json!("native"), json!(["http://127.0.0.1:3000/cb"]), "native"),
         (json!("native"), json!(["https://app.example.com/cb"]), "native"),
         (json!("web"), json!(["https://app.example.com/cb"]), "web"),
+        (json!("web"), json!(["HTTPS://App.Example.com/cb"]), "web"),
         (Value::Null, json!(["http://localhost:3000/cb"]), "native"),
         (Value::Null, json!(["https://app.example.com/cb"]), "web"),
     ] {
@@ -783,6 +784,7 @@ async fn application_type_is_validated_and_echoed() {
     for (application_type, uris, code) in [
         (json!("web"), json!(["http://127.0.0.1:3000/cb"]), "invalid_redirect_uri"),
         (json!("web"), json!(["https://localhost/cb"]), "invalid_redirect_uri"),
+        (json!("web"), json!(["https://app.example.com/cb", "HTTP://[::1]:9/cb"]), "invalid_redirect_uri"),
         (json!("desktop"), json!(["https://app.example.com/cb"]), "invalid_client_metadata"),
         (json!(1), json!(["https://app.example.com/cb"]), "invalid_client_metadata"),
     ] {

@@ -117,7 +117,8 @@ async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthEr
         }
         Some(Value::String(kind)) if kind == "native" => "native",
         Some(Value::String(kind)) if kind == "web" => {
-            if let Some(uri) = redirect_uris.iter().find(|uri| on_loopback(uri) || !uri.starts_with("https:")) {
+            // Redirect URIs already passed the rule above: only a loopback one may be http.
+            if let Some(uri) = redirect_uris.iter().find(|uri| on_loopback(uri)) {
                 return Err(OAuthError::InvalidRedirectUri(format!(
                     "a web client's redirect URIs must use https on a host other than a loopback one ({uri:?}); register it with application_type native"
                 )));
