@@ -293,18 +293,7 @@ impl WebhookStore {
     /// it (claimed now, or by an earlier run of the same seq), false when another seq
     /// carried it first (a duplicate, to drop).
     pub async fn claim(&self, account_id: &str, seq: i64, message: &Message) -> Result<bool, StoreError> {
-        let partition = [Val::text(account_id), Val::text(&message.id)];
-        let body = encode(&Claim { seq, message: message.clone() });
-        let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
-        if self.driver.insert_if_absent(&MESSAGES_BY_ID, &partition, &[], &body, expires_at).await? {
-            return Ok(true);
-        }
-        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &partition, &[]).await? else {
-            // Expired between the two calls: the message is older than the retention.
-            return Ok(false);
-        };
-        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
-        Ok(claim.seq == seq)
+        Ok(self.claim_many(&[(account_id, seq, message)]).await?.first().copied().unwrap_or(false))
     }
 
     /// [`WebhookStore::claim`] of each `(account id, seq, message)`, told in their

@@ -46,6 +46,20 @@ EXPECTED_TOOLS = [
 ]
 
 
+# One call of every tool, with arguments that find the world the Rust test seeded.
+CALLS = {
+    "list_meetings": {"limit": 5},
+    "get_meeting": {"meeting_id": MEETING_ID},
+    "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
+    "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
+    "search_meetings": {"query": "weekly"},
+    "list_pending_action_items": {},
+    "search_shared_notes": {"query": "budget"},
+    "get_shared_note": {"share_id": SHARE_ID},
+    "list_recent_changes": {"limit": 5},
+}
+
+
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
@@ -64,18 +78,7 @@ async def call_every_tool(session):
     check(names == EXPECTED_TOOLS, f"tools/list: {names}")
     for tool in tools.tools:
         check(tool.annotations.read_only_hint is True and tool.annotations.idempotent_hint is True, f"annotations of {tool.name}")
-    calls = {
-        "list_meetings": {"limit": 5},
-        "get_meeting": {"meeting_id": MEETING_ID},
-        "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
-        "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
-        "search_meetings": {"query": "weekly"},
-        "list_pending_action_items": {},
-        "search_shared_notes": {"query": "budget"},
-        "get_shared_note": {"share_id": SHARE_ID},
-        "list_recent_changes": {"limit": 5},
-    }
-    for name, arguments in calls.items():
+    for name, arguments in CALLS.items():
         data = tool_json(await session.call_tool(name, arguments))
         print(f"  {name}: ok ({', '.join(sorted(data))})")
     meetings = tool_json(await session.call_tool("list_meetings", {"limit": 5}))

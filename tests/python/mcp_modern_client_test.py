@@ -27,21 +27,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
 # The handshake-era checks' helpers: the same tools, the same consent page.
-from mcp_client_test import EXPECTED_TOOLS, MCP_URL, MEETING_ID, PAT, REDIRECT_URI, SHARE_ID, Browser, MemoryStorage, check, tool_json
+from mcp_client_test import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, Browser, MemoryStorage, check, tool_json
 
 MODERN = "2026-07-28"
-
-CALLS = {
-    "list_meetings": {"limit": 5},
-    "get_meeting": {"meeting_id": MEETING_ID},
-    "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
-    "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
-    "search_meetings": {"query": "weekly"},
-    "list_pending_action_items": {},
-    "search_shared_notes": {"query": "budget"},
-    "get_shared_note": {"share_id": SHARE_ID},
-    "list_recent_changes": {"limit": 5},
-}
 
 
 def modern_client(http, mode=MODERN):
