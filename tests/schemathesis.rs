@@ -1,7 +1,7 @@
 //! Schemathesis against the real binary: REST v1 fuzzed from `schemas/openapi.json`, so
 //! that the document and the service cannot drift apart. `recap serve --demo` gives it a
-//! world with data (its token is the bearer), and the rate limit is lifted so that every
-//! request reaches the endpoint. Bounded by a fixed number of examples per operation and
+//! world with data (its token is the bearer; a webhook endpoint with an attempt is added),
+//! and the rate limit is lifted so that every request reaches the endpoint. Bounded by a fixed number of examples per operation and
 //! a fixed seed: about a minute on two cores.
 //!
 //! Two runs, each over every operation:
@@ -24,9 +24,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+use recap_testkit::events::*;
+use recap_testkit::process::get;
+use recap_testkit::receiver::Receiver;
 use recap_testkit::server::Server;
 use serde_json::Value;
+
+/// The demo world's main account, whose token `recap serve --demo` prints.
+const DEMO_ACCOUNT: &str = "acc_ada";
+const ENDPOINT: &str = "ep_fuzzed";
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,11 +47,29 @@ fn schemathesis() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().trim())
 }
 
-fn demo() -> (Server, String) {
-    let server = Server::builder().embedded().arg("--demo").env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000").start();
+/// `recap serve --demo`, its token, and a webhook endpoint of the demo account with one
+/// delivery attempt already made (the demo world has no endpoint, and without one the
+/// attempts' operation could only ever answer 404).
+fn demo(receiver: &Receiver) -> (Server, String) {
+    let server = Server::builder().embedded().arg("--demo").arg("--webhooks-allow-insecure").env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000").start();
     server.wait_caught_up();
     let token = std::fs::read_to_string(server.data_dir.join("demo-token")).expect("the demo token file");
-    (server, token.trim().to_string())
+    let token = token.trim().to_string();
+    server.feed(&[
+        EVENTS.webhook_endpoint(DEMO_ACCOUNT, ENDPOINT, receiver.url(ENDPOINT)).envelope(),
+        meeting_draft(DEMO_ACCOUNT, "mtg_fuzzed", "Fuzzed", 0).envelope(),
+    ]);
+    let attempts = format!("{}/webhook-endpoints/{ENDPOINT}/attempts", server.base_url);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, body) = get(&attempts, Some(&token));
+        if status == 200 && serde_json::from_str::<Value>(&body).is_ok_and(|page| page["data"].as_array().is_some_and(|data| !data.is_empty())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no delivery attempt to the endpoint: {status} {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (server, token)
 }
 
 /// Runs `st run` over `document` against the server with the configuration in `work`;
@@ -74,7 +100,8 @@ fn run(st: &Path, work: &Path, server: &Server, token: &str, document: &Path, wh
 #[ignore = "needs Schemathesis from scripts/setup-schemathesis.sh: make test runs it"]
 fn schemathesis_finds_the_service_as_the_openapi_document_describes_it() {
     let st = schemathesis();
-    let (server, token) = demo();
+    let receiver = Receiver::start();
+    let (server, token) = demo(&receiver);
     let work = tempfile::tempdir().expect("temp dir");
     // What the acceptance run may answer to valid data besides 2xx.
     std::fs::write(work.path().join("schemathesis.toml"), "[checks.positive_data_acceptance]\nexpected-statuses = [\"2xx\", \"402\", \"404\"]\n").unwrap();
