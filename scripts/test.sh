@@ -3,7 +3,8 @@
 #   1. the embedded edition: every crate's tests (the router suites' worlds in process
 #      over an embedded store), black-box tests against `recap serve`, the real MCP
 #      clients (official Python SDK, headless Chromium), webhook deliveries verified by
-#      the official Python Standard Webhooks library, and telemetry into a real
+#      the official Python Standard Webhooks library, Schemathesis fuzzing REST v1 from
+#      schemas/openapi.json, and telemetry into a real
 #      OpenTelemetry Collector (built once by scripts/otel-collector.sh);
 #   2. the real engines (`make up`): the driver semantics suite on Cassandra, the Kafka
 #      lag test, then the same suites on the other editions, chosen by the test kit's
@@ -30,6 +31,7 @@ run() {
 
 scripts/setup-python.sh >/dev/null || status=1
 scripts/setup-browser.sh >/dev/null || status=1
+scripts/setup-schemathesis.sh >/dev/null || status=1
 # tests/telemetry.rs finds the collector here; empty when it did not build, so that
 # those tests fail saying so instead of building it again each.
 if otelcol=$(scripts/otel-collector.sh); then
@@ -40,8 +42,9 @@ else
   status=1
 fi
 run cargo test --workspace --no-fail-fast
-# Ignored above for needing Python and Chromium, which the setup scripts installed.
-run cargo test --test mcp_real_clients --test webhooks_delivery -- --ignored
+# Ignored above for needing Python, Chromium and Schemathesis, which the setup scripts
+# installed.
+run cargo test --test mcp_real_clients --test webhooks_delivery --test schemathesis -- --ignored
 
 # The engines this run starts, it stops at the end; engines already running (a
 # developer's `make up`) are used and left running.

@@ -186,3 +186,40 @@ fn the_document_is_openapi_3_1_with_every_endpoint() {
         assert_eq!(item.as_object().unwrap().keys().collect::<Vec<_>>(), ["get"], "read-only: GET only");
     }
 }
+
+/// JSON Schema counts characters and the service bounds identifiers in bytes
+/// (`recap_schemas::MAX_ID_BYTES`), so the document's identifiers carry a pattern
+/// admitting only what fits: every string it admits must be an identifier the service
+/// takes, or a client (or a fuzzer) following the document would be refused.
+#[test]
+fn identifier_parameters_admit_only_strings_the_service_takes_as_identifiers() {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+
+    let identifiers = ["meeting_id", "shared_note_id", "team_id", "event_id", "endpoint_id", "assignee_human_id"];
+    let mut seen = 0;
+    for (path, item) in document()["paths"].as_object().unwrap() {
+        for parameter in item["get"]["parameters"].as_array().into_iter().flatten() {
+            let name = parameter["name"].as_str().unwrap();
+            if !identifiers.contains(&name) {
+                continue;
+            }
+            seen += 1;
+            let schema = &parameter["schema"];
+            assert_eq!((&schema["type"], &schema["minLength"], &schema["maxLength"]), (&"string".into(), &1.into(), &256.into()), "{path} {name}");
+            let pattern = schema["pattern"].as_str().unwrap_or_else(|| panic!("{path} {name}: no pattern"));
+            // The pattern is anchored at both ends; the generator wants it bare.
+            let bare = pattern.strip_prefix('^').and_then(|rest| rest.strip_suffix('$')).unwrap_or_else(|| panic!("{path} {name}: {pattern} is not anchored"));
+            let strategy = proptest::string::string_regex(bare).unwrap_or_else(|error| panic!("{path} {name}: {pattern}: {error}"));
+            let mut runner = TestRunner::deterministic();
+            let mut longest = 0;
+            for _ in 0..2000 {
+                let text = strategy.new_tree(&mut runner).unwrap().current();
+                longest = longest.max(text.len());
+                assert!(recap_schemas::Id::parse(&text).is_ok(), "{path} {name}: the document admits {text:?} ({} bytes), the service refuses it", text.len());
+            }
+            assert!(longest > 200, "{path} {name}: the generated identifiers stayed short ({longest} bytes at most)");
+        }
+    }
+    assert_eq!(seen, 7, "every identifier parameter was checked");
+}
