@@ -900,6 +900,68 @@ fn query_api_and_mcp_answer_requests_in_flight_on_sigterm_then_exit_cleanly() {
     assert_eq!(get(&format!("{}/meetings/mtg_drain", cluster.query_apis[1].url), Some(&token)).0, 200);
 }
 
+// MCP 2026-07-28 is stateless: no session, so a load balancer may send each request to
+// any pod. Modern requests spread round robin over two mcp processes answer every tool
+// call of every account exactly as the handshake-era walk of the reference fold does,
+// and `server/discover` and `tools/list` answer the same from either process.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn modern_requests_alternating_between_two_mcp_processes_all_succeed() {
+    let cluster = Cluster::start(&[unlimited()]);
+    let second = cluster.add_mcp();
+    let lines = stream(600, 11);
+    cluster.produce(&lines);
+    cluster.wait_projected();
+    let reference = reference_of(&cluster, &lines);
+    let pods = [cluster.mcp.url.clone(), second.url.clone()];
+    let token = stream_token(STREAM_OWNERS[0]);
+    for method in ["server/discover", "tools/list"] {
+        let answers: Vec<serde_json::Value> = pods.iter().map(|url| modern_request(url, &token, method)).collect();
+        assert_eq!(answers[0]["resultType"], "complete", "{method}: {}", answers[0]);
+        assert_eq!(answers[0], answers[1], "{method} answers differ between the two processes");
+    }
+    let mut answered = 0;
+    for token in stream_tokens() {
+        let expected = McpWalk::of(&reference.mcp_url, &token);
+        let actual = McpWalk::modern(&pods, &token);
+        answered += expected.values().filter(|answer| !answer.starts_with("error ")).count();
+        same_walk("MCP 2026-07-28", &expected, &actual);
+    }
+    assert!(answered >= 20, "the walks answered {answered} calls");
+}
+
+/// The revision the modern requests of these tests speak.
+const MODERN: &str = "2026-07-28";
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> serde_json::Value {
+    serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "distributed-tests", "version": "1"},
+    })
+}
+
+/// A 2026-07-28 request without arguments; its result, checked to be a 200 success.
+fn modern_request(url: &str, token: &str, method: &str) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": modern_meta()}});
+    let mut response = agent
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", method)
+        .send(body.to_string())
+        .expect("MCP request");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    assert_eq!(status, 200, "{url} {method}: {text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {method}: {text}"));
+    reply["result"].clone()
+}
+
 /// Polls `done` until it holds; past `within`, fails with `failure()`.
 fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl FnOnce() -> String) {
     let deadline = Instant::now() + within;
@@ -914,6 +976,25 @@ fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl Fn
 /// cluster's query-api and mcp processes and the embedded edition fed `lines` (the
 /// reference fold served).
 fn wait_until_equal<E: EventLine>(cluster: &Cluster, lines: &[E], tokens: &[String]) {
+    let reference = reference_of(cluster, lines);
+    let mut mcp_answered = 0;
+    for token in tokens {
+        let expected = rest_walk(&reference.base_url, token);
+        let actual = rest_walk(&cluster.query_apis[0].url, token);
+        assert!(expected.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {expected:?}");
+        same_walk("GET", &expected, &actual);
+        // (Accounts on a plan without MCP get the same 402 from both.)
+        let expected = McpWalk::of(&reference.mcp_url, token);
+        let actual = McpWalk::of(&cluster.mcp.url, token);
+        mcp_answered += expected.values().filter(|answer| !answer.starts_with("error ")).count();
+        same_walk("MCP", &expected, &actual);
+    }
+    assert!(mcp_answered >= 5 || tokens.len() == 1, "the MCP walks of the reference answered {mcp_answered} calls");
+}
+
+/// Waits until the read model in Cassandra equals the reference fold of `lines`; then
+/// the embedded edition fed `lines`, serving that fold with the cluster's cursor secret.
+fn reference_of<E: EventLine>(cluster: &Cluster, lines: &[E]) -> recap_testkit::server::Server {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         match difference(cluster, lines) {
@@ -928,19 +1009,7 @@ fn wait_until_equal<E: EventLine>(cluster: &Cluster, lines: &[E], tokens: &[Stri
         .env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000")
         .start();
     reference.feed(lines);
-    let mut mcp_answered = 0;
-    for token in tokens {
-        let expected = rest_walk(&reference.base_url, token);
-        let actual = rest_walk(&cluster.query_apis[0].url, token);
-        assert!(expected.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {expected:?}");
-        same_walk("GET", &expected, &actual);
-        // (Accounts on a plan without MCP get the same 402 from both.)
-        let expected = McpWalk::of(&reference.mcp_url, token);
-        let actual = McpWalk::of(&cluster.mcp.url, token);
-        mcp_answered += expected.values().filter(|answer| !answer.starts_with("error ")).count();
-        same_walk("MCP", &expected, &actual);
-    }
-    assert!(mcp_answered >= 5 || tokens.len() == 1, "the MCP walks of the reference answered {mcp_answered} calls");
+    reference
 }
 
 /// Fails on the first request whose answer differs between the two walks, or when one
@@ -963,15 +1032,30 @@ fn same_walk(kind: &str, expected: &std::collections::BTreeMap<String, String>, 
 /// As "tool arguments" → the result's text (an error as its code: messages may differ).
 struct McpWalk {
     agent: ureq::Agent,
-    url: String,
+    /// Each call goes to the next of these, round robin.
+    urls: Vec<String>,
+    calls: usize,
+    /// Requests in the 2026-07-28 form (`_meta`, `MCP-Protocol-Version`, `Mcp-Method`,
+    /// `Mcp-Name`) instead of the handshake era's.
+    modern: bool,
     token: String,
     answers: std::collections::BTreeMap<String, String>,
 }
 
 impl McpWalk {
     fn of(url: &str, token: &str) -> std::collections::BTreeMap<String, String> {
+        McpWalk::walk(&[url.to_string()], false, token)
+    }
+
+    /// The walk in 2026-07-28 requests, each call to the next of `urls`: every modern
+    /// result must say `resultType: complete`.
+    fn modern(urls: &[String], token: &str) -> std::collections::BTreeMap<String, String> {
+        McpWalk::walk(urls, true, token)
+    }
+
+    fn walk(urls: &[String], modern: bool, token: &str) -> std::collections::BTreeMap<String, String> {
         let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let mut walk = McpWalk { agent, url: url.to_string(), token: token.to_string(), answers: Default::default() };
+        let mut walk = McpWalk { agent, urls: urls.to_vec(), calls: 0, modern, token: token.to_string(), answers: Default::default() };
         let meetings = walk.paged("list_meetings", serde_json::json!({"limit": 200}), "meetings");
         for id in ids(&meetings) {
             walk.call("get_meeting", serde_json::json!({"meeting_id": id}));
@@ -995,19 +1079,27 @@ impl McpWalk {
 
     /// One `tools/call`; its result's JSON (null for an error).
     fn call(&mut self, name: &str, arguments: serde_json::Value) -> serde_json::Value {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
-        let mut response = self
+        let mut body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+        let url = &self.urls[self.calls % self.urls.len()];
+        self.calls += 1;
+        let mut request = self
             .agent
-            .post(&self.url)
+            .post(url)
             .header("Authorization", &format!("Bearer {}", self.token))
             .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .send(body.to_string())
-            .expect("MCP request");
+            .header("Accept", "application/json, text/event-stream");
+        if self.modern {
+            body["params"]["_meta"] = modern_meta();
+            request = request.header("MCP-Protocol-Version", MODERN).header("Mcp-Method", "tools/call").header("Mcp-Name", name);
+        }
+        let mut response = request.send(body.to_string()).expect("MCP request");
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap_or_default();
         let data = text.lines().find_map(|line| line.strip_prefix("data:")).unwrap_or(&text);
         let reply: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
+        if self.modern && status == 200 {
+            assert_eq!(reply["result"]["resultType"], "complete", "{url} {name} {arguments}: {text}");
+        }
         let result_text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
         let result: serde_json::Value = serde_json::from_str(&result_text).unwrap_or_default();
         let (shown, value) = if status != 200 || reply["result"].is_null() {

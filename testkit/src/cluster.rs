@@ -230,6 +230,12 @@ impl Cluster {
         self.projectors.push(Role::spawn("projector", vec!["projector".into()], self.common_envs.clone()));
     }
 
+    /// Another `recap mcp` process with the cluster's settings (a second pod behind a
+    /// load balancer without session affinity); stopped when dropped.
+    pub fn add_mcp(&self) -> Role {
+        Role::spawn("mcp", vec!["mcp".into()], self.common_envs.clone())
+    }
+
     /// Starts a `recap webhooks` process (another member of the group
     /// `<prefix>recap-webhooks` when one runs already), delivering to `http` and loopback
     /// URLs; its settings are the cluster's (`RECAP_WEBHOOKS_*` among the `envs` given to
