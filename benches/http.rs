@@ -176,6 +176,9 @@ fn wrk_for(url: &str, post_body: Option<&str>, seconds: u64) -> f64 {
     let mut script = String::from("wrk.headers[\"Authorization\"] = \"Bearer ") + TOKEN + "\"\n";
     if let Some(body) = post_body {
         script.push_str("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n");
+        for (name, value) in modern_headers(body) {
+            script.push_str(&format!("wrk.headers[\"{name}\"] = \"{value}\"\n"));
+        }
         script.push_str(&format!("wrk.body = [[{body}]]\n"));
     }
     let script_file = tempfile::NamedTempFile::new().expect("temp");
@@ -260,6 +263,34 @@ fn tool_call(name: &str, arguments: serde_json::Value) -> String {
     serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}).to_string()
 }
 
+/// The revision of MCP whose requests carry their version and capabilities in `_meta`.
+const MODERN: &str = "2026-07-28";
+
+/// The same call as a 2026-07-28 client sends it: the request `_meta` in the body, and
+/// the headers [`modern_headers`] derives from it.
+fn modern_tool_call(name: &str, arguments: serde_json::Value) -> String {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    });
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}).to_string()
+}
+
+/// The headers the 2026-07-28 revision requires beside a request body, mirroring it:
+/// `MCP-Protocol-Version`, `Mcp-Method`, and `Mcp-Name` for a tool call. None for a
+/// handshake-era body (no version in `_meta`).
+fn modern_headers(body: &str) -> Vec<(&'static str, String)> {
+    let request: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let Some(version) = request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() else { return Vec::new() };
+    let method = request["method"].as_str().unwrap_or_default();
+    let mut headers = vec![("MCP-Protocol-Version", version.to_string()), ("Mcp-Method", method.to_string())];
+    if let Some(name) = request["params"]["name"].as_str() {
+        headers.push(("Mcp-Name", name.to_string()));
+    }
+    headers
+}
+
 /// Pins the calling thread (threads it creates inherit it) to one core.
 fn pin_current_thread(core: usize) {
     let thread = std::fs::read_link("/proc/thread-self").ok().and_then(|link| link.file_name().map(|tid| tid.to_string_lossy().into_owned()));
@@ -320,6 +351,15 @@ fn main() {
             routes.push((path, format!("{}{path}", servers.rest), format!("{}{path}", servers.rest_uncached), None));
         }
     }
+    let modern_get_meeting = modern_tool_call("get_meeting", serde_json::json!({"meeting_id": "mtg_000500"}));
+    let modern_list_meetings = modern_tool_call("list_meetings", serde_json::json!({"limit": 20}));
+    routes.push(("MCP 2026-07-28 get_meeting", format!("{}/mcp", servers.mcp), format!("{}/mcp", servers.mcp_uncached), Some(modern_get_meeting.clone())));
+    routes.push((
+        "MCP 2026-07-28 list_meetings(20)",
+        format!("{}/mcp", servers.mcp),
+        format!("{}/mcp", servers.mcp_uncached),
+        Some(modern_list_meetings.clone()),
+    ));
     println!("requests per second, one server core, keep-alive (wrk -c32 on the other core); each route alternates");
     println!("with the bare axum route returning a constant in {ROUNDS} rounds of 2 s, ratios are the median round's:");
     println!("  {:<34} {:>30}   {:>30}", "", "recap serve (lookups kept)", "token and account read each time");
@@ -332,6 +372,17 @@ fn main() {
     }
     let bare_rate = wrk(&bare_url, None);
     println!("  bare axum route (constant)         {bare_rate:>9.0}/s");
+    // The two eras of one call, alternating in the same way: a 2026-07-28 request (its
+    // `_meta` and headers checked on every call) must cost no more than a handshake-era one.
+    println!("MCP tools/call in the 2026-07-28 form against the handshake-era form, alternating as above (recap serve):");
+    let mcp_url = format!("{}/mcp", servers.mcp);
+    for (name, legacy, modern) in [
+        ("get_meeting", tool_call("get_meeting", serde_json::json!({"meeting_id": "mtg_000500"})), modern_get_meeting),
+        ("list_meetings(20)", tool_call("list_meetings", serde_json::json!({"limit": 20})), modern_list_meetings),
+    ] {
+        let (rate, ratio) = side_by_side((&mcp_url, Some(&legacy)), (&mcp_url, Some(&modern)));
+        println!("  {name:<34} {rate:>9.0}/s  {ratio:.2} of the handshake-era call's rate (target >= 1.00, within noise)");
+    }
     if !only_mcp {
         rest_figures(&servers, maximum[2], maximum[3]);
     }
