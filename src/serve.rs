@@ -58,6 +58,9 @@ pub struct ServeConfig {
     pub mcp: recap_mcp::McpConfig,
     #[command(flatten)]
     pub delivery: crate::webhooks::DeliveryArgs,
+    /// The limits of each of the three listeners (each counts its own connections).
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// Reads the cursor-signing key from the data dir, creating it on first start.
@@ -228,12 +231,12 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let (stop_servers, _) = tokio::sync::broadcast::channel::<()>(1);
     let serve = |listener: TcpListener, router: axum::Router| {
         let mut stop = stop_servers.subscribe();
+        let limits = config.http.clone();
         tokio::spawn(async move {
-            axum::serve(crate::http_listener(listener), router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.recv().await;
-                })
-                .await
+            crate::http::serve(listener, router, &limits, async move {
+                let _ = stop.recv().await;
+            })
+            .await
         })
     };
     let servers = [serve(rest, rest_router), serve(mcp, mcp_router), serve(admin, admin_router)];
