@@ -344,6 +344,9 @@ impl Future for Served {
             Err(never) => match never {},
         };
         self.shared.finished.fetch_add(1, Ordering::Relaxed);
+        // hyper reads again only when the socket wakes it, and the idle timer is armed
+        // by a read that waits: one more poll of the connection arms it now.
+        cx.waker().wake_by_ref();
         if !self.shared.body_timed_out.swap(false, Ordering::Relaxed) {
             return Poll::Ready(Ok(response));
         }

@@ -47,7 +47,8 @@ pub struct ServeConfig {
     /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:8082")]
     pub admin_listen: SocketAddr,
-    /// On first start, seed a demo world through the event log and print a demo token.
+    /// Seed a demo world through the event log on the first start of a new data dir, and
+    /// print the demo token on every start (it is kept in the data dir's `demo-token`).
     #[arg(long, env = "RECAP_DEMO")]
     pub demo: bool,
     #[command(flatten)]
