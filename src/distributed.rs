@@ -189,7 +189,9 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
     crate::telemetry::observe_projector(stats.clone(), None);
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, &config.http, shutdown.clone()).await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, &config.http, shutdown.clone())
+            .await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
@@ -259,8 +261,13 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, &config.http, shutdown.clone()).await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        &config.http,
+        shutdown.clone(),
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("REST API  base_url http://{}/v1", listener.local_addr()?);
     use std::io::Write;
@@ -303,8 +310,13 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
     let stats = Arc::new(Stats::default());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, &config.http, shutdown.clone()).await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        &config.http,
+        shutdown.clone(),
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;

@@ -183,7 +183,13 @@ fn is_connection_error(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset)
 }
 
-async fn serve_connection(stream: TcpStream, router: Router, builder: &hyper::server::conn::http1::Builder, timeouts: Timeouts, mut stopped: watch::Receiver<bool>) {
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    builder: &hyper::server::conn::http1::Builder,
+    timeouts: Timeouts,
+    mut stopped: watch::Receiver<bool>,
+) {
     let shared = Arc::new(Shared::default());
     let io = Guarded::new(stream, shared.clone(), timeouts);
     let service = Service { router, shared, body_timeout: timeouts.body };
@@ -664,7 +670,8 @@ const fn token_map() -> [bool; 256] {
     let mut byte = 0;
     while byte < 256 {
         let b = byte as u8;
-        map[byte] = b.is_ascii_alphanumeric() || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+        map[byte] =
+            b.is_ascii_alphanumeric() || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
         byte += 1;
     }
     map
@@ -895,7 +902,11 @@ impl Scanner {
             return Err(Refusal::UriTooLong);
         }
         if self.utf8_due > 0 || b >= 0x80 {
-            return if self.utf8_byte(b) { Ok(State::Target(if part == Part::Start { Part::Path } else { part })) } else { Err(malformed("request-line", BAD_TARGET)) };
+            return if self.utf8_byte(b) {
+                Ok(State::Target(if part == Part::Start { Part::Path } else { part }))
+            } else {
+                Err(malformed("request-line", BAD_TARGET))
+            };
         }
         let next = match part {
             Part::Start => match b {
@@ -964,7 +975,8 @@ impl Scanner {
                 }
                 b'0'..=b'9' if !self.length_item_done => {
                     let digit = u64::from(b - b'0');
-                    self.length_item = Some(self.length_item.unwrap_or(0).checked_mul(10).and_then(|n| n.checked_add(digit)).ok_or(malformed("headers", BAD_LENGTH))?);
+                    self.length_item =
+                        Some(self.length_item.unwrap_or(0).checked_mul(10).and_then(|n| n.checked_add(digit)).ok_or(malformed("headers", BAD_LENGTH))?);
                     Ok(())
                 }
                 b',' => self.end_of_length_item(),

@@ -239,7 +239,9 @@ fn malformed_heads_are_answered_with_the_envelope_and_a_request_id_on_every_list
     let server = start(&[]);
     let long_target = format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70 * 1024)).into_bytes();
     let big_headers = format!("GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(1024 * 1024)).into_bytes();
-    let cases: Vec<(&str, Vec<u8>, u16, &str, Option<&str>)> = vec![
+    // (what, the request, status, code, param)
+    type Case = (&'static str, Vec<u8>, u16, &'static str, Option<&'static str>);
+    let cases: Vec<Case> = vec![
         ("a target over 64 KiB", long_target, 414, "uri_too_long", None),
         ("0xFF in the target", b"GET /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
         ("NUL in the target", b"GET /v1/\x00 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
@@ -290,7 +292,8 @@ fn a_request_after_a_kept_alive_one_is_checked_too() {
 fn duplicate_authorization_headers_are_400_invalid_request_on_rest_and_mcp() {
     let server = start(&["--demo"]);
     server.wait_caught_up();
-    let token = server.stdout.iter().find_map(|line| line.split("demo token (account acc_ada, plan flow): ").nth(1)).expect("the demo token").trim().to_string();
+    let token =
+        server.stdout.iter().find_map(|line| line.split("demo token (account acc_ada, plan flow): ").nth(1)).expect("the demo token").trim().to_string();
     let rest = format!("GET /v1/meetings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nAuthorization: Bearer svc_pat_someone_else\r\n\r\n");
     let answer = ask(&mut connect(&address(&server.base_url)), rest.as_bytes());
     answer.assert_envelope(400, "invalid_request");

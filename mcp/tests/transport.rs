@@ -301,7 +301,9 @@ async fn missing_unknown_and_malformed_tokens_are_401_with_the_metadata_pointer(
 #[tokio::test]
 async fn duplicate_authorization_headers_are_400_invalid_request() {
     let world = World::new().await;
-    for (first, second) in [(format!("Bearer {FLOW_PAT}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {FLOW_PAT}"))] {
+    for (first, second) in
+        [(format!("Bearer {FLOW_PAT}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {FLOW_PAT}"))]
+    {
         let request = Request::post("/mcp")
             .header("host", "mcp.test:8080")
             .header("content-type", "application/json")

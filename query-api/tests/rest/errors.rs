@@ -37,8 +37,11 @@ async fn auth_duplicate_authorization_headers_are_400_invalid_request_whichever_
     // a proxy reading the last one and the service reading the first would disagree on
     // who is calling, so neither is used.
     let world = World::standard().await;
-    for (first, second) in [(format!("Bearer {ALICE}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {ALICE}"))] {
-        let request = Request::get("/v1/meetings").header("authorization", first.as_str()).header("authorization", second.as_str()).body(Body::empty()).unwrap();
+    for (first, second) in
+        [(format!("Bearer {ALICE}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {ALICE}"))]
+    {
+        let request =
+            Request::get("/v1/meetings").header("authorization", first.as_str()).header("authorization", second.as_str()).body(Body::empty()).unwrap();
         let response = world.send(request).await;
         response.assert_error(400, "invalid_request", &["param"]);
         assert_eq!(response.json["error"]["param"], "Authorization");
