@@ -679,6 +679,36 @@ const fn token_map() -> [bool; 256] {
 
 static TOKEN: [bool; 256] = token_map();
 
+const fn byte_map(low: u8, high: u8, except: &[u8], also: &[u8]) -> [bool; 256] {
+    let mut map = [false; 256];
+    let mut byte = low as usize;
+    while byte <= high as usize {
+        map[byte] = true;
+        byte += 1;
+    }
+    let mut at = 0;
+    while at < except.len() {
+        map[except[at] as usize] = false;
+        at += 1;
+    }
+    let mut at = 0;
+    while at < also.len() {
+        map[also[at] as usize] = true;
+        at += 1;
+    }
+    map
+}
+
+/// Bytes of a field's value that need no decision: all but CR, LF and the forbidden
+/// control bytes.
+static PLAIN_VALUE: [bool; 256] = byte_map(0x20, 0xFF, &[0x7F], b"\t");
+/// Path bytes that stay in the path (the `http` crate's path bytes, less `?`, `#` and
+/// anything non-ASCII, which the state machine decides).
+static PLAIN_PATH: [bool; 256] = byte_map(0x21, 0x7E, b"#<>?`", b"");
+/// Query bytes that stay in the query (as above: less `#` and non-ASCII).
+static PLAIN_QUERY: [bool; 256] = byte_map(0x21, 0x7E, b"#\"<>", b"");
+static NOTHING: [bool; 256] = [false; 256];
+
 fn malformed(param: &'static str, message: &'static str) -> Refusal {
     Refusal::Malformed { param, message }
 }
@@ -718,6 +748,33 @@ impl Scanner {
                         self.state = if self.state == State::Length { self.end_of_request() } else { State::ChunkDataCr };
                     }
                     continue;
+                }
+                // The long runs of a head (a field's value, a path or query, a name) are
+                // scanned in a tight loop over a table; their last byte and anything
+                // else goes through the state machine below.
+                State::Value | State::Target(Part::Path | Part::Query) | State::Name => {
+                    let table = match self.state {
+                        State::Value if self.field == Field::Other => &PLAIN_VALUE,
+                        State::Target(Part::Path) if self.utf8_due == 0 => &PLAIN_PATH,
+                        State::Target(Part::Query) if self.utf8_due == 0 => &PLAIN_QUERY,
+                        State::Name if !self.maybe_content_length && !self.maybe_transfer_encoding => &TOKEN,
+                        _ => &NOTHING,
+                    };
+                    let run = bytes[i..].iter().position(|&b| !table[b as usize]).unwrap_or(bytes.len() - i);
+                    if run > 0 {
+                        self.head_bytes += run;
+                        if let State::Target(_) = self.state {
+                            self.target_bytes += run;
+                            if self.target_bytes > MAX_TARGET_BYTES {
+                                return Err(Stop { deliver: head_start, refusal: Some(Refusal::UriTooLong) });
+                            }
+                        }
+                        if self.head_bytes > MAX_HEAD_BYTES {
+                            return Err(Stop { deliver: head_start, refusal: Some(Refusal::HeadersTooLarge) });
+                        }
+                        i += run;
+                        continue;
+                    }
                 }
                 _ => {}
             }
