@@ -123,8 +123,8 @@ pub(crate) async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets
-/// every connection finish the request it is serving (idle ones close at once) and
-/// returns once all are closed.
+/// every connection finish the request it is serving (idle ones close at once, a head
+/// in progress has the rest of its header timeout) and returns once all are closed.
 pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
     let cap = limits.max_connections as usize;
     let connections = Arc::new(Semaphore::new(cap));
@@ -192,7 +192,7 @@ async fn serve_connection(
 ) {
     let shared = Arc::new(Shared::default());
     let io = Guarded::new(stream, shared.clone(), timeouts);
-    let service = Service { router, shared, body_timeout: timeouts.body };
+    let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body };
     let mut connection = builder.serve_connection(TokioIo::new(io), service);
     let mut shutting_down = false;
     let stop = stopped.wait_for(|stop| *stop);
@@ -200,6 +200,9 @@ async fn serve_connection(
     let result = std::future::poll_fn(|cx| {
         if !shutting_down && stop.as_mut().poll(cx).is_ready() {
             shutting_down = true;
+            // hyper closes a connection between requests, but not one that has not sent
+            // its first: the stream ends it, unless part of a head came.
+            shared.draining.store(true, Ordering::Relaxed);
             Pin::new(&mut connection).graceful_shutdown();
         }
         connection.poll_without_shutdown(cx)
@@ -311,6 +314,8 @@ struct Shared {
     started: AtomicU64,
     finished: AtomicU64,
     body_timed_out: AtomicBool,
+    /// The server is stopping: a connection waiting for a request is closed.
+    draining: AtomicBool,
 }
 
 /// hyper's service: the router, each request's body under the body deadline.
@@ -458,6 +463,10 @@ impl Guarded {
             self.idle_since = Instant::now();
         }
         let phase = self.scanner.phase();
+        if phase == Phase::Idle && self.shared.draining.load(Ordering::Relaxed) {
+            self.closed = true;
+            return Poll::Ready(Ok(()));
+        }
         let deadline = match phase {
             Phase::Idle if self.scanner.heads_completed == 0 => self.idle_since + self.timeouts.header,
             Phase::Idle => self.idle_since + self.timeouts.idle,

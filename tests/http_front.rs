@@ -323,3 +323,18 @@ fn demo_token_is_printed_on_every_start_as_the_help_says() {
     let help = String::from_utf8_lossy(&help.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains("print the demo token on every start"), "{help}");
 }
+
+#[test]
+fn shutdown_waiting_connections_do_not_hold_a_stop() {
+    // SIGTERM drains: a kept-alive connection and one that never sent a request are
+    // closed at once rather than holding the stop for their timeouts.
+    let mut server = start(&["--http-header-timeout-ms", "60000", "--http-idle-timeout-ms", "60000"]);
+    let mut kept_alive = connect(&address(&server.base_url));
+    ask(&mut kept_alive, b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(401, "unauthorized");
+    let mut silent = connect(&address(&server.mcp_url));
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    assert!(server.stop().success());
+    assert!(started.elapsed() < Duration::from_secs(15), "stopped after {:?}", started.elapsed());
+    assert!(closed(&mut kept_alive) && closed(&mut silent));
+}
