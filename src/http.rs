@@ -334,16 +334,29 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         self.shared.started.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.body_timeout;
         let shared = self.shared.clone();
+        // A reference to hyper's buffer, not a copy.
+        let request_id = request.headers().get(&X_REQUEST_ID).filter(|value| recap_query_api::is_well_formed_request_id(value.as_bytes())).cloned();
         let request = request.map(|body| Body::new(TimedBody { inner: body, deadline, sleep: None, shared: shared.clone() }));
         let future = tower::Service::call(&mut self.router.clone(), request);
-        Served { future, shared }
+        Served { future, shared, request_id }
     }
 }
 
-/// The router's answer; a 408 instead when the request's body ran out of time.
+static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+
+/// A fresh request id, a UUID as the REST API makes them.
+fn new_request_id() -> HeaderValue {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    HeaderValue::from_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer)).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// The router's answer, with an `X-Request-Id` when the router set none (the request's
+/// own when well-formed, as the REST API echoes it, else a new one); a 408 instead when
+/// the request's body ran out of time.
 struct Served {
     future: axum::routing::future::RouteFuture<Infallible>,
     shared: Arc<Shared>,
+    request_id: Option<HeaderValue>,
 }
 
 impl Future for Served {
@@ -358,20 +371,24 @@ impl Future for Served {
         // hyper reads again only when the socket wakes it, and the idle timer is armed
         // by a read that waits: one more poll of the connection arms it now.
         cx.waker().wake_by_ref();
+        let request_id = match response.headers().get(&X_REQUEST_ID) {
+            Some(set) => set.clone(),
+            None => self.request_id.take().unwrap_or_else(new_request_id),
+        };
         if !self.shared.body_timed_out.swap(false, Ordering::Relaxed) {
+            let mut response = response;
+            if !response.headers().contains_key(&X_REQUEST_ID) {
+                response.headers_mut().insert(X_REQUEST_ID.clone(), request_id);
+            }
             return Poll::Ready(Ok(response));
         }
-        let request_id = response.headers().get("x-request-id").cloned();
         let body = envelope("request_timeout", "the request body did not arrive in time", None);
         let mut timed_out = Response::new(Body::from(body));
         *timed_out.status_mut() = StatusCode::REQUEST_TIMEOUT;
         let headers = timed_out.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-        let request_id = request_id.or_else(|| HeaderValue::from_str(&uuid::Uuid::new_v4().hyphenated().to_string()).ok());
-        if let Some(request_id) = request_id {
-            headers.insert("x-request-id", request_id);
-        }
+        headers.insert(X_REQUEST_ID.clone(), request_id);
         Poll::Ready(Ok(timed_out))
     }
 }

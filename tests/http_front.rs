@@ -275,7 +275,7 @@ fn malformed_heads_are_answered_with_the_envelope_and_a_request_id_on_every_list
 }
 
 #[test]
-fn a_request_after_a_kept_alive_one_is_checked_too() {
+fn request_smuggling_each_head_after_a_body_or_pipelined_is_found_and_checked() {
     // The check follows each body to the next head: a malformed head after a request
     // with a body is refused as the first one would be, after the first is answered.
     let server = start(&[]);
@@ -286,6 +286,21 @@ fn a_request_after_a_kept_alive_one_is_checked_too() {
     let answer = read_answer(&mut stream);
     answer.assert_envelope(400, "invalid_request");
     assert_eq!(answer.json()["error"]["param"], "request-line");
+    // Pipelined requests, and a chunked body followed to its end: each is answered.
+    let mut stream = connect(&address(&server.base_url));
+    stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nowhere HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    read_answer(&mut stream).assert_envelope(401, "unauthorized");
+    read_answer(&mut stream).assert_envelope(404, "not_found");
+    let mut stream = connect(&address(&server.mcp_url));
+    let chunked = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\
+5\r\n{\"a\":\r\n2;ext=1\r\n1}\r\n0\r\n\r\n";
+    read_answer({
+        stream.write_all(chunked).expect("write");
+        &mut stream
+    })
+    .assert_envelope(401, "unauthorized");
+    stream.write_all(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    assert_eq!(read_answer(&mut stream).status, 405, "the connection goes on after the chunked body");
 }
 
 #[test]
@@ -300,13 +315,14 @@ fn duplicate_authorization_headers_are_400_invalid_request_on_rest_and_mcp() {
     assert_eq!(answer.json()["error"]["param"], "Authorization");
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     let mcp = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer svc_pat_someone_else\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Request-Id: trace-0123\r\nAuthorization: Bearer svc_pat_someone_else\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let answer = ask(&mut connect(&address(&server.mcp_url)), mcp.as_bytes());
     assert_eq!(answer.status, 400, "{}", answer.body);
     assert_eq!(answer.json()["error"]["code"], "invalid_request");
     assert!(answer.header("www-authenticate").is_some_and(|challenge| challenge.contains(r#"error="invalid_request""#)), "{:?}", answer.headers);
+    assert_eq!(answer.header("x-request-id"), Some("trace-0123"), "a well-formed incoming request id is echoed on MCP as on REST");
     // One header of the same token is served.
     let one = format!("GET /v1/meetings?limit=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
     assert_eq!(ask(&mut connect(&address(&server.base_url)), one.as_bytes()).status, 200);
