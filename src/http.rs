@@ -1159,6 +1159,18 @@ mod tests {
         scan(&[bytes]).err().and_then(|(_, stop)| stop.refusal)
     }
 
+    #[test]
+    fn the_default_limits_are_the_command_line_defaults() {
+        #[derive(clap::Parser)]
+        struct Limits {
+            #[command(flatten)]
+            limits: HttpLimits,
+        }
+        let parsed = <Limits as clap::Parser>::try_parse_from(["recap"]).expect("no flags");
+        assert_eq!(parsed.limits, HttpLimits::default());
+        assert!(<Limits as clap::Parser>::try_parse_from(["recap", "--http-max-connections", "0"]).is_err(), "a cap of zero would serve nobody");
+    }
+
     #[tokio::test]
     async fn accepted_http_connections_send_without_nagle() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
