@@ -130,6 +130,8 @@ pub struct ProjectorConfig {
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -165,17 +167,18 @@ pub fn shutdown_watch() -> watch::Receiver<bool> {
 pub async fn serve_admin(
     listen: SocketAddr,
     state: crate::admin::AdminState,
+    limits: &crate::http::HttpLimits,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the admin listener {listen}"))?;
     println!("admin     admin_url http://{}/", listener.local_addr()?);
     let router = crate::admin::router(state);
+    let limits = limits.clone();
     Ok(tokio::spawn(async move {
-        let _ = axum::serve(crate::http_listener(listener), router)
-            .with_graceful_shutdown(async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            })
-            .await;
+        let _ = crate::http::serve(listener, router, &limits, async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await;
     }))
 }
 
@@ -186,7 +189,9 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
     crate::telemetry::observe_projector(stats.clone(), None);
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, shutdown.clone()).await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, &config.http, shutdown.clone())
+            .await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
@@ -234,6 +239,8 @@ pub struct QueryApiConfig {
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// `recap query-api`: the REST API over ScyllaDB and Redis until SIGTERM, then drains.
@@ -254,20 +261,24 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, shutdown.clone()).await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        &config.http,
+        shutdown.clone(),
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("REST API  base_url http://{}/v1", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest)));
     let mut stop = shutdown.clone();
-    axum::serve(crate::http_listener(listener), router)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        })
-        .await
-        .context("serving the REST API")?;
+    crate::http::serve(listener, router, &config.http, async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    })
+    .await
+    .context("serving the REST API")?;
     let _ = admin.await;
     Ok(())
 }
@@ -286,6 +297,8 @@ pub struct McpRoleConfig {
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// `recap mcp`: the MCP server and its OAuth authorization server over ScyllaDB until
@@ -297,20 +310,24 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
     let stats = Arc::new(Stats::default());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry }, shutdown.clone()).await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        &config.http,
+        shutdown.clone(),
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp)));
     let mut stop = shutdown.clone();
-    axum::serve(crate::http_listener(listener), router)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        })
-        .await
-        .context("serving MCP")?;
+    crate::http::serve(listener, router, &config.http, async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    })
+    .await
+    .context("serving MCP")?;
     let _ = admin.await;
     Ok(())
 }

@@ -47,7 +47,8 @@ pub struct ServeConfig {
     /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:8082")]
     pub admin_listen: SocketAddr,
-    /// On first start, seed a demo world through the event log and print a demo token.
+    /// Seed a demo world through the event log on the first start of a new data dir, and
+    /// print the demo token on every start (it is kept in the data dir's `demo-token`).
     #[arg(long, env = "RECAP_DEMO")]
     pub demo: bool,
     #[command(flatten)]
@@ -58,6 +59,9 @@ pub struct ServeConfig {
     pub mcp: recap_mcp::McpConfig,
     #[command(flatten)]
     pub delivery: crate::webhooks::DeliveryArgs,
+    /// The limits of each of the three listeners (each counts its own connections).
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// Reads the cursor-signing key from the data dir, creating it on first start.
@@ -228,12 +232,12 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let (stop_servers, _) = tokio::sync::broadcast::channel::<()>(1);
     let serve = |listener: TcpListener, router: axum::Router| {
         let mut stop = stop_servers.subscribe();
+        let limits = config.http.clone();
         tokio::spawn(async move {
-            axum::serve(crate::http_listener(listener), router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.recv().await;
-                })
-                .await
+            crate::http::serve(listener, router, &limits, async move {
+                let _ = stop.recv().await;
+            })
+            .await
         })
     };
     let servers = [serve(rest, rest_router), serve(mcp, mcp_router), serve(admin, admin_router)];

@@ -95,6 +95,8 @@ pub struct WebhooksRoleConfig {
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub http: crate::http::HttpLimits,
 }
 
 /// `recap webhooks`: the message topic into the feed, and deliveries, until SIGTERM;
@@ -104,7 +106,7 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
     let stats = Arc::new(recap_projector::Stats::default());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats, log: None, telemetry }, shutdown.clone()).await?;
+    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats, log: None, telemetry }, &config.http, shutdown.clone()).await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     if config.delivery.allow_insecure {

@@ -18,6 +18,9 @@ use crate::state::McpState;
 #[derive(Debug)]
 pub enum Denied {
     Missing,
+    /// More than one `Authorization` header: which one a proxy in front read is
+    /// unknowable, so neither is used (RFC 6750 §3.1 `invalid_request`).
+    Duplicate,
     Unknown,
     Revoked,
     /// A store call failed: logged and classified once, in [`authorize`].
@@ -45,6 +48,7 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
     let caller = match authenticate(state, headers).await {
         Ok(caller) => caller,
         Err(Denied::Missing) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: false }),
+        Err(Denied::Duplicate) => return Err(HttpError::DuplicateAuthorization { resource_metadata: resource_metadata() }),
         Err(Denied::Unknown) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: true }),
         Err(Denied::Revoked) => return Err(HttpError::TokenRevoked { resource_metadata: resource_metadata() }),
         Err(Denied::Store(error)) => {
@@ -62,7 +66,11 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
 }
 
 async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, Denied> {
-    let Some(header) = headers.get(axum::http::header::AUTHORIZATION) else { return Err(Denied::Missing) };
+    let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
+    let Some(header) = values.next() else { return Err(Denied::Missing) };
+    if values.next().is_some() {
+        return Err(Denied::Duplicate);
+    }
     let Some(token) = header.to_str().ok().and_then(recap_access::auth::bearer) else {
         // RFC 6750 §3.1: another scheme (Basic, ...) carries no usable credential, so
         // the challenge names no error; a Bearer header without a usable token is an

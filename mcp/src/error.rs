@@ -55,6 +55,9 @@ pub enum HttpError {
     /// `WWW-Authenticate`, never the token.
     #[error("missing, unknown or expired token")]
     Unauthorized { resource_metadata: String, token_present: bool },
+    /// 400: more than one `Authorization` header (RFC 6750 §3.1 `invalid_request`).
+    #[error("Authorization is sent more than once; send one")]
+    DuplicateAuthorization { resource_metadata: String },
     /// 401: the token, or the personal access token that authorized it, was revoked.
     #[error("the token was revoked")]
     TokenRevoked { resource_metadata: String },
@@ -90,7 +93,7 @@ impl HttpError {
             HttpError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            HttpError::UnreadableBody => StatusCode::BAD_REQUEST,
+            HttpError::UnreadableBody | HttpError::DuplicateAuthorization { .. } => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -105,7 +108,7 @@ impl HttpError {
             HttpError::Unavailable => "unavailable",
             HttpError::Internal => "internal_error",
             HttpError::PayloadTooLarge { .. } => "payload_too_large",
-            HttpError::UnreadableBody => "invalid_request",
+            HttpError::UnreadableBody | HttpError::DuplicateAuthorization { .. } => "invalid_request",
         }
     }
 }
@@ -133,6 +136,14 @@ impl IntoResponse for HttpError {
                 } else {
                     format!("Bearer resource_metadata=\"{resource_metadata}\", scope=\"svc:read\"")
                 };
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    headers.insert(header::WWW_AUTHENTICATE, value);
+                }
+            }
+            HttpError::DuplicateAuthorization { resource_metadata } => {
+                let challenge = format!(
+                    "Bearer resource_metadata=\"{resource_metadata}\", scope=\"svc:read\", error=\"invalid_request\", error_description=\"more than one Authorization header\""
+                );
                 if let Ok(value) = HeaderValue::from_str(&challenge) {
                     headers.insert(header::WWW_AUTHENTICATE, value);
                 }

@@ -294,6 +294,34 @@ async fn missing_unknown_and_malformed_tokens_are_401_with_the_metadata_pointer(
     }
 }
 
+// RFC 6750 §3.1: a request that "uses more than one method for including an access
+// token, or is otherwise malformed" is `invalid_request`, 400. Two Authorization headers
+// are refused whichever comes first: a proxy reading the other one would disagree on who
+// is calling.
+#[tokio::test]
+async fn duplicate_authorization_headers_are_400_invalid_request() {
+    let world = World::new().await;
+    for (first, second) in
+        [(format!("Bearer {FLOW_PAT}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {FLOW_PAT}"))]
+    {
+        let request = Request::post("/mcp")
+            .header("host", "mcp.test:8080")
+            .header("content-type", "application/json")
+            .header("authorization", first.as_str())
+            .header("authorization", second.as_str())
+            .body(Body::from(INITIALIZE))
+            .unwrap();
+        let reply = world.send(request).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        assert_eq!(reply.json()["error"]["code"], "invalid_request");
+        assert!(reply.json()["error"]["message"].is_string());
+        assert_challenge(&reply);
+        assert!(reply.header("www-authenticate").unwrap().contains(r#"error="invalid_request""#));
+        assert!(!reply.body.contains(FLOW_PAT), "the token is not echoed");
+    }
+    assert_eq!(world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await.status, StatusCode::OK, "one header is served");
+}
+
 #[tokio::test]
 async fn a_revoked_pat_is_401_token_revoked() {
     let world = World::new().await;

@@ -18,6 +18,9 @@
 //! refusal answers 429 or 402 and the read is dropped. An account at its limit reads
 //! nothing for its refused requests.
 //!
+//! Two `Authorization` headers are 400 `invalid_request` with `param: Authorization` at
+//! the token step: a proxy that reads the other one would disagree on who is calling.
+//!
 //! Headers: `X-Request-Id` on every response (an incoming well-formed one is echoed,
 //! else a UUID is made). Every response that reached the limiter (admitted or refused)
 //! carries `X-Quota-Limit`, `X-Quota-Remaining`, `X-Quota-Reset` (end of the current
@@ -86,8 +89,17 @@ pub(crate) async fn bounded<T, E: Into<ApiError>>(timeout: Duration, what: &'sta
     }
 }
 
+/// The `param` of a request with more than one `Authorization` header.
+pub const AUTHORIZATION_PARAM: &str = "Authorization";
+
 async fn authenticate(state: &RestState, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let header = headers.get(AUTHORIZATION).and_then(|value| value.to_str().ok()).ok_or(ApiError::Unauthorized)?;
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let first = values.next();
+    // Two credentials: which one a proxy in front read is unknowable, so neither is used.
+    if values.next().is_some() {
+        return Err(ApiError::invalid(AUTHORIZATION_PARAM, "Authorization is sent more than once; send one"));
+    }
+    let header = first.and_then(|value| value.to_str().ok()).ok_or(ApiError::Unauthorized)?;
     let token = recap_access::auth::bearer(header).ok_or(ApiError::Unauthorized)?;
     bounded(state.inner.store_timeout, "token lookup", state.inner.tokens.authenticate(&state.inner.readmodel, token)).await
 }
@@ -183,6 +195,9 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
         }
         Some(ApiError::Unauthorized) => {
             headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Some(ApiError::InvalidRequest { param: AUTHORIZATION_PARAM, .. }) => {
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_request\""));
         }
         Some(ApiError::TokenRevoked) => {
             headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));

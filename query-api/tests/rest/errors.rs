@@ -32,6 +32,27 @@ async fn auth_7_missing_malformed_or_unknown_tokens_are_401_unauthorized() {
 }
 
 #[tokio::test]
+async fn auth_duplicate_authorization_headers_are_400_invalid_request_whichever_comes_first() {
+    // Decision: two Authorization headers are 400 invalid_request (param Authorization):
+    // a proxy reading the last one and the service reading the first would disagree on
+    // who is calling, so neither is used.
+    let world = World::standard().await;
+    for (first, second) in
+        [(format!("Bearer {ALICE}"), "Bearer svc_pat_unknown".to_string()), ("Bearer svc_pat_unknown".to_string(), format!("Bearer {ALICE}"))]
+    {
+        let request =
+            Request::get("/v1/meetings").header("authorization", first.as_str()).header("authorization", second.as_str()).body(Body::empty()).unwrap();
+        let response = world.send(request).await;
+        response.assert_error(400, "invalid_request", &["param"]);
+        assert_eq!(response.json["error"]["param"], "Authorization");
+        assert_eq!(response.header("www-authenticate"), Some(r#"Bearer error="invalid_request""#));
+        assert!(response.header("x-request-id").is_some());
+        assert!(response.header("x-quota-remaining").is_none(), "refused before the limiter: not counted");
+    }
+    assert_eq!(with_header(&world, &format!("Bearer {ALICE}")).await.status, 200, "one header is served");
+}
+
+#[tokio::test]
 async fn auth_7_a_token_without_the_prefix_is_401_even_when_its_hash_is_known() {
     // "a token without the svc_pat_ prefix ... 401 unauthorized": the prefix is checked
     // itself, not only through an unknown hash.

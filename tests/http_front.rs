@@ -1,0 +1,366 @@
+//! The HTTP front of `recap serve` against what an attacker on the network tries: slow
+//! and unfinished heads, idle connections, trickled bodies, a flood of connections,
+//! malformed request heads, two credentials. Raw TCP against the real binary, with the
+//! limits shortened by their flags so that every test takes seconds
+//! (docs/operations.md, "HTTP limits").
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use recap_testkit::server::Server;
+use serde_json::Value;
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", self.body))
+    }
+
+    /// The error envelope with this status and code, as JSON, with a request id.
+    fn assert_envelope(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "{:?} {}", self.headers, self.body);
+        assert_eq!(self.header("content-type"), Some("application/json"), "{:?}", self.headers);
+        let request_id = self.header("x-request-id").unwrap_or_else(|| panic!("no X-Request-Id: {:?}", self.headers));
+        assert!(!request_id.is_empty());
+        let json = self.json();
+        assert_eq!(json["error"]["code"], code, "{json}");
+        assert!(json["error"]["message"].is_string(), "{json}");
+        assert_eq!(json.as_object().map(|object| object.len()), Some(1), "only the error key: {json}");
+    }
+}
+
+/// `host:port` of a URL such as `http://127.0.0.1:8080/v1`.
+fn address(url: &str) -> String {
+    url.trim_start_matches("http://").split('/').next().expect("an address").to_string()
+}
+
+fn connect(address: &str) -> TcpStream {
+    let stream = TcpStream::connect(address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+    stream
+}
+
+/// Reads one answer: its head, then `Content-Length` bytes of body; nothing may follow.
+fn read_answer(stream: &mut TcpStream) -> Answer {
+    let mut bytes = Vec::new();
+    let answer = read_answer_from(stream, &mut bytes);
+    assert!(bytes.is_empty(), "nothing follows the answer: {:?}", String::from_utf8_lossy(&bytes));
+    answer
+}
+
+/// Reads the next answer out of `bytes` (what was read and not yet taken), reading more
+/// as needed, and leaves what follows it there.
+fn read_answer_from(stream: &mut TcpStream, bytes: &mut Vec<u8>) -> Answer {
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(at) = bytes.windows(4).position(|window| window == b"\r\n\r\n") {
+            break at;
+        }
+        let n = stream.read(&mut chunk).unwrap_or_else(|error| panic!("reading an answer: {error}; so far {:?}", String::from_utf8_lossy(bytes)));
+        assert!(n > 0, "the connection closed without an answer; so far {:?}", String::from_utf8_lossy(bytes));
+        bytes.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8(bytes[..head_end].to_vec()).expect("a text head");
+    let mut lines = head.split("\r\n");
+    let status = lines.next().and_then(|line| line.split(' ').nth(1)).and_then(|code| code.parse().ok()).expect("a status line");
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|line| line.split_once(':')).map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string())).collect();
+    let length: usize = headers.iter().find(|(name, _)| name == "content-length").map(|(_, value)| value.parse().expect("a length")).unwrap_or(0);
+    while bytes.len() < head_end + 4 + length {
+        let n = stream.read(&mut chunk).expect("reading a body");
+        assert!(n > 0, "the connection closed inside a body");
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    let body = bytes[head_end + 4..head_end + 4 + length].to_vec();
+    bytes.drain(..head_end + 4 + length);
+    Answer { status, headers, body: String::from_utf8(body).expect("a text body") }
+}
+
+/// Whether the server closed the connection (within the stream's read timeout).
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => matches!(error.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe),
+    }
+}
+
+fn ask(stream: &mut TcpStream, request: &[u8]) -> Answer {
+    stream.write_all(request).expect("write");
+    read_answer(stream)
+}
+
+fn start(args: &[&str]) -> Server {
+    let mut builder = Server::builder().embedded();
+    for arg in args {
+        builder = builder.arg(arg);
+    }
+    builder.start()
+}
+
+/// Each listener under test with a path it serves: (name, address, path).
+fn front_doors(server: &Server) -> [(&'static str, String, &'static str); 2] {
+    [("REST", address(&server.base_url), "/v1/teams"), ("MCP", address(&server.mcp_url), "/mcp")]
+}
+
+#[test]
+fn slowloris_an_unfinished_head_is_answered_408_and_closed_after_the_header_timeout() {
+    let server = start(&["--http-header-timeout-ms", "500"]);
+    for (door, address, path) in front_doors(&server) {
+        let mut stream = connect(&address);
+        let started = Instant::now();
+        stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n").as_bytes()).expect("write");
+        let answer = read_answer(&mut stream);
+        let waited = started.elapsed();
+        answer.assert_envelope(408, "request_timeout");
+        assert_eq!(answer.header("connection"), Some("close"), "{door}");
+        assert!(waited >= Duration::from_millis(400) && waited < Duration::from_secs(5), "{door}: answered after {waited:?}");
+        assert!(closed(&mut stream), "{door}: closed after the answer");
+    }
+}
+
+#[test]
+fn slowloris_a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
+    let server = start(&["--http-header-timeout-ms", "500"]);
+    for (door, address, _) in front_doors(&server) {
+        let mut stream = connect(&address);
+        let started = Instant::now();
+        assert!(closed(&mut stream), "{door}: closed without an answer (nothing was asked)");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(400) && waited < Duration::from_secs(5), "{door}: closed after {waited:?}");
+    }
+}
+
+#[test]
+fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
+    let server = start(&["--http-idle-timeout-ms", "700"]);
+    let address = address(&server.base_url);
+    let mut stream = connect(&address);
+    let request = b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\n";
+    ask(&mut stream, request).assert_envelope(401, "unauthorized");
+    // A connection in use stays open: the next request within the idle timeout is served.
+    std::thread::sleep(Duration::from_millis(300));
+    ask(&mut stream, request).assert_envelope(401, "unauthorized");
+    let idle = Instant::now();
+    assert!(closed(&mut stream), "the idle connection is closed");
+    let waited = idle.elapsed();
+    assert!(waited >= Duration::from_millis(600) && waited < Duration::from_secs(5), "closed after {waited:?}");
+}
+
+/// Sends `head`, then one byte of its body every 100 ms for up to 6 s, on its own thread.
+fn trickle(stream: &TcpStream, head: String) {
+    let mut writer = stream.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for _ in 0..60 {
+            std::thread::sleep(Duration::from_millis(100));
+            if writer.write_all(b" ").is_err() {
+                return;
+            }
+        }
+    });
+}
+
+#[test]
+fn slow_body_a_trickled_body_is_answered_408_with_the_envelope() {
+    let server = start(&["--http-body-timeout-ms", "600"]);
+    let mut stream = connect(&address(&server.mcp_url));
+    let started = Instant::now();
+    trickle(&stream, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{".to_string());
+    let answer = read_answer(&mut stream);
+    let waited = started.elapsed();
+    answer.assert_envelope(408, "request_timeout");
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(5), "answered after {waited:?}");
+    assert!(closed(&mut stream), "closed after the answer");
+}
+
+#[test]
+fn slow_body_a_body_nobody_reads_is_drained_no_longer_than_the_body_timeout() {
+    // The REST API reads no body: it answers at once, and the trickle after the answer
+    // holds the connection no longer than the body timeout.
+    let server = start(&["--http-body-timeout-ms", "600"]);
+    let mut stream = connect(&address(&server.base_url));
+    let started = Instant::now();
+    trickle(&stream, "POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{".to_string());
+    read_answer(&mut stream).assert_envelope(405, "method_not_allowed");
+    assert!(closed(&mut stream), "closed while the body still trickles");
+    assert!(started.elapsed() < Duration::from_secs(5), "closed after {:?}", started.elapsed());
+}
+
+#[test]
+fn connection_flood_past_the_cap_new_connections_are_refused_503_and_served_again_below_it() {
+    let server = start(&["--http-max-connections", "3"]);
+    let rest = address(&server.base_url);
+    let request = b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = connect(&rest);
+            ask(&mut stream, request).assert_envelope(401, "unauthorized");
+            stream
+        })
+        .collect();
+    // At the cap: a new connection is answered at once and closed.
+    let mut refused = connect(&rest);
+    let started = Instant::now();
+    let answer = read_answer(&mut refused);
+    answer.assert_envelope(503, "unavailable");
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert!(started.elapsed() < Duration::from_secs(2), "refused after {:?}", started.elapsed());
+    assert!(closed(&mut refused));
+    // The connections already open are served, and each listener counts its own.
+    ask(&mut held[0], request).assert_envelope(401, "unauthorized");
+    let mut mcp = connect(&address(&server.mcp_url));
+    assert_eq!(ask(&mut mcp, b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+    // Below the cap again, a new client is served.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut stream = connect(&rest);
+        let answer = ask(&mut stream, request);
+        if answer.status == 401 {
+            answer.assert_envelope(401, "unauthorized");
+            break;
+        }
+        answer.assert_envelope(503, "unavailable");
+        assert!(Instant::now() < deadline, "no connection was served after one closed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn malformed_heads_are_answered_with_the_envelope_and_a_request_id_on_every_listener() {
+    let server = start(&[]);
+    let long_target = format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70 * 1024)).into_bytes();
+    let big_headers = format!("GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(1024 * 1024)).into_bytes();
+    // (what, the request, status, code, param)
+    type Case = (&'static str, Vec<u8>, u16, &'static str, Option<&'static str>);
+    let cases: Vec<Case> = vec![
+        ("a target over 64 KiB", long_target, 414, "uri_too_long", None),
+        ("0xFF in the target", b"GET /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
+        ("NUL in the target", b"GET /v1/\x00 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
+        ("a control byte in the target", b"GET /v1/\x1b[2J HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
+        ("a folded header", b"GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n".to_vec(), 400, "invalid_request", Some("headers")),
+        ("NUL in a header", b"GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n".to_vec(), 400, "invalid_request", Some("headers")),
+        ("1 MB of headers", big_headers, 431, "headers_too_large", None),
+    ];
+    let addresses = [address(&server.base_url), address(&server.mcp_url), address(&server.admin_url)];
+    for address in &addresses {
+        for (what, request, status, code, param) in &cases {
+            let mut stream = connect(address);
+            let mut writer = stream.try_clone().expect("clone");
+            let request = request.clone();
+            // Written on a thread: the answer may come before the last byte is taken.
+            let writing = std::thread::spawn(move || {
+                let _ = writer.write_all(&request);
+            });
+            let answer = read_answer(&mut stream);
+            answer.assert_envelope(*status, code);
+            assert_eq!(answer.json()["error"]["param"].as_str(), *param, "{address}: {what}");
+            assert_eq!(answer.header("connection"), Some("close"), "{address}: {what}");
+            assert!(closed(&mut stream), "{address}: {what}: closed after the answer");
+            writing.join().expect("writer");
+        }
+        // The listener still serves well-formed requests.
+        let mut stream = connect(address);
+        let answer = ask(&mut stream, b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(matches!(answer.status, 401 | 404 | 405), "{address}: {}", answer.status);
+    }
+}
+
+#[test]
+fn request_smuggling_each_head_after_a_body_or_pipelined_is_found_and_checked() {
+    // The check follows each body to the next head: a malformed head after a request
+    // with a body is refused as the first one would be, after the first is answered.
+    let server = start(&[]);
+    let mut stream = connect(&address(&server.base_url));
+    stream.write_all(b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello").expect("write");
+    read_answer(&mut stream).assert_envelope(405, "method_not_allowed");
+    stream.write_all(b"GET /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    let answer = read_answer(&mut stream);
+    answer.assert_envelope(400, "invalid_request");
+    assert_eq!(answer.json()["error"]["param"], "request-line");
+    // Pipelined requests, and a chunked body followed to its end: each is answered.
+    let mut stream = connect(&address(&server.base_url));
+    stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nowhere HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    let mut pending = Vec::new();
+    read_answer_from(&mut stream, &mut pending).assert_envelope(401, "unauthorized");
+    read_answer_from(&mut stream, &mut pending).assert_envelope(404, "not_found");
+    assert!(pending.is_empty());
+    let mut stream = connect(&address(&server.mcp_url));
+    let chunked = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\
+5\r\n{\"a\":\r\n2;ext=1\r\n1}\r\n0\r\n\r\n";
+    read_answer({
+        stream.write_all(chunked).expect("write");
+        &mut stream
+    })
+    .assert_envelope(401, "unauthorized");
+    stream.write_all(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    assert_eq!(read_answer(&mut stream).status, 405, "the connection goes on after the chunked body");
+}
+
+#[test]
+fn duplicate_authorization_headers_are_400_invalid_request_on_rest_and_mcp() {
+    let server = start(&["--demo"]);
+    server.wait_caught_up();
+    let token =
+        server.stdout.iter().find_map(|line| line.split("demo token (account acc_ada, plan flow): ").nth(1)).expect("the demo token").trim().to_string();
+    let rest = format!("GET /v1/meetings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nAuthorization: Bearer svc_pat_someone_else\r\n\r\n");
+    let answer = ask(&mut connect(&address(&server.base_url)), rest.as_bytes());
+    answer.assert_envelope(400, "invalid_request");
+    assert_eq!(answer.json()["error"]["param"], "Authorization");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let mcp = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Request-Id: trace-0123\r\nAuthorization: Bearer svc_pat_someone_else\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = ask(&mut connect(&address(&server.mcp_url)), mcp.as_bytes());
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert_eq!(answer.json()["error"]["code"], "invalid_request");
+    assert!(answer.header("www-authenticate").is_some_and(|challenge| challenge.contains(r#"error="invalid_request""#)), "{:?}", answer.headers);
+    assert_eq!(answer.header("x-request-id"), Some("trace-0123"), "a well-formed incoming request id is echoed on MCP as on REST");
+    // One header of the same token is served.
+    let one = format!("GET /v1/meetings?limit=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
+    assert_eq!(ask(&mut connect(&address(&server.base_url)), one.as_bytes()).status, 200);
+}
+
+#[test]
+fn demo_token_is_printed_on_every_start_as_the_help_says() {
+    let demo_line = |server: &Server| server.stdout.iter().find(|line| line.starts_with("demo token")).cloned();
+    let mut server = start(&["--demo"]);
+    let first = demo_line(&server).expect("the demo token on the first start");
+    server.restart();
+    assert_eq!(demo_line(&server), Some(first), "the same token on a later start");
+    let help = std::process::Command::new(recap_testkit::process::recap_bin()).args(["serve", "--help"]).output().expect("recap serve --help");
+    let help = String::from_utf8_lossy(&help.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("print the demo token on every start"), "{help}");
+}
+
+#[test]
+fn shutdown_waiting_connections_do_not_hold_a_stop() {
+    // SIGTERM drains: a kept-alive connection and one that never sent a request are
+    // closed at once rather than holding the stop for their timeouts.
+    let mut server = start(&["--http-header-timeout-ms", "60000", "--http-idle-timeout-ms", "60000"]);
+    let mut kept_alive = connect(&address(&server.base_url));
+    ask(&mut kept_alive, b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(401, "unauthorized");
+    let mut silent = connect(&address(&server.mcp_url));
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    assert!(server.stop().success());
+    assert!(started.elapsed() < Duration::from_secs(15), "stopped after {:?}", started.elapsed());
+    assert!(closed(&mut kept_alive) && closed(&mut silent));
+}
