@@ -124,11 +124,7 @@ fn node_clients() -> (String, PathBuf) {
 fn run_node(script: &str, server: &Server, what: &str) {
     let (dir, node) = node_clients();
     run(
-        Command::new(node)
-            .arg(repo().join("tests/node").join(script))
-            .env("MCP_URL", &server.mcp_url)
-            .env("RECAP_PAT", PAT)
-            .env("RECAP_NODE_CLIENTS", &dir),
+        Command::new(node).arg(repo().join("tests/node").join(script)).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT).env("RECAP_NODE_CLIENTS", &dir),
         what,
     );
 }
@@ -163,4 +159,21 @@ fn typescript_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
     assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
     assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
     assert!(count(&answered, "tools/call") >= 2 * 11 + 1, "{}", lines.join("\n"));
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_completes_oauth_without_initialize() {
+    let server = logged_world();
+    run_node("sdk2_client_test.mjs", &server, "the TypeScript SDK 2.x checks of 2026-07-28");
+    let (lines, answered) = answered_requests(&server);
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // Every connection, pinned or auto, begins with server/discover: PAT pinned, PAT
+    // auto, OAuth pinned (the first, unauthorized attempt is refused before a method).
+    assert_eq!(count(&answered, "server/discover"), 3, "{}", lines.join("\n"));
+    assert!(count(&answered, "tools/call") >= 2 * 11 + 1, "{}", lines.join("\n"));
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")));
 }
