@@ -177,3 +177,49 @@ fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_complete
     assert!(count(&answered, "tools/call") >= 2 * 11 + 1, "{}", lines.join("\n"));
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")));
 }
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_modern_era_lists_and_calls_every_tool_without_initialize() {
+    let server = logged_world();
+    let (dir, node) = node_clients();
+    run(
+        Command::new(node)
+            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
+            .arg("modern")
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_NODE_CLIENTS", &dir),
+        "the MCP Inspector CLI checks of 2026-07-28",
+    );
+    let (lines, answered) = answered_requests(&server);
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // One CLI run per request, each connecting with server/discover: a list, nine
+    // calls, the paged list and the unknown meeting.
+    assert_eq!(count(&answered, "server/discover"), 12, "{}", lines.join("\n"));
+    assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_legacy_era_lists_and_calls_every_tool() {
+    let server = logged_world();
+    let (dir, node) = node_clients();
+    run(
+        Command::new(node)
+            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
+            .arg("legacy")
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_NODE_CLIENTS", &dir),
+        "the MCP Inspector CLI checks of the handshake era",
+    );
+    let (lines, answered) = answered_requests(&server);
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
+    assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
+    assert_eq!(count(&answered, "initialize"), 12, "each CLI run initializes: {}", lines.join("\n"));
+    assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
+}
