@@ -2,7 +2,8 @@
 # The whole suite, as `make test` and CI run it:
 #   1. the embedded edition: every crate's tests (the router suites' worlds in process
 #      over an embedded store), black-box tests against `recap serve`, the real MCP
-#      clients (official Python SDK, headless Chromium), webhook deliveries verified by
+#      clients (official Python SDK, official TypeScript SDK 1.x and 2.x, the MCP
+#      Inspector's CLI, headless Chromium), webhook deliveries verified by
 #      the official Python Standard Webhooks library, Schemathesis fuzzing REST v1 from
 #      schemas/openapi.json, and telemetry into a real
 #      OpenTelemetry Collector (built once by scripts/otel-collector.sh);
@@ -30,6 +31,7 @@ run() {
 }
 
 scripts/setup-python.sh >/dev/null || status=1
+scripts/setup-node.sh >/dev/null || status=1
 scripts/setup-browser.sh >/dev/null || status=1
 scripts/setup-schemathesis.sh >/dev/null || status=1
 # tests/telemetry.rs finds the collector here; empty when it did not build, so that
@@ -42,8 +44,8 @@ else
   status=1
 fi
 run cargo test --workspace --no-fail-fast
-# Ignored above for needing Python, Chromium and Schemathesis, which the setup scripts
-# installed.
+# Ignored above for needing Python, Node 22 and its MCP clients, Chromium and
+# Schemathesis, which the setup scripts installed.
 run cargo test --test mcp_real_clients --test webhooks_delivery --test schemathesis -- --ignored
 
 # The engines this run starts, it stops at the end; engines already running (a

