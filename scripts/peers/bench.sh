@@ -7,9 +7,11 @@
 # The PostgreSQL cluster is stopped at the end unless PEER_PG_KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# setup.sh prints the environment the run reads (a failure stops the run here).
+setup=$(scripts/peers/setup.sh)
 while IFS='=' read -r key value; do
   export "$key=$value"
-done < <(scripts/peers/setup.sh)
+done <<<"$setup"
 export RECAP_BIN=${RECAP_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/recap/target}/release/recap}
 [ -x "$RECAP_BIN" ] || { echo "no recap binary at $RECAP_BIN (cargo build --release --bin recap)" >&2; exit 1; }
 stop_postgres() {
