@@ -139,16 +139,28 @@ def wait_idle(pid, what, seconds=300):
     raise SystemExit(f"{what} stayed busy for {seconds} s")
 
 
-def cpu_seconds(pids):
-    total = 0
+def cpu_by_pid(pids):
+    """utime + stime of each process still there, in seconds."""
+    seconds = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            seconds[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
         except OSError:
             pass
-    return total / CLK_TCK
+    return seconds
+
+
+def cpu_seconds(pids):
+    return sum(cpu_by_pid(pids).values())
+
+
+def cpu_between(before, after):
+    """CPU time used between two readings by the processes present at both (a process
+    that exited meanwhile, such as an autovacuum worker, is left out rather than counted
+    negative)."""
+    return sum(after[pid] - before[pid] for pid in after if pid in before)
 
 
 def memory_mib(pid, proportional=False):
@@ -300,9 +312,11 @@ def main():
                 for name in order:
                     service = services[name]
                     pg = postgres_pids()
-                    before = (cpu_seconds([service["pid"]]), cpu_seconds(pg), time.time())
+                    before_pg, before = cpu_by_pid(pg), (cpu_seconds([service["pid"]]), time.time())
                     rate, requests = wrk(service["base"] + path, token, SECONDS)
-                    after = (cpu_seconds([service["pid"]]), cpu_seconds(pg), time.time())
+                    after_pg, after = cpu_by_pid(pg), (cpu_seconds([service["pid"]]), time.time())
+                    pg_seconds = cpu_between(before_pg, after_pg)
+                    before, after = (before[0], 0.0, before[1]), (after[0], pg_seconds, after[1])
                     share = (after[0] - before[0] + after[1] - before[1]) / (after[2] - before[2])
                     samples[name].append((rate, (after[0] - before[0]) / requests * 1e6, (after[1] - before[1]) / requests * 1e6, share))
             results[label] = {name: tuple(statistics.median(sample[i] for sample in samples[name]) for i in range(4)) for name in names}
