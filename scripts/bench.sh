@@ -18,6 +18,11 @@ benchmarks() {
   echo "== embedded edition: REST and MCP under load =="
   cargo bench --bench http
   echo
+  echo "== embedded edition side by side with read APIs over PostgreSQL 15: axum + tokio-postgres, FastAPI + asyncpg =="
+  # Installs (once) PostgreSQL 15, the peers' Python environment and builds the axum peer;
+  # see scripts/peers/setup.sh.
+  scripts/peers/bench.sh
+  echo
   echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, feed page cost =="
   # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_FEED_MESSAGES:
   # the large feed (a million by default).
