@@ -137,8 +137,8 @@ async fn the_authorization_page_names_the_client_and_scope_and_asks_for_a_pat() 
 async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_error_page() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
+    // A loopback redirect URI may name another port (RFC 8252 §7.3), nothing else.
     let near_misses = [
-        "http://127.0.0.1:47124/callback",
         "http://127.0.0.1:47123/callback/",
         "http://127.0.0.1:47123/Callback",
         "http://localhost:47123/callback",
@@ -159,7 +159,9 @@ async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_erro
     assert!(reply.header("location").is_none());
 }
 
-// "authorization code flow with PKCE method S256": plain and a missing challenge are refused (redirect with error, state and iss).
+// "authorization code flow with PKCE method S256": plain and a missing challenge are refused
+// (before the user acted: an error page naming the error, with a link back carrying error,
+// state and iss; RFC 9700 §4.11.2).
 #[tokio::test]
 async fn pkce_s256_is_required() {
     let world = World::new().await;
@@ -172,8 +174,10 @@ async fn pkce_s256_is_required() {
         (vec![("scope", "svc:write")], "invalid_scope"),
     ] {
         let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &extra))).await;
-        assert_eq!(reply.status, StatusCode::FOUND, "{extra:?}");
-        let (base, pairs) = location_query(&reply);
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{extra:?}");
+        assert_eq!(reply.header("location"), None);
+        assert!(reply.body.contains(&format!("<code id=\"error\">{error}</code>")), "{}", reply.body);
+        let (base, pairs) = return_link(&reply);
         assert_eq!(base, REDIRECT_URI);
         assert_eq!(query_value(&pairs, "error").as_deref(), Some(error), "{extra:?}");
         assert_eq!(query_value(&pairs, "state").as_deref(), Some("st8"));
@@ -759,7 +763,8 @@ async fn every_authorization_response_carries_iss() {
     let bad_scope =
         world.get(&format!("/mcp/authorize?{}&scope=admin", url::form_urlencoded::Serializer::new(String::new()).extend_pairs(base).finish())).await;
     for (reply, expected) in [(approved, None), (denied, Some("access_denied")), (bad_scope, Some("invalid_scope"))] {
-        let (_, pairs) = location_query(&reply);
+        // An invalid request is shown, not redirected: its link back carries iss.
+        let (_, pairs) = if reply.header("location").is_some() { location_query(&reply) } else { return_link(&reply) };
         assert_eq!(query_value(&pairs, "error").as_deref(), expected);
         assert_eq!(query_value(&pairs, "iss").as_deref(), Some(issuer.as_str()), "{expected:?}");
     }
@@ -791,5 +796,149 @@ async fn application_type_is_validated_and_echoed() {
         let reply = world.post_json("/mcp/register", &json!({"redirect_uris": uris, "application_type": application_type})).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{application_type} {uris}");
         assert_eq!(reply.json()["error"], code, "{application_type} {uris}");
+    }
+}
+
+// ---- Attacks on the authorization server and what stops them ----------------------
+
+fn assert_oauth_error(reply: &Reply, status: StatusCode, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("application/json"), "{}", reply.body);
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    let body = reply.json();
+    assert_eq!(body["error"], code, "{body}");
+    assert!(body["error_description"].as_str().is_some_and(|text| !text.is_empty()), "{body}");
+}
+
+// Attack (RFC 9700 §4.11.2): a self-registered client whose redirect URI is the attacker's
+// sends the user to /authorize with an invalid request, and the server redirects at once.
+// docs/mcp.md, Registration: every error before the user acted is a page (400, no Location)
+// naming the error, with a link back the user may follow; only the user's decision redirects.
+#[tokio::test]
+async fn attack_open_redirect_through_authorization_errors_shows_a_page() {
+    let world = World::new().await;
+    let landing = "https://evil.example/landing";
+    let client_id = register(&world, &[landing]).await;
+    let challenge = challenge(VERIFIER);
+    let query = |pairs: &[(&str, &str)]| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
+    let requests = [
+        (query(&[("client_id", &client_id), ("redirect_uri", landing), ("response_type", "x")]), "unsupported_response_type"),
+        (query(&[("client_id", &client_id), ("redirect_uri", landing)]), "invalid_request"),
+        (query(&[("client_id", &client_id), ("response_type", "code")]), "invalid_request"),
+        (
+            query(&[
+                ("client_id", &client_id),
+                ("redirect_uri", landing),
+                ("response_type", "code"),
+                ("code_challenge", &challenge),
+                ("code_challenge_method", "S256"),
+                ("scope", "admin"),
+            ]),
+            "invalid_scope",
+        ),
+    ];
+    for (query, error) in requests {
+        for reply in [
+            world.get(&format!("/mcp/authorize?{query}")).await,
+            world
+                .post_form(
+                    "/authorize",
+                    &url::form_urlencoded::parse(query.as_bytes())
+                        .into_owned()
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .await,
+        ] {
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}");
+            assert_eq!(reply.header("location"), None, "{query}");
+            assert!(reply.header("content-type").unwrap().starts_with("text/html"));
+            assert_eq!(reply.header("cache-control"), Some("no-store"));
+            assert!(reply.body.contains(&format!("<code id=\"error\">{error}</code>")), "{query}: {}", reply.body);
+            assert!(reply.body.contains("<strong id=\"redirect-host\">evil.example</strong>"), "the page says where the link goes");
+            let (base, pairs) = return_link(&reply);
+            assert_eq!(base, landing);
+            assert_eq!(query_value(&pairs, "error").as_deref(), Some(error));
+            assert_eq!(query_value(&pairs, "iss").as_deref(), Some("http://mcp.test:8080/mcp"));
+        }
+    }
+    // The user's own denial still goes back to the client.
+    let denied = world
+        .post_form(
+            "/mcp/authorize",
+            &[
+                ("client_id", &client_id),
+                ("redirect_uri", landing),
+                ("response_type", "code"),
+                ("code_challenge", &challenge),
+                ("code_challenge_method", "S256"),
+                ("decision", "deny"),
+            ],
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::FOUND);
+    assert_eq!(query_value(&location_query(&denied).1, "error").as_deref(), Some("access_denied"));
+}
+
+// Attack on interoperability (RFC 8252 §7.3, OAuth 2.1 §8.4.2): a native client registers
+// a loopback redirect URI and listens on another port next time. docs/mcp.md, Registration:
+// any port on a loopback host, the rest exact; the token request repeats the URI used.
+#[tokio::test]
+async fn attack_loopback_redirect_on_another_port_is_accepted_and_bound_to_the_code() {
+    let world = World::new().await;
+    let challenge = challenge(VERIFIER);
+    for (registered, used, wrong) in [
+        ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb", "http://127.0.0.1:9999/cb"),
+        ("http://[::1]:9999/cb", "http://[::1]:8888/cb", "http://[::1]:9999/cb"),
+        ("http://localhost:9999/cb", "http://localhost:8888/cb", "http://localhost:9999/cb"),
+    ] {
+        let client_id = register(&world, &[registered]).await;
+        let page = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, used, &[]))).await;
+        assert_eq!(page.status, StatusCode::OK, "{used}: {}", page.body);
+        let approved = world
+            .post_form(
+                "/mcp/authorize",
+                &[
+                    ("response_type", "code"),
+                    ("client_id", &client_id),
+                    ("redirect_uri", used),
+                    ("code_challenge", &challenge),
+                    ("code_challenge_method", "S256"),
+                    ("pat", FLOW_PAT),
+                ],
+            )
+            .await;
+        assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+        let (base, pairs) = location_query(&approved);
+        assert_eq!(base, used, "the code goes to the port the request named");
+        let code = query_value(&pairs, "code").unwrap();
+        let token = |redirect_uri: &'static str| {
+            let (world, client_id, code) = (&world, client_id.clone(), code.clone());
+            async move {
+                world
+                    .post_form(
+                        "/mcp/token",
+                        &[
+                            ("grant_type", "authorization_code"),
+                            ("code", &code),
+                            ("redirect_uri", redirect_uri),
+                            ("client_id", &client_id),
+                            ("code_verifier", VERIFIER),
+                        ],
+                    )
+                    .await
+            }
+        };
+        assert_oauth_error(&token(wrong).await, StatusCode::BAD_REQUEST, "invalid_grant");
+        assert_eq!(token(used).await.status, StatusCode::OK, "{used}");
+    }
+    // Only the port is free: another path, host or scheme is an error page.
+    let client_id = register(&world, &["http://127.0.0.1:9999/cb"]).await;
+    for near_miss in ["http://127.0.0.1:8888/cb/", "http://localhost:9999/cb", "https://127.0.0.1:8888/cb", "http://127.0.0.1:8888/cb?x=1"] {
+        let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, near_miss, &[]))).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{near_miss}");
+        assert_eq!(reply.header("location"), None);
     }
 }

@@ -77,6 +77,31 @@ pub fn consent(status: StatusCode, client_name: &str, publisher: Option<&str>, r
     )
 }
 
+/// An invalid authorization request of a known client, found before the user acted:
+/// the OAuth error and its description, and, when `back` gives one, a link to the
+/// client's redirect URI carrying the error (with the host it goes to), which the user
+/// may follow. Never an automatic redirect (RFC 9700 §4.11.2).
+pub fn request_error(status: StatusCode, code: &str, description: &str, back: Option<(&str, &str)>) -> Response {
+    let link = back
+        .map(|(link, host)| {
+            format!(
+                "<p><a id=\"return\" href=\"{}\">Return to the application</a> at <strong id=\"redirect-host\">{}</strong> and tell it.</p>\n",
+                escape(link),
+                escape(host)
+            )
+        })
+        .unwrap_or_default();
+    html(
+        status,
+        format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Authorization failed</title><style>{STYLE}</style></head><body>\n\
+<h1>Authorization failed</h1>\n<p class=\"error\" role=\"alert\"><code id=\"error\">{}</code>: {}</p>\n{link}</body></html>\n",
+            escape(code),
+            escape(description)
+        ),
+    )
+}
+
 /// An error that must not redirect (unknown client, unregistered redirect URI).
 pub fn error(status: StatusCode, message: &str) -> Response {
     html(

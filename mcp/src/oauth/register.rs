@@ -62,6 +62,26 @@ pub fn redirect_uri_allowed(uri: &str) -> Result<(), String> {
     }
 }
 
+/// Whether an authorization request's redirect URI is the registered one: the same
+/// string, or, for a loopback redirect URI (http on 127.0.0.1, [::1] or localhost), the
+/// same but for the port, which a native app picks when it starts listening (RFC 8252
+/// §7.3, OAuth 2.1 §8.4.2). Scheme, host, path and query must still be equal.
+pub fn redirect_uri_matches(registered: &str, requested: &str) -> bool {
+    if registered == requested {
+        return true;
+    }
+    let (Ok(mut registered), Ok(mut requested)) = (url::Url::parse(registered), url::Url::parse(requested)) else { return false };
+    if registered.scheme() != "http" || !on_loopback(registered.as_str()) || requested.fragment().is_some() {
+        return false;
+    }
+    // Both ports dropped (None is the default port 80 for http); everything else must
+    // be the same, in the same spelling.
+    if registered.set_port(None).is_err() || requested.set_port(None).is_err() {
+        return false;
+    }
+    registered == requested && registered.host_str() == requested.host_str()
+}
+
 pub async fn register(State(state): State<McpState>, body: Bytes) -> Response {
     match register_client(&state, &body).await {
         Ok(document) => {
@@ -175,5 +195,32 @@ mod tests {
         assert!(redirect_uri_allowed("https://client.example.com/cb#frag").is_err());
         assert!(redirect_uri_allowed("javascript:alert(1)").is_err());
         assert!(redirect_uri_allowed("/relative").is_err());
+    }
+
+    #[test]
+    fn loopback_redirect_uris_match_on_any_port_and_nothing_else_does() {
+        for (registered, requested) in [
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb"),
+            ("http://127.0.0.1/cb", "http://127.0.0.1:8888/cb"),
+            ("http://[::1]:9999/cb?x=1", "http://[::1]:1/cb?x=1"),
+            ("http://localhost:9999/cb", "http://localhost:51000/cb"),
+            ("https://client.example.com/cb", "https://client.example.com/cb"),
+        ] {
+            assert!(redirect_uri_matches(registered, requested), "{registered} {requested}");
+        }
+        for (registered, requested) in [
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb/"),
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/Cb"),
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb?x=1"),
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb#f"),
+            ("http://127.0.0.1:9999/cb", "http://localhost:9999/cb"),
+            ("http://127.0.0.1:9999/cb", "http://[::1]:9999/cb"),
+            ("http://127.0.0.1:9999/cb", "https://127.0.0.1:9999/cb"),
+            ("http://127.0.0.1:9999/cb", "http://127.0.0.2:9999/cb"),
+            ("https://client.example.com:443/cb", "https://client.example.com:8443/cb"),
+            ("https://127.0.0.1:9999/cb", "https://127.0.0.1:8888/cb"),
+        ] {
+            assert!(!redirect_uri_matches(registered, requested), "{registered} {requested}");
+        }
     }
 }

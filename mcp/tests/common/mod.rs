@@ -209,6 +209,16 @@ pub fn location_query(reply: &Reply) -> (String, Vec<(String, String)>) {
     (base, url.query_pairs().into_owned().collect())
 }
 
+/// The query pairs of the link back to the client on an authorization error page.
+pub fn return_link(reply: &Reply) -> (String, Vec<(String, String)>) {
+    let start = reply.body.find("<a id=\"return\" href=\"").expect("a link back to the client") + "<a id=\"return\" href=\"".len();
+    let end = start + reply.body[start..].find('"').expect("the end of the link");
+    let location = reply.body[start..end].replace("&amp;", "&");
+    let url = url::Url::parse(&location).unwrap();
+    let base = format!("{}://{}{}", url.scheme(), url.host_str().unwrap(), url.port().map(|port| format!(":{port}")).unwrap_or_default()) + url.path();
+    (base, url.query_pairs().into_owned().collect())
+}
+
 pub fn query_value(pairs: &[(String, String)], name: &str) -> Option<String> {
     pairs.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone())
 }
