@@ -942,3 +942,28 @@ async fn attack_loopback_redirect_on_another_port_is_accepted_and_bound_to_the_c
         assert_eq!(reply.header("location"), None);
     }
 }
+
+// Attack: a client registers a name with a right-to-left override and control characters
+// to pass for another on the consent page. docs/mcp.md, Registration: the name is stored
+// and shown without them; the page shows where approving sends the browser and marks a
+// self-registered client unverified.
+#[tokio::test]
+async fn attack_consent_page_spoofing_with_bidi_and_control_characters() {
+    let world = World::new().await;
+    let spoofed = "Claude\u{202E}moc.elgoog\u{202C} \u{0}Desktop\n\u{1b}[0m\u{200B}";
+    let reply = world.post_json("/mcp/register", &json!({"client_name": spoofed, "redirect_uris": ["https://evil.example/landing"]})).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(reply.json()["client_name"], "Claudemoc.elgoog Desktop [0m");
+    let client_id = reply.json()["client_id"].as_str().unwrap().to_string();
+    let page = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, "https://evil.example/landing", &[]))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<span id=\"client-name\">Claudemoc.elgoog Desktop [0m</span>"), "{}", page.body);
+    for hidden in ['\u{202E}', '\u{202C}', '\u{0}', '\u{1b}', '\u{200B}'] {
+        assert!(!page.body.contains(hidden), "{hidden:?} is not on the page");
+    }
+    assert!(page.body.contains("<strong id=\"redirect-host\">evil.example</strong>"), "{}", page.body);
+    assert!(page.body.contains("id=\"client-unverified\""), "{}", page.body);
+    // A name of nothing but such characters is no name: the client id is shown.
+    let reply = world.post_json("/mcp/register", &json!({"client_name": "\u{202E}\u{2066}", "redirect_uris": [REDIRECT_URI]})).await;
+    assert_eq!(reply.json()["client_name"], Value::Null);
+}

@@ -224,12 +224,14 @@ fn hidden_fields(request: &Request) -> Vec<(&'static str, String)> {
 fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Response {
     let fields = hidden_fields(request);
     let borrowed: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    let name = request.client.client_name.as_deref().unwrap_or(&request.client.client_id);
+    // Cleaned again here: records registered before names were cleaned, and names of
+    // metadata documents, reach the page too.
+    let name = request.client.client_name.as_deref().and_then(page::display_name).unwrap_or_else(|| request.client.client_id.clone());
     let redirect_host = url::Url::parse(&request.redirect_uri).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
     let publisher = cimd::is_metadata_url(&request.client.client_id)
         .then(|| url::Url::parse(&request.client.client_id).ok().and_then(|url| url.host_str().map(str::to_string)))
         .flatten();
-    page::consent(status, name, publisher.as_deref(), &redirect_host, &borrowed, error)
+    page::consent(status, &name, publisher.as_deref(), &redirect_host, &borrowed, error)
 }
 
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

@@ -24,6 +24,7 @@ use std::time::Duration;
 use recap_readmodel::oauth::ClientRecord;
 
 use crate::oauth::error::OAuthError;
+use crate::oauth::page;
 use crate::oauth::secrets::{random_id, SCOPE};
 use crate::state::McpState;
 
@@ -109,7 +110,8 @@ async fn register_client(state: &McpState, body: &[u8]) -> Result<Value, OAuthEr
     }
     let client_name = match metadata.client_name {
         None | Some(Value::Null) => None,
-        Some(Value::String(name)) if name.chars().count() <= MAX_NAME_CHARS => Some(name),
+        // Kept as it may be shown: no control or bidirectional-formatting characters.
+        Some(Value::String(name)) if name.chars().count() <= MAX_NAME_CHARS => page::display_name(&name),
         Some(_) => return Err(OAuthError::InvalidClientMetadata(format!("client_name must be a string of at most {MAX_NAME_CHARS} characters"))),
     };
     if let Some(grant_types) = &metadata.grant_types {
