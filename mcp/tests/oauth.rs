@@ -424,10 +424,13 @@ async fn revocation_follows_rfc_7009() {
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(refresh(&world, &client_id, &refresh_token).await.status, StatusCode::OK, "the refresh token survives an access token's revocation");
     let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
-    assert_eq!(world.post_form("/revoke", &[("token", &refresh_token), ("token_type_hint", "refresh_token")]).await.status, StatusCode::OK);
+    assert_eq!(
+        world.post_form("/revoke", &[("token", &refresh_token), ("token_type_hint", "refresh_token"), ("client_id", &client_id)]).await.status,
+        StatusCode::OK
+    );
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(refresh(&world, &client_id, &refresh_token).await.json()["error"], "invalid_grant");
-    assert_eq!(world.post_form("/mcp/revoke", &[("token", "svc_oat_unknown")]).await.status, StatusCode::OK);
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", "svc_oat_unknown"), ("client_id", &client_id)]).await.status, StatusCode::OK);
     let reply = world.post_form("/mcp/revoke", &[]).await;
     assert_eq!((reply.status, reply.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_request")));
 }
@@ -456,8 +459,8 @@ async fn oauth_access_tokens_are_held_to_the_plan_the_store_and_revocation() {
     world.feed(&[events::account("acc_flow", None, None, 3)]).await;
     assert_eq!(mcp_status(&world, &access_3).await.1["error"]["code"], "no_plan");
     world.feed(&[events::account("acc_flow", Some("flow"), None, 4)]).await;
-    let (_, access_4, _) = connect(&world, FLOW_PAT).await;
-    assert_eq!(world.post_form("/mcp/revoke", &[("token", &access_4)]).await.status, StatusCode::OK);
+    let (client_4, access_4, _) = connect(&world, FLOW_PAT).await;
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", &access_4), ("client_id", &client_4)]).await.status, StatusCode::OK);
     let reply = world.post_raw(Some(&access_4), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
     let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
@@ -474,7 +477,8 @@ async fn token_endpoint_errors_follow_rfc_6749() {
         (vec![], StatusCode::BAD_REQUEST, "invalid_request"),
         (vec![("grant_type", "authorization_code")], StatusCode::BAD_REQUEST, "invalid_request"),
         (vec![("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
-        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope")], StatusCode::BAD_REQUEST, "invalid_grant"),
+        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope")], StatusCode::BAD_REQUEST, "invalid_request"),
+        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope"), ("client_id", "mcpc_nope")], StatusCode::BAD_REQUEST, "invalid_grant"),
         (vec![("grant_type", "authorization_code"), ("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
     ] {
         let reply = world.post_form("/mcp/token", &pairs).await;
@@ -717,7 +721,7 @@ async fn oauth_endpoints_answer_preflights_of_allowed_origins_and_refuse_others(
     let reply = world.send(request("/mcp/token", "application/x-www-form-urlencoded", form.clone(), origin)).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
     assert_eq!(reply.header("access-control-allow-origin"), Some(origin), "errors are readable too");
-    let reply = world.send(request("/mcp/revoke", "application/x-www-form-urlencoded", "token=nope".into(), origin)).await;
+    let reply = world.send(request("/mcp/revoke", "application/x-www-form-urlencoded", "token=nope&client_id=nope".into(), origin)).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.header("access-control-allow-origin"), Some(origin));
     // A page from an origin that is not allowed can act on none of them.
@@ -941,6 +945,39 @@ async fn attack_loopback_redirect_on_another_port_is_accepted_and_bound_to_the_c
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{near_miss}");
         assert_eq!(reply.header("location"), None);
     }
+}
+
+// Attack: a stolen refresh token is redeemed without naming a client, which skipped the
+// binding. docs/mcp.md, OAuth: a refresh must name the client the token was issued to
+// (invalid_request without client_id, invalid_grant with another); a refused refresh does
+// not spend the token.
+#[tokio::test]
+async fn attack_refresh_without_client_id_is_refused() {
+    let world = World::new().await;
+    let (client_id, _, refresh_token) = connect(&world, FLOW_PAT).await;
+    let other_client = register(&world, &[REDIRECT_URI]).await;
+    let anonymous = world.post_form("/mcp/token", &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token)]).await;
+    assert_oauth_error(&anonymous, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_oauth_error(&refresh(&world, &other_client, &refresh_token).await, StatusCode::BAD_REQUEST, "invalid_grant");
+    let reply = refresh(&world, &client_id, &refresh_token).await;
+    assert_eq!(reply.status, StatusCode::OK, "the refused attempts did not spend it: {}", reply.body);
+}
+
+// Attack: a client revokes another client's tokens. RFC 7009 §2.1: the server "verifies
+// whether the token was issued to the client making the revocation request. If this
+// validation fails, the request is refused": invalid_grant (RFC 6749 §5.2), and the token
+// stays valid; without client_id, invalid_request.
+#[tokio::test]
+async fn attack_revoking_another_clients_token_is_refused_and_it_stays_valid() {
+    let world = World::new().await;
+    let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
+    let other_client = register(&world, &[REDIRECT_URI]).await;
+    for token in [&access, &refresh_token] {
+        assert_oauth_error(&world.post_form("/mcp/revoke", &[("token", token), ("client_id", &other_client)]).await, StatusCode::BAD_REQUEST, "invalid_grant");
+        assert_oauth_error(&world.post_form("/revoke", &[("token", token)]).await, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    assert_eq!(mcp_status(&world, &access).await.0, StatusCode::OK, "the access token still works");
+    assert_eq!(refresh(&world, &client_id, &refresh_token).await.status, StatusCode::OK, "the refresh token still works");
 }
 
 // Attack: a client registers a name with a right-to-left override and control characters

@@ -2,7 +2,10 @@
 //! (RFC 7009). Codes are single-use and short-lived; redeeming one twice revokes the
 //! grant it created (and so every token issued from it). Refresh tokens rotate on every
 //! use; presenting a rotated one revokes the whole grant (OAuth 2.1 §4.3.1 reuse
-//! detection). The approving PAT is checked on every exchange.
+//! detection). The approving PAT is checked on every exchange. Every client is public,
+//! so its `client_id` is what binds a refresh token to it: a refresh and a revocation
+//! must name the client the token was issued to (`invalid_request` without it,
+//! `invalid_grant` with another), as a code exchange must.
 
 use std::time::{Duration, Instant};
 
@@ -189,7 +192,9 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
 
 async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError> {
     let refresh_token = required(params, "refresh_token")?;
-    let client_id = param(params, "client_id")?;
+    // Public clients identify themselves with client_id alone (OAuth 2.1 §4.3.1): without
+    // it, whoever holds the token could use it.
+    let client_id = required(params, "client_id")?;
     if let Some(scope) = param(params, "scope")? {
         if scope.split_whitespace().any(|scope| scope != SCOPE) {
             return Err(OAuthError::InvalidScope);
@@ -202,7 +207,7 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
         Some(record) if record.kind == TokenKind::Refresh => record,
         _ => return Err(OAuthError::InvalidGrant("unknown or expired refresh token".into())),
     };
-    if client_id.is_some_and(|client_id| client_id != record.client_id) {
+    if client_id != record.client_id {
         return Err(OAuthError::InvalidGrant("the refresh token was issued to another client".into()));
     }
     let grant = inner.bounded(oauth.grant(&record.grant_id)).await?;
@@ -234,19 +239,22 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
     issue(state, grant, Spent::RefreshToken { refresh_sha256: &refresh_sha256, token: &record, lifetime }).await
 }
 
-/// RFC 7009: 200 whether or not the token was known (so the endpoint reveals nothing).
-/// A refresh token revokes its whole grant; an access token only itself.
+/// RFC 7009: 200 whether or not the token was known (§2.2: an invalid token is no
+/// error). The client must name itself (`client_id`, `invalid_request` without it), and
+/// a token issued to another client is refused (§2.1: `invalid_grant`, RFC 6749 §5.2)
+/// and stays valid. A refresh token revokes its whole grant; an access token only itself.
 pub async fn revoke(State(state): State<McpState>, body: Bytes) -> Response {
     let params = Params::parse(&body);
     let result: Result<(), OAuthError> = async {
         let token = required(&params, "token")?;
-        let client_id = param(&params, "client_id")?;
+        let client_id = required(&params, "client_id")?;
         let inner = &state.inner;
         let oauth = inner.readmodel.oauth();
         let sha256 = token_sha256(token);
         let Some(record) = inner.bounded(oauth.token(&sha256)).await? else { return Ok(()) };
-        if client_id.is_some_and(|client_id| client_id != record.client_id) {
-            return Ok(());
+        if client_id != record.client_id {
+            tracing::info!(client_id, "revocation of another client's token refused");
+            return Err(OAuthError::InvalidGrant("the token was issued to another client".into()));
         }
         match record.kind {
             TokenKind::Refresh => inner.bounded(oauth.revoke_grant(&record.grant_id)).await?,
