@@ -229,7 +229,8 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     let serve = |listener: TcpListener, router: axum::Router| {
         let mut stop = stop_servers.subscribe();
         tokio::spawn(async move {
-            axum::serve(crate::http_listener(listener), router)
+            // With the peer's address, which MCP counts registrations under.
+            axum::serve(crate::http_listener(listener), router.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(async move {
                     let _ = stop.recv().await;
                 })

@@ -805,6 +805,18 @@ async fn application_type_is_validated_and_echoed() {
 
 // ---- Attacks on the authorization server and what stops them ----------------------
 
+/// A registration from the address `X-Forwarded-For` names (for worlds whose proxy is trusted).
+async fn register_from<W: recap_testkit::World + ?Sized>(world: &World<W>, forwarded_for: &str, redirect_uri: &str) -> Reply {
+    let body = json!({"client_name": "Flood", "redirect_uris": [redirect_uri]}).to_string();
+    let request = axum::http::Request::post("/mcp/register")
+        .header("host", "mcp.test:8080")
+        .header("content-type", "application/json")
+        .header("x-forwarded-for", forwarded_for)
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    world.send(request).await
+}
+
 fn assert_oauth_error(reply: &Reply, status: StatusCode, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.body);
     assert_eq!(reply.header("content-type"), Some("application/json"), "{}", reply.body);
@@ -812,6 +824,123 @@ fn assert_oauth_error(reply: &Reply, status: StatusCode, code: &str) {
     let body = reply.json();
     assert_eq!(body["error"], code, "{body}");
     assert!(body["error_description"].as_str().is_some_and(|text| !text.is_empty()), "{body}");
+}
+
+// Attack: an unauthenticated client fills the store with huge registrations (ten 2 kB
+// redirect URIs each). docs/mcp.md, Registration: at most 5 redirect URIs of 512 bytes,
+// a client_name of 200 characters, a document of 16 KiB (413 with an OAuth error body).
+#[tokio::test]
+async fn attack_oversized_registrations_are_refused_with_rfc_7591_errors() {
+    let world = World::new().await;
+    let long_uri = format!("https://evil.example/{}", "a".repeat(2000));
+    let cases = [
+        // The attack's own document (20 kB) is over the size bound.
+        (json!({"redirect_uris": vec![long_uri.clone(); 10]}), StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata"),
+        (json!({"redirect_uris": [long_uri.clone()]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": [format!("https://evil.example/{}", "a".repeat(513 - 21))]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": vec!["https://ok.example/cb"; 6]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "client_name": "n".repeat(201)}), StatusCode::BAD_REQUEST, "invalid_client_metadata"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "padding": "p".repeat(16 * 1024)}), StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata"),
+    ];
+    for (body, status, code) in cases {
+        let reply = world.post_json("/mcp/register", &body).await;
+        assert_oauth_error(&reply, status, code);
+    }
+    // Far over the router's own body bound too: the same OAuth answer, not text/plain.
+    let huge = json!({"redirect_uris": ["https://ok.example/cb"], "padding": "p".repeat(300 * 1024)});
+    assert_oauth_error(&world.post_json("/register", &huge).await, StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata");
+    // The largest document allowed is still registered.
+    let at_bounds = json!({"client_name": "n".repeat(200), "redirect_uris": vec![format!("https://ok.example/{}", "a".repeat(512 - 19)); 5]});
+    let reply = world.post_json("/mcp/register", &at_bounds).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
+
+// Attack: one address registers as fast as it can. docs/mcp.md, Registration: counted per
+// client address (the peer's, or with --mcp-trusted-proxy-hops n the n-th from the right of
+// X-Forwarded-For), --mcp-registrations-per-minute a minute; 429 rate_limited with Retry-After.
+#[tokio::test]
+async fn attack_registration_flood_from_one_address_is_rate_limited() {
+    let world = World::with_config(McpConfig { registrations_per_minute: 3, trusted_proxy_hops: 1, ..McpConfig::default() }).await;
+    for _ in 0..3 {
+        assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED);
+    }
+    let refused = register_from(&world, "203.0.113.7", REDIRECT_URI).await;
+    assert_oauth_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    let retry_after: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    // A value the client wrote to the left of what the trusted proxy appended changes nothing.
+    assert_eq!(register_from(&world, "198.51.100.1, 203.0.113.7", REDIRECT_URI).await.status, StatusCode::TOO_MANY_REQUESTS);
+    // Another address has its own count.
+    assert_eq!(register_from(&world, "198.51.100.9", REDIRECT_URI).await.status, StatusCode::CREATED);
+    // A refused document is not counted, and a flood of them registers nothing.
+    let invalid = world.post_json("/mcp/register", &json!({"redirect_uris": ["http://evil.example/cb"]})).await;
+    assert_oauth_error(&invalid, StatusCode::BAD_REQUEST, "invalid_redirect_uri");
+}
+
+// Without trusted proxies X-Forwarded-For is the client's to write, so it is ignored: every
+// request of one peer shares one count, whatever it claims.
+#[tokio::test]
+async fn attack_spoofed_forwarded_for_does_not_escape_the_registration_limit() {
+    let world = World::with_config(McpConfig { registrations_per_minute: 2, ..McpConfig::default() }).await;
+    for address in ["192.0.2.1", "192.0.2.2"] {
+        assert_eq!(register_from(&world, address, REDIRECT_URI).await.status, StatusCode::CREATED);
+    }
+    assert_oauth_error(&register_from(&world, "192.0.2.3", REDIRECT_URI).await, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+}
+
+// docs/mcp.md, Registration: --mcp-registrations-per-month from one address in a calendar month;
+// past it 429 until the month ends, and the minute's window moving on does not help.
+#[tokio::test]
+async fn attack_slow_registration_flood_meets_the_monthly_bound() {
+    let world = World::in_process(McpConfig { registrations_per_month: 2, trusted_proxy_hops: 1, ..McpConfig::default() }).await;
+    for _ in 0..2 {
+        assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED);
+        world.advance_clock(Duration::from_secs(61));
+    }
+    let refused = register_from(&world, "203.0.113.7", REDIRECT_URI).await;
+    assert_oauth_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    let retry_after: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");
+    assert!((1..=31 * 86_400).contains(&retry_after), "{retry_after}");
+    world.advance_clock(Duration::from_secs(32 * 86_400));
+    assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED, "a new month");
+}
+
+// Attack: registrations nobody completes pile up for a year. docs/mcp.md, Registration: a
+// client is stored for a day (--mcp-unconfirmed-client-ttl-secs) until one of its codes is
+// redeemed, which keeps it for --mcp-client-ttl-secs, in the same write as the tokens.
+#[tokio::test]
+async fn attack_abandoned_registrations_expire_within_a_day() {
+    let world = World::in_process(McpConfig::default()).await;
+    world.record_writes();
+    let lifetime_of_client = |batches: &[Vec<recap_readmodel::Mutation>], client_id: &str| -> Vec<i64> {
+        let now = recap_readmodel::driver::now_micros();
+        batches
+            .iter()
+            .flatten()
+            .filter(|mutation| mutation.table.name == "oauth_clients" && format!("{:?}", mutation.partition).contains(client_id))
+            .map(|mutation| match mutation.op {
+                recap_readmodel::Op::Put { expires_at: Some(expires_at), .. } => (expires_at - now) / 1_000_000,
+                _ => panic!("a client is written with a lifetime"),
+            })
+            .collect()
+    };
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let lifetimes = lifetime_of_client(&world.recorded_writes(), &client_id);
+    assert_eq!(lifetimes.len(), 1);
+    assert!((86_400 - 60..=86_400).contains(&lifetimes[0]), "a day: {lifetimes:?}");
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    assert_eq!(lifetime_of_client(&world.recorded_writes(), &client_id), Vec::<i64>::new(), "approving a code stores no client");
+    assert_eq!(exchange(&world, &client_id, &code).await.status, StatusCode::OK);
+    let batches = world.recorded_writes();
+    let lifetimes = lifetime_of_client(&batches, &client_id);
+    assert_eq!(lifetimes.len(), 1, "one write of the client, with the tokens");
+    assert!((365 * 86_400 - 60..=365 * 86_400).contains(&lifetimes[0]), "kept a year: {lifetimes:?}");
+    assert!(
+        batches
+            .iter()
+            .any(|batch| batch.iter().any(|mutation| mutation.table.name == "oauth_clients")
+                && batch.iter().any(|mutation| mutation.table.name == "oauth_tokens"))
+    );
 }
 
 // Attack (RFC 9700 §4.11.2): a self-registered client whose redirect URI is the attacker's

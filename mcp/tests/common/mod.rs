@@ -68,6 +68,16 @@ impl World<InProcess> {
         self.world.store().stall_table(name);
     }
 
+    /// From now on, keeps every batch the router writes ([`World::recorded_writes`]).
+    pub fn record_writes(&self) {
+        self.world.store().record_writes();
+    }
+
+    /// The batches written since [`World::record_writes`] (or the last call).
+    pub fn recorded_writes(&self) -> Vec<Vec<recap_readmodel::Mutation>> {
+        self.world.store().take_recorded()
+    }
+
     /// The read model the router reads.
     pub fn readmodel(&self) -> &ReadModel {
         self.world.readmodel(Door::Mcp)
