@@ -291,6 +291,16 @@ pub struct McpRoleConfig {
     pub plans: recap_access::PlanConfig,
     #[command(flatten)]
     pub mcp: recap_mcp::McpConfig,
+    /// Redis counting dynamic client registrations per address, shared by every replica.
+    #[arg(long, env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+    /// Prefix of every Redis key, so deployments can share one Redis.
+    #[arg(long, env = "RECAP_REDIS_KEY_PREFIX", default_value = "recap:")]
+    pub redis_key_prefix: String,
+    /// Bound of each limiter call, in milliseconds; past it the registration is decided
+    /// by the process's local limiter (fail open).
+    #[arg(long, env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
+    pub redis_timeout_ms: u64,
     /// Address of the MCP server; its mcp_url is http://<this>/mcp.
     #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
@@ -321,7 +331,11 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, plans, &config.mcp)));
+    let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
+    let registrations = recap_redis::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, Duration::from_millis(config.redis_timeout_ms), clock)
+        .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))?;
+    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_registration_limiter(Arc::new(registrations));
+    let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
     crate::http::serve(listener, router, &config.http, async move {
         let _ = stop.wait_for(|stop| *stop).await;

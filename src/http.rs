@@ -191,8 +191,9 @@ async fn serve_connection(
     mut stopped: watch::Receiver<bool>,
 ) {
     let shared = Arc::new(Shared::default());
+    let peer = stream.peer_addr().ok();
     let io = Guarded::new(stream, shared.clone(), timeouts);
-    let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body };
+    let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body, peer };
     let mut connection = builder.serve_connection(TokioIo::new(io), service);
     let mut shutting_down = false;
     let stop = stopped.wait_for(|stop| *stop);
@@ -323,6 +324,9 @@ struct Service {
     router: Router,
     shared: Arc<Shared>,
     body_timeout: Duration,
+    /// The connection's peer, given to handlers as axum's `ConnectInfo` (MCP counts
+    /// registrations under it).
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
@@ -336,7 +340,10 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         let shared = self.shared.clone();
         // A reference to hyper's buffer, not a copy.
         let request_id = request.headers().get(&X_REQUEST_ID).filter(|value| recap_query_api::is_well_formed_request_id(value.as_bytes())).cloned();
-        let request = request.map(|body| Body::new(TimedBody { inner: body, deadline, sleep: None, shared: shared.clone() }));
+        let mut request = request.map(|body| Body::new(TimedBody { inner: body, deadline, sleep: None, shared: shared.clone() }));
+        if let Some(peer) = self.peer {
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        }
         let future = tower::Service::call(&mut self.router.clone(), request);
         Served { future, shared, request_id }
     }

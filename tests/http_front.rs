@@ -364,3 +364,33 @@ fn shutdown_waiting_connections_do_not_hold_a_stop() {
     assert!(started.elapsed() < Duration::from_secs(15), "stopped after {:?}", started.elapsed());
     assert!(closed(&mut kept_alive) && closed(&mut silent));
 }
+
+/// A connection to `address` from the local address `from` (any of 127.0.0.0/8 is this
+/// machine), as a client elsewhere on the network would come from its own address.
+fn connect_from(from: &str, address: &str) -> TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(format!("{from}:0").parse().expect("an address")).expect("bind the source address");
+        socket.connect(address.parse().expect("an address")).await.expect("connect")
+    });
+    let stream = stream.into_std().expect("a std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+    stream
+}
+
+// A registration flood (POST /register is unauthenticated): the real server counts
+// registrations under the TCP peer's address, which its connection loop hands to the
+// MCP router; a flood from one address meets 429 while another address still registers.
+#[test]
+fn registration_flood_is_counted_per_peer_address_by_the_real_server() {
+    let server = start(&["--mcp-registrations-per-minute", "2"]);
+    let mcp = address(&server.mcp_url);
+    let body = r#"{"client_name":"flood","redirect_uris":["http://127.0.0.1:9999/cb"],"token_endpoint_auth_method":"none"}"#;
+    let request = format!("POST /register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let statuses: Vec<u16> = (0..3).map(|_| ask(&mut connect_from("127.0.0.1", &mcp), request.as_bytes()).status).collect();
+    assert_eq!(statuses, [201, 201, 429], "the third registration from 127.0.0.1 in a minute");
+    let other = ask(&mut connect_from("127.0.0.2", &mcp), request.as_bytes());
+    assert_eq!(other.status, 201, "another address has its own count: {}", other.body);
+}

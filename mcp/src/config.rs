@@ -43,9 +43,36 @@ pub struct McpConfig {
     #[arg(long = "mcp-code-ttl-secs", env = "RECAP_MCP_CODE_TTL_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub code_ttl_secs: u64,
 
-    /// How long a dynamically registered client stays registered, in seconds.
+    /// How long a dynamically registered client stays registered once one of its
+    /// authorization codes was redeemed (every redemption starts it again), in seconds.
     #[arg(long = "mcp-client-ttl-secs", env = "RECAP_MCP_CLIENT_TTL_SECS", default_value_t = 365 * 86_400)]
     pub client_ttl_secs: u64,
+
+    /// How long a dynamically registered client stays registered before any of its
+    /// authorization codes is redeemed, in seconds: registrations nobody completes
+    /// leave the store within this bound.
+    #[arg(long = "mcp-unconfirmed-client-ttl-secs", env = "RECAP_MCP_UNCONFIRMED_CLIENT_TTL_SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=86_400))]
+    pub unconfirmed_client_ttl_secs: u64,
+
+    /// Dynamic client registrations admitted from one client address in any sliding
+    /// minute; past it `/register` answers 429 with `Retry-After`. Counted in Redis in
+    /// the distributed edition (shared by every MCP pod), in process otherwise.
+    #[arg(long = "mcp-registrations-per-minute", env = "RECAP_MCP_REGISTRATIONS_PER_MINUTE", default_value_t = 10)]
+    pub registrations_per_minute: u32,
+
+    /// Dynamic client registrations admitted from one client address in a calendar
+    /// month (UTC); past it `/register` answers 429 until the month ends.
+    #[arg(long = "mcp-registrations-per-month", env = "RECAP_MCP_REGISTRATIONS_PER_MONTH", default_value_t = 3000)]
+    pub registrations_per_month: u64,
+
+    /// How many proxies in front of the MCP server append the address they saw to
+    /// `X-Forwarded-For`. 0 (the default): registrations are counted under the TCP
+    /// peer's address and `X-Forwarded-For` is ignored, since a client can write any
+    /// value into it. n > 0: under the n-th address from the right of
+    /// `X-Forwarded-For` (behind one ingress, 1). Set it only when every request
+    /// reaches the server through those proxies.
+    #[arg(long = "mcp-trusted-proxy-hops", env = "RECAP_MCP_TRUSTED_PROXY_HOPS", default_value_t = 0)]
+    pub trusted_proxy_hops: u8,
 
     /// Bound of every store call on the request path, in milliseconds; unset: the
     /// driver's own bound. A call that takes longer answers 503 (auth) or an isError
@@ -91,6 +118,10 @@ impl Default for McpConfig {
             refresh_token_ttl_secs: 30 * 86_400,
             code_ttl_secs: 600,
             client_ttl_secs: 365 * 86_400,
+            unconfirmed_client_ttl_secs: 86_400,
+            registrations_per_minute: 10,
+            registrations_per_month: 3000,
+            trusted_proxy_hops: 0,
             store_timeout_ms: None,
             token_cache_ms: 0,
             cimd_allow_insecure: false,

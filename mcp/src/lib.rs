@@ -14,7 +14,13 @@
 //! - [`McpConfig`]: `clap::Args` (flags and `RECAP_MCP_*` variables) to flatten into a
 //!   role's command line; `McpConfig::default()` for tests.
 //! - [`McpState::new`]`(ReadModel, Plans, &McpConfig)`; [`McpState::with_clock`] adds an
-//!   injectable clock (token and code expiry).
+//!   injectable clock (token and code expiry);
+//!   [`McpState::with_registration_limiter`] counts dynamic registrations per client
+//!   address with a shared limiter (Redis in the distributed edition) instead of in
+//!   process. The client address is the peer's, read from axum's
+//!   `ConnectInfo<SocketAddr>` request extension (the binary's server loop sets it, as
+//!   `into_make_service_with_connect_info` would), or `X-Forwarded-For` trusted with
+//!   `--mcp-trusted-proxy-hops`.
 //! - [`router`]`(McpState) -> axum::Router`, to serve at the root of the MCP listener:
 //!
 //! | path | what |

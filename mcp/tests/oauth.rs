@@ -137,8 +137,8 @@ async fn the_authorization_page_names_the_client_and_scope_and_asks_for_a_pat() 
 async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_error_page() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
+    // A loopback redirect URI may name another port (RFC 8252 §7.3), nothing else.
     let near_misses = [
-        "http://127.0.0.1:47124/callback",
         "http://127.0.0.1:47123/callback/",
         "http://127.0.0.1:47123/Callback",
         "http://localhost:47123/callback",
@@ -159,7 +159,9 @@ async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_erro
     assert!(reply.header("location").is_none());
 }
 
-// "authorization code flow with PKCE method S256": plain and a missing challenge are refused (redirect with error, state and iss).
+// "authorization code flow with PKCE method S256": plain and a missing challenge are refused
+// (before the user acted: an error page naming the error, with a link back carrying error,
+// state and iss; RFC 9700 §4.11.2).
 #[tokio::test]
 async fn pkce_s256_is_required() {
     let world = World::new().await;
@@ -172,8 +174,10 @@ async fn pkce_s256_is_required() {
         (vec![("scope", "svc:write")], "invalid_scope"),
     ] {
         let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &extra))).await;
-        assert_eq!(reply.status, StatusCode::FOUND, "{extra:?}");
-        let (base, pairs) = location_query(&reply);
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{extra:?}");
+        assert_eq!(reply.header("location"), None);
+        assert!(reply.body.contains(&format!("<code id=\"error\">{error}</code>")), "{}", reply.body);
+        let (base, pairs) = return_link(&reply);
         assert_eq!(base, REDIRECT_URI);
         assert_eq!(query_value(&pairs, "error").as_deref(), Some(error), "{extra:?}");
         assert_eq!(query_value(&pairs, "state").as_deref(), Some("st8"));
@@ -420,10 +424,13 @@ async fn revocation_follows_rfc_7009() {
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(refresh(&world, &client_id, &refresh_token).await.status, StatusCode::OK, "the refresh token survives an access token's revocation");
     let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
-    assert_eq!(world.post_form("/revoke", &[("token", &refresh_token), ("token_type_hint", "refresh_token")]).await.status, StatusCode::OK);
+    assert_eq!(
+        world.post_form("/revoke", &[("token", &refresh_token), ("token_type_hint", "refresh_token"), ("client_id", &client_id)]).await.status,
+        StatusCode::OK
+    );
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(refresh(&world, &client_id, &refresh_token).await.json()["error"], "invalid_grant");
-    assert_eq!(world.post_form("/mcp/revoke", &[("token", "svc_oat_unknown")]).await.status, StatusCode::OK);
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", "svc_oat_unknown"), ("client_id", &client_id)]).await.status, StatusCode::OK);
     let reply = world.post_form("/mcp/revoke", &[]).await;
     assert_eq!((reply.status, reply.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_request")));
 }
@@ -452,8 +459,8 @@ async fn oauth_access_tokens_are_held_to_the_plan_the_store_and_revocation() {
     world.feed(&[events::account("acc_flow", None, None, 3)]).await;
     assert_eq!(mcp_status(&world, &access_3).await.1["error"]["code"], "no_plan");
     world.feed(&[events::account("acc_flow", Some("flow"), None, 4)]).await;
-    let (_, access_4, _) = connect(&world, FLOW_PAT).await;
-    assert_eq!(world.post_form("/mcp/revoke", &[("token", &access_4)]).await.status, StatusCode::OK);
+    let (client_4, access_4, _) = connect(&world, FLOW_PAT).await;
+    assert_eq!(world.post_form("/mcp/revoke", &[("token", &access_4), ("client_id", &client_4)]).await.status, StatusCode::OK);
     let reply = world.post_raw(Some(&access_4), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
     let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
@@ -470,7 +477,8 @@ async fn token_endpoint_errors_follow_rfc_6749() {
         (vec![], StatusCode::BAD_REQUEST, "invalid_request"),
         (vec![("grant_type", "authorization_code")], StatusCode::BAD_REQUEST, "invalid_request"),
         (vec![("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
-        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope")], StatusCode::BAD_REQUEST, "invalid_grant"),
+        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope")], StatusCode::BAD_REQUEST, "invalid_request"),
+        (vec![("grant_type", "refresh_token"), ("refresh_token", "svc_ort_nope"), ("client_id", "mcpc_nope")], StatusCode::BAD_REQUEST, "invalid_grant"),
         (vec![("grant_type", "authorization_code"), ("grant_type", "refresh_token")], StatusCode::BAD_REQUEST, "invalid_request"),
     ] {
         let reply = world.post_form("/mcp/token", &pairs).await;
@@ -713,7 +721,7 @@ async fn oauth_endpoints_answer_preflights_of_allowed_origins_and_refuse_others(
     let reply = world.send(request("/mcp/token", "application/x-www-form-urlencoded", form.clone(), origin)).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
     assert_eq!(reply.header("access-control-allow-origin"), Some(origin), "errors are readable too");
-    let reply = world.send(request("/mcp/revoke", "application/x-www-form-urlencoded", "token=nope".into(), origin)).await;
+    let reply = world.send(request("/mcp/revoke", "application/x-www-form-urlencoded", "token=nope&client_id=nope".into(), origin)).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.header("access-control-allow-origin"), Some(origin));
     // A page from an origin that is not allowed can act on none of them.
@@ -759,7 +767,8 @@ async fn every_authorization_response_carries_iss() {
     let bad_scope =
         world.get(&format!("/mcp/authorize?{}&scope=admin", url::form_urlencoded::Serializer::new(String::new()).extend_pairs(base).finish())).await;
     for (reply, expected) in [(approved, None), (denied, Some("access_denied")), (bad_scope, Some("invalid_scope"))] {
-        let (_, pairs) = location_query(&reply);
+        // An invalid request is shown, not redirected: its link back carries iss.
+        let (_, pairs) = if reply.header("location").is_some() { location_query(&reply) } else { return_link(&reply) };
         assert_eq!(query_value(&pairs, "error").as_deref(), expected);
         assert_eq!(query_value(&pairs, "iss").as_deref(), Some(issuer.as_str()), "{expected:?}");
     }
@@ -792,4 +801,335 @@ async fn application_type_is_validated_and_echoed() {
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{application_type} {uris}");
         assert_eq!(reply.json()["error"], code, "{application_type} {uris}");
     }
+}
+
+// ---- Attacks on the authorization server and what stops them ----------------------
+
+/// A registration from the address `X-Forwarded-For` names (for worlds whose proxy is trusted).
+async fn register_from<W: recap_testkit::World + ?Sized>(world: &World<W>, forwarded_for: &str, redirect_uri: &str) -> Reply {
+    let body = json!({"client_name": "Flood", "redirect_uris": [redirect_uri]}).to_string();
+    let request = axum::http::Request::post("/mcp/register")
+        .header("host", "mcp.test:8080")
+        .header("content-type", "application/json")
+        .header("x-forwarded-for", forwarded_for)
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    world.send(request).await
+}
+
+fn assert_oauth_error(reply: &Reply, status: StatusCode, code: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("application/json"), "{}", reply.body);
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    let body = reply.json();
+    assert_eq!(body["error"], code, "{body}");
+    assert!(body["error_description"].as_str().is_some_and(|text| !text.is_empty()), "{body}");
+}
+
+// Attack: an unauthenticated client fills the store with huge registrations (ten 2 kB
+// redirect URIs each). docs/mcp.md, Registration: at most 5 redirect URIs of 512 bytes,
+// a client_name of 200 characters, a document of 16 KiB (413 with an OAuth error body).
+#[tokio::test]
+async fn attack_oversized_registrations_are_refused_with_rfc_7591_errors() {
+    let world = World::new().await;
+    let long_uri = format!("https://evil.example/{}", "a".repeat(2000));
+    let cases = [
+        // The attack's own document (20 kB) is over the size bound.
+        (json!({"redirect_uris": vec![long_uri.clone(); 10]}), StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata"),
+        (json!({"redirect_uris": [long_uri.clone()]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": [format!("https://evil.example/{}", "a".repeat(513 - 21))]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": vec!["https://ok.example/cb"; 6]}), StatusCode::BAD_REQUEST, "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "client_name": "n".repeat(201)}), StatusCode::BAD_REQUEST, "invalid_client_metadata"),
+        (json!({"redirect_uris": ["https://ok.example/cb"], "padding": "p".repeat(16 * 1024)}), StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata"),
+    ];
+    for (body, status, code) in cases {
+        let reply = world.post_json("/mcp/register", &body).await;
+        assert_oauth_error(&reply, status, code);
+    }
+    // Far over the router's own body bound too: the same OAuth answer, not text/plain.
+    let huge = json!({"redirect_uris": ["https://ok.example/cb"], "padding": "p".repeat(300 * 1024)});
+    assert_oauth_error(&world.post_json("/register", &huge).await, StatusCode::PAYLOAD_TOO_LARGE, "invalid_client_metadata");
+    // The largest document allowed is still registered.
+    let at_bounds = json!({"client_name": "n".repeat(200), "redirect_uris": vec![format!("https://ok.example/{}", "a".repeat(512 - 19)); 5]});
+    let reply = world.post_json("/mcp/register", &at_bounds).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
+
+// Attack: one address registers as fast as it can. docs/mcp.md, Registration: counted per
+// client address (the peer's, or with --mcp-trusted-proxy-hops n the n-th from the right of
+// X-Forwarded-For), --mcp-registrations-per-minute a minute; 429 rate_limited with Retry-After.
+#[tokio::test]
+async fn attack_registration_flood_from_one_address_is_rate_limited() {
+    let world = World::with_config(McpConfig { registrations_per_minute: 3, trusted_proxy_hops: 1, ..McpConfig::default() }).await;
+    for _ in 0..3 {
+        assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED);
+    }
+    let refused = register_from(&world, "203.0.113.7", REDIRECT_URI).await;
+    assert_oauth_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    let retry_after: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    // A value the client wrote to the left of what the trusted proxy appended changes nothing.
+    assert_eq!(register_from(&world, "198.51.100.1, 203.0.113.7", REDIRECT_URI).await.status, StatusCode::TOO_MANY_REQUESTS);
+    // Another address has its own count.
+    assert_eq!(register_from(&world, "198.51.100.9", REDIRECT_URI).await.status, StatusCode::CREATED);
+    // A refused document is not counted, and a flood of them registers nothing.
+    let invalid = world.post_json("/mcp/register", &json!({"redirect_uris": ["http://evil.example/cb"]})).await;
+    assert_oauth_error(&invalid, StatusCode::BAD_REQUEST, "invalid_redirect_uri");
+}
+
+// Without trusted proxies X-Forwarded-For is the client's to write, so it is ignored: every
+// request of one peer shares one count, whatever it claims.
+#[tokio::test]
+async fn attack_spoofed_forwarded_for_does_not_escape_the_registration_limit() {
+    let world = World::with_config(McpConfig { registrations_per_minute: 2, ..McpConfig::default() }).await;
+    for address in ["192.0.2.1", "192.0.2.2"] {
+        assert_eq!(register_from(&world, address, REDIRECT_URI).await.status, StatusCode::CREATED);
+    }
+    assert_oauth_error(&register_from(&world, "192.0.2.3", REDIRECT_URI).await, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+}
+
+// docs/mcp.md, Registration: --mcp-registrations-per-month from one address in a calendar month;
+// past it 429 until the month ends, and the minute's window moving on does not help.
+#[tokio::test]
+async fn attack_slow_registration_flood_meets_the_monthly_bound() {
+    let world = World::in_process(McpConfig { registrations_per_month: 2, trusted_proxy_hops: 1, ..McpConfig::default() }).await;
+    for _ in 0..2 {
+        assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED);
+        world.advance_clock(Duration::from_secs(61));
+    }
+    let refused = register_from(&world, "203.0.113.7", REDIRECT_URI).await;
+    assert_oauth_error(&refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    let retry_after: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");
+    assert!((1..=31 * 86_400).contains(&retry_after), "{retry_after}");
+    world.advance_clock(Duration::from_secs(32 * 86_400));
+    assert_eq!(register_from(&world, "203.0.113.7", REDIRECT_URI).await.status, StatusCode::CREATED, "a new month");
+}
+
+// Attack: registrations nobody completes pile up for a year. docs/mcp.md, Registration: a
+// client is stored for a day (--mcp-unconfirmed-client-ttl-secs) until one of its codes is
+// redeemed, which keeps it for --mcp-client-ttl-secs, in the same write as the tokens.
+#[tokio::test]
+async fn attack_abandoned_registrations_expire_within_a_day() {
+    let world = World::in_process(McpConfig::default()).await;
+    world.record_writes();
+    let lifetime_of_client = |batches: &[Vec<recap_readmodel::Mutation>], client_id: &str| -> Vec<i64> {
+        let now = recap_readmodel::driver::now_micros();
+        batches
+            .iter()
+            .flatten()
+            .filter(|mutation| mutation.table.name == "oauth_clients" && format!("{:?}", mutation.partition).contains(client_id))
+            .map(|mutation| match mutation.op {
+                recap_readmodel::Op::Put { expires_at: Some(expires_at), .. } => (expires_at - now) / 1_000_000,
+                _ => panic!("a client is written with a lifetime"),
+            })
+            .collect()
+    };
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let lifetimes = lifetime_of_client(&world.recorded_writes(), &client_id);
+    assert_eq!(lifetimes.len(), 1);
+    assert!((86_400 - 60..=86_400).contains(&lifetimes[0]), "a day: {lifetimes:?}");
+    let code = authorize(&world, &client_id, FLOW_PAT).await;
+    assert_eq!(lifetime_of_client(&world.recorded_writes(), &client_id), Vec::<i64>::new(), "approving a code stores no client");
+    assert_eq!(exchange(&world, &client_id, &code).await.status, StatusCode::OK);
+    let batches = world.recorded_writes();
+    let lifetimes = lifetime_of_client(&batches, &client_id);
+    assert_eq!(lifetimes.len(), 1, "one write of the client, with the tokens");
+    assert!((365 * 86_400 - 60..=365 * 86_400).contains(&lifetimes[0]), "kept a year: {lifetimes:?}");
+    assert!(
+        batches
+            .iter()
+            .any(|batch| batch.iter().any(|mutation| mutation.table.name == "oauth_clients")
+                && batch.iter().any(|mutation| mutation.table.name == "oauth_tokens"))
+    );
+}
+
+// Attack (RFC 9700 §4.11.2): a self-registered client whose redirect URI is the attacker's
+// sends the user to /authorize with an invalid request, and the server redirects at once.
+// docs/mcp.md, Registration: every error before the user acted is a page (400, no Location)
+// naming the error, with a link back the user may follow; only the user's decision redirects.
+#[tokio::test]
+async fn attack_open_redirect_through_authorization_errors_shows_a_page() {
+    let world = World::new().await;
+    let landing = "https://evil.example/landing";
+    let client_id = register(&world, &[landing]).await;
+    let challenge = challenge(VERIFIER);
+    let query = |pairs: &[(&str, &str)]| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
+    let requests = [
+        (query(&[("client_id", &client_id), ("redirect_uri", landing), ("response_type", "x")]), "unsupported_response_type"),
+        (query(&[("client_id", &client_id), ("redirect_uri", landing)]), "invalid_request"),
+        (query(&[("client_id", &client_id), ("response_type", "code")]), "invalid_request"),
+        (
+            query(&[
+                ("client_id", &client_id),
+                ("redirect_uri", landing),
+                ("response_type", "code"),
+                ("code_challenge", &challenge),
+                ("code_challenge_method", "S256"),
+                ("scope", "admin"),
+            ]),
+            "invalid_scope",
+        ),
+    ];
+    for (query, error) in requests {
+        for reply in [
+            world.get(&format!("/mcp/authorize?{query}")).await,
+            world
+                .post_form(
+                    "/authorize",
+                    &url::form_urlencoded::parse(query.as_bytes())
+                        .into_owned()
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .await,
+        ] {
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}");
+            assert_eq!(reply.header("location"), None, "{query}");
+            assert!(reply.header("content-type").unwrap().starts_with("text/html"));
+            assert_eq!(reply.header("cache-control"), Some("no-store"));
+            assert!(reply.body.contains(&format!("<code id=\"error\">{error}</code>")), "{query}: {}", reply.body);
+            assert!(reply.body.contains("<strong id=\"redirect-host\">evil.example</strong>"), "the page says where the link goes");
+            let (base, pairs) = return_link(&reply);
+            assert_eq!(base, landing);
+            assert_eq!(query_value(&pairs, "error").as_deref(), Some(error));
+            assert_eq!(query_value(&pairs, "iss").as_deref(), Some("http://mcp.test:8080/mcp"));
+        }
+    }
+    // The user's own denial still goes back to the client.
+    let denied = world
+        .post_form(
+            "/mcp/authorize",
+            &[
+                ("client_id", &client_id),
+                ("redirect_uri", landing),
+                ("response_type", "code"),
+                ("code_challenge", &challenge),
+                ("code_challenge_method", "S256"),
+                ("decision", "deny"),
+            ],
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::FOUND);
+    assert_eq!(query_value(&location_query(&denied).1, "error").as_deref(), Some("access_denied"));
+}
+
+// Attack on interoperability (RFC 8252 §7.3, OAuth 2.1 §8.4.2): a native client registers
+// a loopback redirect URI and listens on another port next time. docs/mcp.md, Registration:
+// any port on a loopback host, the rest exact; the token request repeats the URI used.
+#[tokio::test]
+async fn attack_loopback_redirect_on_another_port_is_accepted_and_bound_to_the_code() {
+    let world = World::new().await;
+    let challenge = challenge(VERIFIER);
+    for (registered, used, wrong) in [
+        ("http://127.0.0.1:9999/cb", "http://127.0.0.1:8888/cb", "http://127.0.0.1:9999/cb"),
+        ("http://[::1]:9999/cb", "http://[::1]:8888/cb", "http://[::1]:9999/cb"),
+        ("http://localhost:9999/cb", "http://localhost:8888/cb", "http://localhost:9999/cb"),
+    ] {
+        let client_id = register(&world, &[registered]).await;
+        let page = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, used, &[]))).await;
+        assert_eq!(page.status, StatusCode::OK, "{used}: {}", page.body);
+        let approved = world
+            .post_form(
+                "/mcp/authorize",
+                &[
+                    ("response_type", "code"),
+                    ("client_id", &client_id),
+                    ("redirect_uri", used),
+                    ("code_challenge", &challenge),
+                    ("code_challenge_method", "S256"),
+                    ("pat", FLOW_PAT),
+                ],
+            )
+            .await;
+        assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+        let (base, pairs) = location_query(&approved);
+        assert_eq!(base, used, "the code goes to the port the request named");
+        let code = query_value(&pairs, "code").unwrap();
+        let token = |redirect_uri: &'static str| {
+            let (world, client_id, code) = (&world, client_id.clone(), code.clone());
+            async move {
+                world
+                    .post_form(
+                        "/mcp/token",
+                        &[
+                            ("grant_type", "authorization_code"),
+                            ("code", &code),
+                            ("redirect_uri", redirect_uri),
+                            ("client_id", &client_id),
+                            ("code_verifier", VERIFIER),
+                        ],
+                    )
+                    .await
+            }
+        };
+        assert_oauth_error(&token(wrong).await, StatusCode::BAD_REQUEST, "invalid_grant");
+        assert_eq!(token(used).await.status, StatusCode::OK, "{used}");
+    }
+    // Only the port is free: another path, host or scheme is an error page.
+    let client_id = register(&world, &["http://127.0.0.1:9999/cb"]).await;
+    for near_miss in ["http://127.0.0.1:8888/cb/", "http://localhost:9999/cb", "https://127.0.0.1:8888/cb", "http://127.0.0.1:8888/cb?x=1"] {
+        let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, near_miss, &[]))).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{near_miss}");
+        assert_eq!(reply.header("location"), None);
+    }
+}
+
+// Attack: a stolen refresh token is redeemed without naming a client, which skipped the
+// binding. docs/mcp.md, OAuth: a refresh must name the client the token was issued to
+// (invalid_request without client_id, invalid_grant with another); a refused refresh does
+// not spend the token.
+#[tokio::test]
+async fn attack_refresh_without_client_id_is_refused() {
+    let world = World::new().await;
+    let (client_id, _, refresh_token) = connect(&world, FLOW_PAT).await;
+    let other_client = register(&world, &[REDIRECT_URI]).await;
+    let anonymous = world.post_form("/mcp/token", &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token)]).await;
+    assert_oauth_error(&anonymous, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_oauth_error(&refresh(&world, &other_client, &refresh_token).await, StatusCode::BAD_REQUEST, "invalid_grant");
+    let reply = refresh(&world, &client_id, &refresh_token).await;
+    assert_eq!(reply.status, StatusCode::OK, "the refused attempts did not spend it: {}", reply.body);
+}
+
+// Attack: a client revokes another client's tokens. RFC 7009 §2.1: the server "verifies
+// whether the token was issued to the client making the revocation request. If this
+// validation fails, the request is refused": invalid_grant (RFC 6749 §5.2), and the token
+// stays valid; without client_id, invalid_request.
+#[tokio::test]
+async fn attack_revoking_another_clients_token_is_refused_and_it_stays_valid() {
+    let world = World::new().await;
+    let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
+    let other_client = register(&world, &[REDIRECT_URI]).await;
+    for token in [&access, &refresh_token] {
+        assert_oauth_error(&world.post_form("/mcp/revoke", &[("token", token), ("client_id", &other_client)]).await, StatusCode::BAD_REQUEST, "invalid_grant");
+        assert_oauth_error(&world.post_form("/revoke", &[("token", token)]).await, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    assert_eq!(mcp_status(&world, &access).await.0, StatusCode::OK, "the access token still works");
+    assert_eq!(refresh(&world, &client_id, &refresh_token).await.status, StatusCode::OK, "the refresh token still works");
+}
+
+// Attack: a client registers a name with a right-to-left override and control characters
+// to pass for another on the consent page. docs/mcp.md, Registration: the name is stored
+// and shown without them; the page shows where approving sends the browser and marks a
+// self-registered client unverified.
+#[tokio::test]
+async fn attack_consent_page_spoofing_with_bidi_and_control_characters() {
+    let world = World::new().await;
+    let spoofed = "Claude\u{202E}moc.elgoog\u{202C} \u{0}Desktop\n\u{1b}[0m\u{200B}";
+    let reply = world.post_json("/mcp/register", &json!({"client_name": spoofed, "redirect_uris": ["https://evil.example/landing"]})).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(reply.json()["client_name"], "Claudemoc.elgoog Desktop [0m");
+    let client_id = reply.json()["client_id"].as_str().unwrap().to_string();
+    let page = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, "https://evil.example/landing", &[]))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<span id=\"client-name\">Claudemoc.elgoog Desktop [0m</span>"), "{}", page.body);
+    for hidden in ['\u{202E}', '\u{202C}', '\u{0}', '\u{1b}', '\u{200B}'] {
+        assert!(!page.body.contains(hidden), "{hidden:?} is not on the page");
+    }
+    assert!(page.body.contains("<strong id=\"redirect-host\">evil.example</strong>"), "{}", page.body);
+    assert!(page.body.contains("id=\"client-unverified\""), "{}", page.body);
+    // A name of nothing but such characters is no name: the client id is shown.
+    let reply = world.post_json("/mcp/register", &json!({"client_name": "\u{202E}\u{2066}", "redirect_uris": [REDIRECT_URI]})).await;
+    assert_eq!(reply.json()["client_name"], Value::Null);
 }

@@ -131,6 +131,9 @@ pub struct Issue<'a> {
     pub refresh_lifetime: Duration,
     /// The code or refresh token the exchange spent.
     pub spent: Spent<'a>,
+    /// A registered client to keep for the given lifetime from now on (written again
+    /// with the tokens: a code exchange is what makes a registration last).
+    pub keep_client: Option<(&'a ClientRecord, Duration)>,
 }
 
 /// How far ahead of the clock a grant's revocation tombstone is written: longer than
@@ -237,6 +240,9 @@ impl OAuthStore {
             put(&OAUTH_TOKENS, issue.access_sha256, issue.access, issue.access_lifetime)?,
             put(&OAUTH_TOKENS, issue.refresh_sha256, issue.refresh, issue.refresh_lifetime)?,
         ];
+        if let Some((client, lifetime)) = issue.keep_client {
+            mutations.push(put(&OAUTH_CLIENTS, &client.client_id, client, lifetime)?);
+        }
         mutations.push(match issue.spent {
             Spent::Code { code_sha256, code, lifetime } => put(&OAUTH_CODES, code_sha256, &CodeRecord { used: true, ..code.clone() }, lifetime)?,
             Spent::RefreshToken { refresh_sha256, token, lifetime } => {

@@ -95,6 +95,7 @@ async fn issuing_writes_the_grant_its_tokens_and_the_spent_mark_and_a_revoked_gr
         refresh: &refresh,
         refresh_lifetime: HOUR,
         spent: Spent::Code { code_sha256: "code-hash", code: &code, lifetime: HOUR },
+        keep_client: None,
     };
     oauth.issue_tokens(&issue).await.unwrap();
     assert_eq!(oauth.grant("grt_1").await.unwrap(), Some(grant.clone()));

@@ -139,6 +139,9 @@ for OpenTelemetry, the secrets, and extraEnv. Call with (dict "root" $ "role" "q
     secretKeyRef:
       name: {{ $values.cursorSecret.existingSecret }}
       key: {{ $values.cursorSecret.key }}
+{{- end }}
+{{- /* Redis: query-api's rate limits and quotas, mcp's registration limits. */}}
+{{- if or (eq .role "query-api") (eq .role "mcp") }}
 {{- if $values.redis.existingSecret }}
 - name: RECAP_REDIS_URL
   valueFrom:

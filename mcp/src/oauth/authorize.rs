@@ -3,9 +3,16 @@
 //! parameters travel in hidden fields: no server-side session), checks the personal
 //! access token the user typed, and redirects to the registered redirect URI with a
 //! single-use code. Following §4.1.2.1, an unknown client or a redirect URI that is not
-//! exactly one the client registered is shown as an error page and never redirected to;
-//! every later error redirects with `error`, `state` and `iss`. A `client_id` that is a
-//! URL is a Client ID Metadata Document (`cimd.rs`): its redirect URIs are the
+//! one the client registered is shown as an error page and never redirected to. A
+//! registered redirect URI is not trusted either until the user has acted on the page:
+//! anyone may register a client, so redirecting an invalid request at once would make
+//! this server an open redirector (RFC 9700 §4.11.2). Every error found before the user
+//! approves or denies is therefore an error page too, naming the OAuth error and
+//! offering a link back to the client (with `error`, `state` and `iss`) that the user may
+//! follow; only the user's own decision (approve, or deny: `access_denied`) redirects.
+//! Redirect URIs are compared as exact strings, except that a loopback redirect URI may
+//! name any port (RFC 8252 §7.3; `register::redirect_uri_matches`). A `client_id` that
+//! is a URL is a Client ID Metadata Document (`cimd.rs`): its redirect URIs are the
 //! document's, and a document that cannot be used is an error page (`invalid_client`).
 
 use axum::body::Bytes;
@@ -19,6 +26,7 @@ use recap_readmodel::oauth::{ClientRecord, CodeRecord};
 use recap_readmodel::StoreError;
 
 use crate::error::StoreFailure;
+use crate::oauth::register::redirect_uri_matches;
 use crate::oauth::secrets::{random_id, random_secret, SCOPE};
 use crate::oauth::{cimd, page};
 use crate::state::McpState;
@@ -55,37 +63,55 @@ struct Request {
 enum Refusal {
     /// Shown, never redirected.
     Page(StatusCode, String),
-    /// Redirected to the (verified) redirect URI.
+    /// An error in a request for a known client and redirect URI, found before the user
+    /// acted: shown as a page, with a link the user may follow back to the client.
+    Shown { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
+    /// Redirected to the (verified) redirect URI: only after the user's decision.
     Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
 }
 
-fn redirect(to: &str, pairs: &[(&str, &str)], status: StatusCode) -> Response {
-    let location = match url::Url::parse(to) {
-        Ok(mut url) => {
-            {
-                let mut query = url.query_pairs_mut();
-                for (key, value) in pairs {
-                    query.append_pair(key, value);
-                }
-            }
-            url.to_string()
+/// `to` with `pairs` appended to its query.
+fn with_query(to: &str, pairs: &[(&str, &str)]) -> Option<String> {
+    let mut url = url::Url::parse(to).ok()?;
+    {
+        let mut query = url.query_pairs_mut();
+        for (key, value) in pairs {
+            query.append_pair(key, value);
         }
+    }
+    Some(url.to_string())
+}
+
+fn redirect(to: &str, pairs: &[(&str, &str)], status: StatusCode) -> Response {
+    let Some(location) = with_query(to, pairs) else {
         // Registered URIs were parsed at registration: this cannot happen.
-        Err(_) => return page::error(StatusCode::BAD_REQUEST, "the redirect URI is not valid"),
+        return page::error(StatusCode::BAD_REQUEST, "the redirect URI is not valid");
     };
     (status, [(header::LOCATION, location), (header::CACHE_CONTROL, "no-store".to_string())]).into_response()
 }
 
 fn refuse(refusal: Refusal, issuer: &str) -> Response {
+    let error_pairs = |error: &'static str, description: &str, state: &Option<String>| {
+        let mut pairs = vec![("error", error.to_string()), ("error_description", description.to_string())];
+        if let Some(state) = state {
+            pairs.push(("state", state.clone()));
+        }
+        pairs.push(("iss", issuer.to_string()));
+        pairs
+    };
     match refusal {
         Refusal::Page(status, message) => page::error(status, &message),
+        Refusal::Shown { redirect_uri, error, description, state } => {
+            let pairs = error_pairs(error, &description, &state);
+            let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            let back = with_query(&redirect_uri, &borrowed);
+            let host = url::Url::parse(&redirect_uri).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
+            page::request_error(StatusCode::BAD_REQUEST, error, &description, back.as_deref().map(|link| (link, host.as_str())))
+        }
         Refusal::Redirect { redirect_uri, error, description, state } => {
-            let mut pairs = vec![("error", error), ("error_description", description.as_str())];
-            if let Some(state) = &state {
-                pairs.push(("state", state));
-            }
-            pairs.push(("iss", issuer));
-            redirect(&redirect_uri, &pairs, StatusCode::FOUND)
+            let pairs = error_pairs(error, &description, &state);
+            let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            redirect(&redirect_uri, &borrowed, StatusCode::FOUND)
         }
     }
 }
@@ -124,15 +150,17 @@ async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal>
     };
     let requested = params.get("redirect_uri").map_err(bad_page)?;
     let (redirect_uri, redirect_uri_given) = match requested {
-        // Exact string comparison: no normalisation, no port or path leeway.
-        Some(uri) if client.redirect_uris.iter().any(|registered| registered == uri) => (uri.to_string(), true),
+        // Exact string comparison (no normalisation, no path leeway), but any port on a
+        // loopback host.
+        Some(uri) if client.redirect_uris.iter().any(|registered| redirect_uri_matches(registered, uri)) => (uri.to_string(), true),
         Some(_) => return Err(bad_page("redirect_uri is not one the client registered".into())),
         None if client.redirect_uris.len() == 1 => (client.redirect_uris[0].clone(), false),
         None => return Err(bad_page("redirect_uri is missing".into())),
     };
-    // From here on errors go back to the client.
+    // From here on errors name the redirect URI, but are shown, not redirected: the
+    // user has not acted yet (RFC 9700 §4.11.2).
     let state_param = params.get("state").ok().flatten().map(str::to_string);
-    let back = |error: &'static str, description: &str| Refusal::Redirect {
+    let back = |error: &'static str, description: &str| Refusal::Shown {
         redirect_uri: redirect_uri.clone(),
         error,
         description: description.to_string(),
@@ -196,12 +224,14 @@ fn hidden_fields(request: &Request) -> Vec<(&'static str, String)> {
 fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Response {
     let fields = hidden_fields(request);
     let borrowed: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    let name = request.client.client_name.as_deref().unwrap_or(&request.client.client_id);
+    // Cleaned again here: records registered before names were cleaned, and names of
+    // metadata documents, reach the page too.
+    let name = request.client.client_name.as_deref().and_then(page::display_name).unwrap_or_else(|| request.client.client_id.clone());
     let redirect_host = url::Url::parse(&request.redirect_uri).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
     let publisher = cimd::is_metadata_url(&request.client.client_id)
         .then(|| url::Url::parse(&request.client.client_id).ok().and_then(|url| url.host_str().map(str::to_string)))
         .flatten();
-    page::consent(status, name, publisher.as_deref(), &redirect_host, &borrowed, error)
+    page::consent(status, &name, publisher.as_deref(), &redirect_host, &borrowed, error)
 }
 
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

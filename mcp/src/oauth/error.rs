@@ -1,5 +1,6 @@
 //! Errors of the OAuth endpoints that answer JSON (`/token`, `/register`, `/revoke`):
-//! RFC 6749 §5.2, RFC 7591 §3.2.2 and RFC 7009 §2.2.1 codes, each with one status.
+//! RFC 6749 §5.2, RFC 7591 §3.2.2 and RFC 7009 §2.2.1 codes, each with one status, and
+//! `rate_limited` (429) for registrations past their limit.
 //! Descriptions never contain a token, code or verifier. A store failure travels as
 //! [`OAuthError::Store`] and is classified (`StoreFailure`) and logged once, as the
 //! response is made.
@@ -33,6 +34,12 @@ pub enum OAuthError {
     /// a misuse (see `StoreFailure`).
     #[error("{}", store_description(.0))]
     Store(#[from] StoreError),
+    /// 413 `invalid_client_metadata`: a registration document over the size bound.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 429 `rate_limited` with `Retry-After`: too many registrations from one address.
+    #[error("{description}")]
+    RateLimited { retry_after_seconds: u64, description: String },
     /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).
     #[error("origin not allowed")]
     ForbiddenOrigin,
@@ -47,7 +54,8 @@ impl OAuthError {
             OAuthError::UnsupportedGrantType => "unsupported_grant_type",
             OAuthError::InvalidScope => "invalid_scope",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
-            OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
+            OAuthError::InvalidClientMetadata(_) | OAuthError::TooLarge(_) => "invalid_client_metadata",
+            OAuthError::RateLimited { .. } => "rate_limited",
             OAuthError::Store(error) => match StoreFailure::of(error) {
                 StoreFailure::Defect => "server_error",
                 StoreFailure::Unavailable | StoreFailure::Unreadable => "temporarily_unavailable",
@@ -64,6 +72,8 @@ impl OAuthError {
                 StoreFailure::Unavailable | StoreFailure::Unreadable => StatusCode::SERVICE_UNAVAILABLE,
             },
             OAuthError::ForbiddenOrigin => StatusCode::FORBIDDEN,
+            OAuthError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            OAuthError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -87,6 +97,9 @@ impl IntoResponse for OAuthError {
         response.extensions_mut().insert(ErrorCode(self.code()));
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        if let OAuthError::RateLimited { retry_after_seconds, .. } = &self {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(*retry_after_seconds));
         }
         response
     }

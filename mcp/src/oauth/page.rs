@@ -1,6 +1,9 @@
-//! The HTML of the authorization page: who asks (the client's registered name), for
-//! what (scope svc:read, read-only), and a form that takes the user's personal access
-//! token. Every interpolated value is escaped; the page refuses framing and caching.
+//! The HTML of the authorization page: who asks (the client's registered name, marked
+//! unverified for a self-registered client, or with the host that publishes its
+//! metadata document), for what (scope svc:read, read-only), where approving sends the
+//! browser, and a form that takes the user's personal access token. A client's name is
+//! shown without control and bidirectional-formatting characters ([`display_name`]);
+//! every interpolated value is escaped; the page refuses framing and caching.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +21,31 @@ pub fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// Whether a character may change how the text around it is shown without being seen
+/// itself: C0 and C1 controls, the bidirectional formatting characters (U+061C, U+200E,
+/// U+200F, U+202A to U+202E, U+2066 to U+2069, which can make `evil.com/moc.elgoog` read
+/// backwards), zero-width characters, line and paragraph separators and the BOM.
+pub fn is_deceptive(character: char) -> bool {
+    character.is_control()
+        || matches!(character, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// A client's name as it may be shown: deceptive characters ([`is_deceptive`]) removed,
+/// whitespace of any kind (line breaks included) made single spaces, trimmed. `None` when nothing is left.
+pub fn display_name(name: &str) -> Option<String> {
+    let cleaned: String = name
+        .chars()
+        .filter_map(|character| match character {
+            // A line break or tab is a space, not nothing: "a\nb" is two words.
+            _ if character.is_whitespace() => Some(' '),
+            _ if is_deceptive(character) => None,
+            _ => Some(character),
+        })
+        .collect();
+    let shown = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!shown.is_empty()).then_some(shown)
 }
 
 fn html(status: StatusCode, body: String) -> Response {
@@ -52,11 +80,14 @@ pub fn consent(status: StatusCode, client_name: &str, publisher: Option<&str>, r
     let error = error.map(|error| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(error))).unwrap_or_default();
     let local = matches!(redirect_host, "localhost" | "127.0.0.1" | "[::1]");
     let warning = if local { " This is an application on this computer: approve only if you just started it." } else { "" };
-    let publisher = publisher
-        .map(|host| {
+    let publisher = match publisher {
+        Some(host) => {
             format!("<p>This client describes itself at <strong id=\"client-host\">{}</strong>; the name above is what that site says.</p>\n", escape(host))
-        })
-        .unwrap_or_default();
+        }
+        None => "<p id=\"client-unverified\"><strong>Unverified client.</strong> This application registered itself: its name is what it calls itself, \
+and nobody has checked it. Approve only if you just connected it.</p>\n"
+            .to_string(),
+    };
     let destination = format!("<p>Approving sends you back to <strong id=\"redirect-host\">{}</strong>.{warning}</p>", escape(redirect_host));
     html(
         status,
@@ -73,6 +104,31 @@ pub fn consent(status: StatusCode, client_name: &str, publisher: Option<&str>, r
 <button type=\"submit\" name=\"decision\" value=\"deny\" formnovalidate>Deny</button>\n\
 </form>\n<p>Revoking this token later also disconnects {name}.</p>\n</body></html>\n",
             name = escape(client_name),
+        ),
+    )
+}
+
+/// An invalid authorization request of a known client, found before the user acted:
+/// the OAuth error and its description, and, when `back` gives one, a link to the
+/// client's redirect URI carrying the error (with the host it goes to), which the user
+/// may follow. Never an automatic redirect (RFC 9700 §4.11.2).
+pub fn request_error(status: StatusCode, code: &str, description: &str, back: Option<(&str, &str)>) -> Response {
+    let link = back
+        .map(|(link, host)| {
+            format!(
+                "<p><a id=\"return\" href=\"{}\">Return to the application</a> at <strong id=\"redirect-host\">{}</strong> and tell it.</p>\n",
+                escape(link),
+                escape(host)
+            )
+        })
+        .unwrap_or_default();
+    html(
+        status,
+        format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Authorization failed</title><style>{STYLE}</style></head><body>\n\
+<h1>Authorization failed</h1>\n<p class=\"error\" role=\"alert\"><code id=\"error\">{}</code>: {}</p>\n{link}</body></html>\n",
+            escape(code),
+            escape(description)
         ),
     )
 }
@@ -96,5 +152,14 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape("<script>\"x\"&'"), "&lt;script&gt;&quot;x&quot;&amp;&#39;");
+    }
+
+    #[test]
+    fn display_names_lose_controls_and_bidi_overrides() {
+        assert_eq!(display_name("Claude\u{202E}gnp.exe").as_deref(), Some("Claudegnp.exe"));
+        assert_eq!(display_name("a\u{0}b\u{1b}[31mc\u{7f}\u{85}").as_deref(), Some("ab[31mc"));
+        assert_eq!(display_name(" Line\none\u{2028}two\t ").as_deref(), Some("Line one two"));
+        assert_eq!(display_name("\u{2066}\u{200B}\u{FEFF}"), None);
+        assert_eq!(display_name("Café 東京 ☕").as_deref(), Some("Café 東京 ☕"));
     }
 }

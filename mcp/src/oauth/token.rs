@@ -2,7 +2,11 @@
 //! (RFC 7009). Codes are single-use and short-lived; redeeming one twice revokes the
 //! grant it created (and so every token issued from it). Refresh tokens rotate on every
 //! use; presenting a rotated one revokes the whole grant (OAuth 2.1 §4.3.1 reuse
-//! detection). The approving PAT is checked on every exchange.
+//! detection). The approving PAT is checked on every exchange. Every client is public,
+//! so its `client_id` is what binds a refresh token to it: a refresh and a revocation
+//! must name the client the token was issued to (`invalid_request` without it,
+//! `invalid_grant` with another), as a code exchange must. Redeeming a code also keeps
+//! a registered client for `--mcp-client-ttl-secs` (until then it lives a day).
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +16,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use recap_access::token_sha256;
-use recap_readmodel::oauth::{GrantRecord, Issue, Spend, Spent, TokenKind, TokenRecord};
+use recap_readmodel::oauth::{ClientRecord, GrantRecord, Issue, Spend, Spent, TokenKind, TokenRecord};
 use sha2::{Digest, Sha256};
 
 use crate::oauth::authorize::Params;
@@ -81,7 +85,7 @@ fn remaining(expires_at: i64, now: i64) -> Duration {
 
 /// Mints an access and a refresh token for a grant, stores them with the grant (and
 /// what the exchange spent, marked spent), and returns the response body.
-async fn issue(state: &McpState, mut grant: GrantRecord, spent: Spent<'_>) -> Result<String, OAuthError> {
+async fn issue(state: &McpState, mut grant: GrantRecord, spent: Spent<'_>, keep_client: Option<(&ClientRecord, Duration)>) -> Result<String, OAuthError> {
     let inner = &state.inner;
     let config = &inner.config;
     let now = state.now_micros();
@@ -109,6 +113,7 @@ async fn issue(state: &McpState, mut grant: GrantRecord, spent: Spent<'_>) -> Re
         refresh: &refresh_record,
         refresh_lifetime,
         spent,
+        keep_client,
     };
     inner.bounded(inner.readmodel.oauth().issue_tokens(&issue)).await?;
     Ok(serde_json::json!({
@@ -128,12 +133,16 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     let redirect_uri = param(params, "redirect_uri")?;
     let inner = &state.inner;
     let oauth = inner.readmodel.oauth();
-    if cimd::is_metadata_url(client_id) {
+    let registered = if cimd::is_metadata_url(client_id) {
         // Checked again (usually from the cache): a document gone bad stops new tokens.
         inner.cimd.client(client_id).await.map_err(OAuthError::InvalidClient)?;
-    } else if inner.bounded(oauth.client(client_id)).await?.is_none() {
-        return Err(OAuthError::InvalidClient("unknown client_id".into()));
-    }
+        None
+    } else {
+        match inner.bounded(oauth.client(client_id)).await? {
+            Some(client) => Some(client),
+            None => return Err(OAuthError::InvalidClient("unknown client_id".into())),
+        }
+    };
     let code_sha256 = token_sha256(code);
     let Some(record) = inner.bounded(oauth.code(&code_sha256)).await? else {
         return Err(OAuthError::InvalidGrant("unknown or expired authorization code".into()));
@@ -182,14 +191,19 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
         return Err(OAuthError::InvalidGrant("authorization code already used; the tokens it issued are revoked".into()));
     }
     let (client_id, grant_id) = (grant.client_id.clone(), grant.grant_id.clone());
-    let body = issue(state, grant, Spent::Code { code_sha256: &code_sha256, code: &record, lifetime }).await?;
+    // A registered client completed an authorization: it is kept from now on for the
+    // long lifetime, in the same write as its tokens.
+    let keep = registered.as_ref().map(|client| (client, Duration::from_secs(inner.config.client_ttl_secs)));
+    let body = issue(state, grant, Spent::Code { code_sha256: &code_sha256, code: &record, lifetime }, keep).await?;
     tracing::info!(client_id = %client_id, grant_id = %grant_id, "oauth tokens issued");
     Ok(body)
 }
 
 async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError> {
     let refresh_token = required(params, "refresh_token")?;
-    let client_id = param(params, "client_id")?;
+    // Public clients identify themselves with client_id alone (OAuth 2.1 §4.3.1): without
+    // it, whoever holds the token could use it.
+    let client_id = required(params, "client_id")?;
     if let Some(scope) = param(params, "scope")? {
         if scope.split_whitespace().any(|scope| scope != SCOPE) {
             return Err(OAuthError::InvalidScope);
@@ -202,7 +216,7 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
         Some(record) if record.kind == TokenKind::Refresh => record,
         _ => return Err(OAuthError::InvalidGrant("unknown or expired refresh token".into())),
     };
-    if client_id.is_some_and(|client_id| client_id != record.client_id) {
+    if client_id != record.client_id {
         return Err(OAuthError::InvalidGrant("the refresh token was issued to another client".into()));
     }
     let grant = inner.bounded(oauth.grant(&record.grant_id)).await?;
@@ -231,22 +245,25 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
         tracing::warn!(client_id = %record.client_id, grant_id = %record.grant_id, "refresh token used concurrently; grant revoked");
         return Err(OAuthError::InvalidGrant("refresh token already used; the grant is revoked".into()));
     }
-    issue(state, grant, Spent::RefreshToken { refresh_sha256: &refresh_sha256, token: &record, lifetime }).await
+    issue(state, grant, Spent::RefreshToken { refresh_sha256: &refresh_sha256, token: &record, lifetime }, None).await
 }
 
-/// RFC 7009: 200 whether or not the token was known (so the endpoint reveals nothing).
-/// A refresh token revokes its whole grant; an access token only itself.
+/// RFC 7009: 200 whether or not the token was known (§2.2: an invalid token is no
+/// error). The client must name itself (`client_id`, `invalid_request` without it), and
+/// a token issued to another client is refused (§2.1: `invalid_grant`, RFC 6749 §5.2)
+/// and stays valid. A refresh token revokes its whole grant; an access token only itself.
 pub async fn revoke(State(state): State<McpState>, body: Bytes) -> Response {
     let params = Params::parse(&body);
     let result: Result<(), OAuthError> = async {
         let token = required(&params, "token")?;
-        let client_id = param(&params, "client_id")?;
+        let client_id = required(&params, "client_id")?;
         let inner = &state.inner;
         let oauth = inner.readmodel.oauth();
         let sha256 = token_sha256(token);
         let Some(record) = inner.bounded(oauth.token(&sha256)).await? else { return Ok(()) };
-        if client_id.is_some_and(|client_id| client_id != record.client_id) {
-            return Ok(());
+        if client_id != record.client_id {
+            tracing::info!(client_id, "revocation of another client's token refused");
+            return Err(OAuthError::InvalidGrant("the token was issued to another client".into()));
         }
         match record.kind {
             TokenKind::Refresh => inner.bounded(oauth.revoke_grant(&record.grant_id)).await?,

@@ -68,6 +68,16 @@ impl World<InProcess> {
         self.world.store().stall_table(name);
     }
 
+    /// From now on, keeps every batch the router writes ([`World::recorded_writes`]).
+    pub fn record_writes(&self) {
+        self.world.store().record_writes();
+    }
+
+    /// The batches written since [`World::record_writes`] (or the last call).
+    pub fn recorded_writes(&self) -> Vec<Vec<recap_readmodel::Mutation>> {
+        self.world.store().take_recorded()
+    }
+
     /// The read model the router reads.
     pub fn readmodel(&self) -> &ReadModel {
         self.world.readmodel(Door::Mcp)
@@ -205,6 +215,16 @@ pub async fn register<W: world::World + ?Sized>(world: &World<W>, redirect_uris:
 pub fn location_query(reply: &Reply) -> (String, Vec<(String, String)>) {
     let location = reply.header("location").expect("a Location header");
     let url = url::Url::parse(location).unwrap();
+    let base = format!("{}://{}{}", url.scheme(), url.host_str().unwrap(), url.port().map(|port| format!(":{port}")).unwrap_or_default()) + url.path();
+    (base, url.query_pairs().into_owned().collect())
+}
+
+/// The query pairs of the link back to the client on an authorization error page.
+pub fn return_link(reply: &Reply) -> (String, Vec<(String, String)>) {
+    let start = reply.body.find("<a id=\"return\" href=\"").expect("a link back to the client") + "<a id=\"return\" href=\"".len();
+    let end = start + reply.body[start..].find('"').expect("the end of the link");
+    let location = reply.body[start..end].replace("&amp;", "&");
+    let url = url::Url::parse(&location).unwrap();
     let base = format!("{}://{}{}", url.scheme(), url.host_str().unwrap(), url.port().map(|port| format!(":{port}")).unwrap_or_default()) + url.path();
     (base, url.query_pairs().into_owned().collect())
 }

@@ -26,6 +26,10 @@ fn role_envs(settings: &Settings) -> Vec<(String, String)> {
         ("RECAP_MCP_REFRESH_TOKEN_TTL_SECS".to_string(), mcp.refresh_token_ttl_secs.to_string()),
         ("RECAP_MCP_CODE_TTL_SECS".to_string(), mcp.code_ttl_secs.to_string()),
         ("RECAP_MCP_CLIENT_TTL_SECS".to_string(), mcp.client_ttl_secs.to_string()),
+        ("RECAP_MCP_UNCONFIRMED_CLIENT_TTL_SECS".to_string(), mcp.unconfirmed_client_ttl_secs.to_string()),
+        ("RECAP_MCP_REGISTRATIONS_PER_MINUTE".to_string(), mcp.registrations_per_minute.to_string()),
+        ("RECAP_MCP_REGISTRATIONS_PER_MONTH".to_string(), mcp.registrations_per_month.to_string()),
+        ("RECAP_MCP_TRUSTED_PROXY_HOPS".to_string(), mcp.trusted_proxy_hops.to_string()),
         ("RECAP_MCP_TOKEN_CACHE_MS".to_string(), mcp.token_cache_ms.to_string()),
     ];
     if let Some(timeout) = rest.store_timeout_ms {
