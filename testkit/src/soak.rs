@@ -94,7 +94,7 @@ pub struct Window {
     pub roles: Vec<Process>,
     pub cassandra_rss_mib: f64,
     pub redis_used_mib: f64,
-    /// A restart happened in this window.
+    /// The roles restarted in this window.
     pub restart: Option<String>,
 }
 
@@ -418,6 +418,12 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
         if now >= plan.duration {
             break;
         }
+        // A window's figures before a restart due at its end: they are the old process's.
+        if start.elapsed() >= next_window {
+            gathered.push(gather(&*cluster, next_window));
+            eprintln!("soak: {:.0} of {:.0} s", next_window.as_secs_f64(), plan.duration.as_secs_f64());
+            next_window += plan.window;
+        }
         if !projector_restarted && now >= plan.projector_restart_at {
             projector_restarted = true;
             let began = start.elapsed();
@@ -443,11 +449,6 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
             for restart in restarts.iter_mut().filter(|restart| restart.lag_settled_after.is_none() && steady && at >= restart.ready) {
                 restart.lag_settled_after = Some(at - restart.ready);
             }
-        }
-        if start.elapsed() >= next_window {
-            gathered.push(gather(&*cluster, next_window));
-            eprintln!("soak: {:.0} of {:.0} s", next_window.as_secs_f64(), plan.duration.as_secs_f64());
-            next_window += plan.window;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -498,7 +499,8 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
         let failed: Vec<&&Sample> = inside.iter().filter(|sample| !sample.ok).collect();
         let restart_errors = failed.iter().filter(|sample| in_restart(sample.at)).count();
         let window_lags: Vec<i64> = lags.iter().filter(|(at, _)| *at >= window_start && *at < figures.end).map(|(_, lag)| *lag).collect();
-        let restart = restarts.iter().filter(|restart| restart.began >= window_start && restart.began < figures.end).map(|restart| restart.role.clone()).next();
+        let restarted: Vec<String> = restarts.iter().filter(|restart| restart.began >= window_start && restart.began < figures.end).map(|restart| restart.role.clone()).collect();
+        let restart = (!restarted.is_empty()).then(|| restarted.join(", "));
         windows.push(Window {
             start: window_start,
             end: figures.end,
