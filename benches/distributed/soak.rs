@@ -40,7 +40,8 @@ pub fn soak() {
     let report = soak::run(&mut cluster, &plan, prepared);
     print!("{}", report.table());
     let failures = report.failures(10, None);
-    let over: Vec<String> = report.drifts().iter().filter(|drift| drift.rss_percent > 5.0).map(|drift| format!("{} {:+.1}%", drift.role, drift.rss_percent)).collect();
+    let over: Vec<String> =
+        report.drifts().iter().filter(|drift| drift.rss_percent > 5.0).map(|drift| format!("{} {:+.1}%", drift.role, drift.rss_percent)).collect();
     if !over.is_empty() {
         println!("  resident memory over the 5% target: {}", over.join(", "));
     }

@@ -241,7 +241,14 @@ pub fn max_rate(cluster: &Cluster, workers: usize, seconds: u64) -> f64 {
 /// Offers `rate` reads a second until `stop`: read i is scheduled at i / rate and sent by
 /// worker i % workers; its latency counts from that instant, so a stall is charged to
 /// every read it delays.
-fn open_loop(targets: Arc<Targets>, rate: f64, workers: usize, start: Instant, stop: Arc<AtomicBool>, samples: Arc<Mutex<Vec<Sample>>>) -> Vec<std::thread::JoinHandle<()>> {
+fn open_loop(
+    targets: Arc<Targets>,
+    rate: f64,
+    workers: usize,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+) -> Vec<std::thread::JoinHandle<()>> {
     (0..workers)
         .map(|worker| {
             let (targets, stop, samples) = (targets.clone(), stop.clone(), samples.clone());
@@ -287,7 +294,11 @@ fn lag(cluster: &Cluster) -> Option<i64> {
 /// VmRSS of a process, in MiB (NaN when it is gone).
 pub fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find_map(|line| line.strip_prefix("VmRSS:")).and_then(|value| value.split_whitespace().next()?.parse::<f64>().ok()).map_or(f64::NAN, |kib| kib / 1024.0)
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 /// Open file descriptors of a process.
@@ -499,7 +510,8 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
         let failed: Vec<&&Sample> = inside.iter().filter(|sample| !sample.ok).collect();
         let restart_errors = failed.iter().filter(|sample| in_restart(sample.at)).count();
         let window_lags: Vec<i64> = lags.iter().filter(|(at, _)| *at >= window_start && *at < figures.end).map(|(_, lag)| *lag).collect();
-        let restarted: Vec<String> = restarts.iter().filter(|restart| restart.began >= window_start && restart.began < figures.end).map(|restart| restart.role.clone()).collect();
+        let restarted: Vec<String> =
+            restarts.iter().filter(|restart| restart.began >= window_start && restart.began < figures.end).map(|restart| restart.role.clone()).collect();
         let restart = (!restarted.is_empty()).then(|| restarted.join(", "));
         windows.push(Window {
             start: window_start,
@@ -518,7 +530,16 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
         });
         window_start = figures.end;
     }
-    Report { plan: plan.clone(), windows, restarts, produced: world + produced, reads: samples.len(), lag_zero_after_load, equal_after, difference: last_difference }
+    Report {
+        plan: plan.clone(),
+        windows,
+        restarts,
+        produced: world + produced,
+        reads: samples.len(),
+        lag_zero_after_load,
+        equal_after,
+        difference: last_difference,
+    }
 }
 
 /// A role's resident memory from its baseline window (the first after the warm-up, and
@@ -561,7 +582,8 @@ impl Report {
 
     /// The median p99 of the windows after the warm-up, and the last window's.
     pub fn p99_flatness(&self) -> (f64, f64) {
-        let mut p99s: Vec<f64> = self.windows.iter().filter(|window| window.start >= self.plan.warm_up && window.restart.is_none()).map(|window| window.p99_ms).collect();
+        let mut p99s: Vec<f64> =
+            self.windows.iter().filter(|window| window.start >= self.plan.warm_up && window.restart.is_none()).map(|window| window.p99_ms).collect();
         let last = p99s.last().copied().unwrap_or(f64::NAN);
         p99s.sort_by(|a, b| a.total_cmp(b));
         (p99s.get(p99s.len() / 2).copied().unwrap_or(f64::NAN), last)
@@ -580,7 +602,8 @@ impl Report {
         for restart in &self.restarts {
             match restart.lag_settled_after {
                 Some(after) if after <= self.plan.lag_bound => {}
-                other => failures.push(format!("after the {} restart the lag was back to its steady level after {other:?} (bound {:?})", restart.role, self.plan.lag_bound)),
+                other => failures
+                    .push(format!("after the {} restart the lag was back to its steady level after {other:?} (bound {:?})", restart.role, self.plan.lag_bound)),
             }
         }
         if self.lag_zero_after_load.is_none() {
@@ -594,7 +617,10 @@ impl Report {
                 failures.push(format!("{}: open file descriptors grew from {} to {}", drift.role, drift.baseline_fds, drift.last_fds));
             }
             if rss_limit_percent.is_some_and(|limit| drift.rss_percent > limit) {
-                failures.push(format!("{}: resident memory drifted {:+.1}% ({:.1} to {:.1} MiB)", drift.role, drift.rss_percent, drift.baseline_mib, drift.last_mib));
+                failures.push(format!(
+                    "{}: resident memory drifted {:+.1}% ({:.1} to {:.1} MiB)",
+                    drift.role, drift.rss_percent, drift.baseline_mib, drift.last_mib
+                ));
             }
         }
         failures
