@@ -34,6 +34,11 @@ benchmarks() {
   # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
   # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
   RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
+  echo
+  echo "== distributed edition soak: mixed REST and MCP reads at half the maximum, events throughout, a projector and a query-api restart =="
+  # RECAP_BENCH_SOAK_MINUTES: its length (15 by default); RECAP_BENCH_SOAK_EVENTS_PER_SECOND
+  # (50) and RECAP_BENCH_SOAK_WORKERS (32, the threads sending reads).
+  cargo bench --bench distributed soak
 }
 
 results=docs/bench-results
@@ -47,7 +52,7 @@ memory=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
   echo "# make bench, $started"
   echo
   echo "Commit $commit; $(nproc) cores, $memory of memory, $(uname -sr)."
-  echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}${RECAP_BENCH_WEBHOOK_EVENTS:+ RECAP_BENCH_WEBHOOK_EVENTS=$RECAP_BENCH_WEBHOOK_EVENTS}${RECAP_BENCH_LATENCY_SECONDS:+ RECAP_BENCH_LATENCY_SECONDS=$RECAP_BENCH_LATENCY_SECONDS}${RECAP_BENCH_FEED_MESSAGES:+ RECAP_BENCH_FEED_MESSAGES=$RECAP_BENCH_FEED_MESSAGES}."
+  echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}${RECAP_BENCH_WEBHOOK_EVENTS:+ RECAP_BENCH_WEBHOOK_EVENTS=$RECAP_BENCH_WEBHOOK_EVENTS}${RECAP_BENCH_LATENCY_SECONDS:+ RECAP_BENCH_LATENCY_SECONDS=$RECAP_BENCH_LATENCY_SECONDS}${RECAP_BENCH_FEED_MESSAGES:+ RECAP_BENCH_FEED_MESSAGES=$RECAP_BENCH_FEED_MESSAGES}${RECAP_BENCH_SOAK_MINUTES:+ RECAP_BENCH_SOAK_MINUTES=$RECAP_BENCH_SOAK_MINUTES}."
   echo
   echo '```'
 } >"$record"

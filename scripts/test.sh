@@ -13,8 +13,10 @@
 #      Cassandra keyspace per world (`cassandra`), the router suites and the REST and
 #      MCP black-box suites with each world a cluster of its own (`cluster`: one
 #      projector, two query-api and one mcp process fed through Kafka), then the fault
-#      suite and the webhooks' suite under load and faults (one test at a time: they
-#      stop, kill and pause shared engines), and the distributed roles' telemetry.
+#      suite (with a two-minute soak: mixed reads, events throughout, a projector and
+#      a query-api restart) and the webhooks' suite under load and faults (one test at a
+#      time: they stop, kill and pause shared engines), and the distributed roles'
+#      telemetry.
 # Prints one closing summary line over every test binary.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -13,14 +13,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use recap_lmdb::EmbeddedDriver;
-use recap_readmodel::{Batch, Driver, ReadModel};
 use recap_schemas::Envelope;
-use recap_scylla::{ScyllaConfig, ScyllaDriver};
 use recap_testkit::cluster::Cluster;
 use recap_testkit::events::*;
 use recap_testkit::process::{get, EventLine};
-use recap_testkit::snapshot::{snapshot, Universe};
+use recap_testkit::stream::{difference, stream, stream_token, stream_tokens, STREAM_OWNERS};
 
 fn engine(script: &str, action: &str) {
     assert!(engine_status(script, action), "{script} {action} failed");
@@ -86,100 +83,10 @@ fn lines_of(events: &[Envelope]) -> Vec<String> {
     events.iter().map(Envelope::to_line).collect()
 }
 
-/// The accounts of [`stream`], each with the token it creates for it.
-const STREAM_OWNERS: [&str; 6] = ["acc_a", "acc_b", "acc_c", "acc_d", "acc_e", "acc_f"];
-
-fn stream_token(account_id: &str) -> String {
-    format!("svc_pat_stream_{account_id}_0123456789abcdef")
-}
-
-fn stream_tokens() -> Vec<String> {
-    STREAM_OWNERS.iter().map(|account_id| stream_token(account_id)).collect()
-}
-
 /// The query-api's per-minute limit for the tests that read every endpoint of a
 /// stream's six accounts at the end (over a thousand requests).
 fn unlimited() -> (String, String) {
     ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000".into())
-}
-
-/// A stream of many events of every kind over a few accounts and one team.
-fn stream(count: usize, seed: usize) -> Vec<Envelope> {
-    // Six owners and direct shares beside the team's: keys (account_id, share_id) that
-    // land on every partition of the 3-partition topics, so that every projector of a
-    // rebalanced group has events to apply.
-    const OWNERS: [&str; 6] = STREAM_OWNERS;
-    let owner = |n: usize| OWNERS[n % OWNERS.len()];
-    let mut lines = vec![team("team_1", "Team", Some("business"), true, 1)];
-    for (index, account_id) in OWNERS.iter().enumerate() {
-        lines.push(account(account_id, Some(if index % 2 == 0 { "flow" } else { "enterprise" }), None, 1));
-        lines.push(token_created(account_id, &format!("tok_{account_id}"), &stream_token(account_id), 1));
-    }
-    lines.push(member("team_1", "acc_a", 1));
-    lines.push(member("team_1", "acc_b", 1));
-    let mut versions = std::collections::HashMap::<String, u64>::new();
-    for index in 0..count {
-        let n = (index * 7919 + seed) % 1_000;
-        let mut next = |key: String| {
-            let version = versions.entry(key).or_insert(1);
-            *version += 1;
-            *version
-        };
-        let line = match index % 10 {
-            0..=5 => {
-                let id = format!("mtg_{n}");
-                let items = [item(&format!("ai_{n}"), ["todo", "in_progress", "done"][index % 3], Some("hum_1"), n as i64)];
-                let series = n.is_multiple_of(4).then(|| ["ser_a", "ser_b"][n / 4 % 2]);
-                let draft = meeting_draft(owner(n), &id, if n.is_multiple_of(3) { "Budget review" } else { "Design sync" }, n as i64);
-                draft.action_items(items).series_id(series).version(next(id.clone())).envelope()
-            }
-            6 => transcript(owner(n), &format!("mtg_{n}"), "hello world", Some(vec![word("hello", 0)]), next(format!("mtg_{n}"))),
-            7 => meeting_deleted(owner(n), &format!("mtg_{n}"), next(format!("mtg_{n}"))),
-            8 => {
-                let id = format!("shr_{}", n % 50);
-                // A third of the shares go directly to two accounts, keyed by share id.
-                let direct = (n % 50).is_multiple_of(3);
-                let team = if direct { None } else { Some(("team_1", "Team")) };
-                let recipients = if direct { vec!["acc_a", "acc_c"] } else { vec![] };
-                share(&id, "acc_b", n as i64).title("Planning").team(team).recipients(recipients).text("budget decisions").version(next(id.clone())).envelope()
-            }
-            _ => team_item("team_1", &format!("tai_{}", n % 30), "todo", n as i64, next(format!("tai_{}", n % 30))),
-        };
-        lines.push(line);
-    }
-    lines
-}
-
-/// Where the cluster's read model differs from the reference fold, if anywhere.
-fn difference<E: EventLine>(cluster: &Cluster, events: &[E]) -> Option<String> {
-    let envelopes: Vec<Envelope> = events.iter().filter_map(|event| Envelope::decode(event.event_line().as_bytes()).ok()).collect();
-    let universe = Universe::of(&envelopes);
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (expected, actual) = runtime.block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let reference: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("reference.lmdb")).unwrap());
-        let mut batch = Batch::new(reference.clone());
-        for (position, envelope) in envelopes.iter().enumerate() {
-            batch.apply(envelope, position as i64 + 1).await.unwrap();
-        }
-        reference.write(batch.into_mutations()).await.unwrap();
-        let expected = snapshot(&ReadModel::new(reference), &universe).await.unwrap();
-        let config = ScyllaConfig {
-            nodes: cluster.engines.scylla_nodes.split(',').map(str::to_string).collect(),
-            keyspace: cluster.keyspace.clone(),
-            consistency: recap_scylla::Consistency::LocalQuorum,
-            timeout: Duration::from_secs(10),
-            write_concurrency: 64,
-        };
-        let driver: Arc<dyn Driver> = Arc::new(ScyllaDriver::connect(config).await.unwrap());
-        let actual = snapshot(&ReadModel::new(driver), &universe).await.unwrap();
-        (expected, actual)
-    });
-    if expected == actual {
-        return None;
-    }
-    let first = expected.lines().zip(actual.lines()).find(|(a, b)| a != b);
-    Some(format!("the read model differs from the reference fold: {first:?} ({} vs {} lines)", expected.lines().count(), actual.lines().count()))
 }
 
 #[test]
@@ -1417,4 +1324,39 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     let after = running_keyspace.keyspaces();
     assert!(!after.contains(&left_keyspace.name), "the gone run's keyspace is dropped: {after:?}");
     assert!(after.contains(&running_keyspace.name), "a running process's keyspace is kept: {after:?}");
+}
+
+// ---- soak ---------------------------------------------------------------------------
+
+// The service holding for long, in short: two minutes of mixed REST and MCP reads at a
+// fixed 100 reads/s from the six accounts of the stream, 20 events/s produced
+// throughout, the projector restarted at 40 s and a query-api at 70 s. No read fails
+// outside the restart windows, the lag is back to its steady level after each restart
+// and at zero once the events stop, open file
+// descriptors stay flat, and the read model ends equal to the reference fold. Resident
+// memory is reported, not judged: a debug build over two minutes is not the drift the
+// bench holds to 5% (`cargo bench --bench distributed soak`, testkit/src/soak.rs).
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn a_two_minute_soak_with_restarts_fails_no_read_and_ends_equal_to_the_reference_fold() {
+    use recap_testkit::soak;
+    let mut cluster = Cluster::start(&soak::cluster_settings());
+    let plan = soak::Plan {
+        duration: Duration::from_secs(120),
+        window: Duration::from_secs(10),
+        warm_up: Duration::from_secs(20),
+        rate: 100.0,
+        workers: 8,
+        events_per_second: 20,
+        lead: 10,
+        projector_restart_at: Duration::from_secs(40),
+        query_api_restart_at: Duration::from_secs(70),
+        lag_bound: Duration::from_secs(30),
+        seed: 21,
+    };
+    let prepared = soak::prepare(&cluster, &plan);
+    let report = soak::run(&mut cluster, &plan, prepared);
+    println!("{}", report.table());
+    let failures = report.failures(10, None);
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), report.table());
 }

@@ -16,6 +16,10 @@
 //!    a core of its own (judged: the store has the same CPU on both sides, as ScyllaDB
 //!    on nodes of its own), then Cassandra sharing both cores with wrk and Redis;
 //! 5. resident memory of the projector and the query-api at those loads.
+//! 6. only when asked for (`cargo bench --bench distributed soak`, its own section of
+//!    `make bench`): the soak, mixed REST and MCP reads at half their maximum for
+//!    `RECAP_BENCH_SOAK_MINUTES` (15) with events produced throughout and the projector
+//!    and a query-api restarted midway (soak.rs).
 //!
 //! The query-api and the raw-driver read loop run on core 0. Elsewhere Cassandra and
 //! Kafka are not pinned (they need both cores); the REST section pins Cassandra for one
@@ -30,6 +34,7 @@ extern crate recap;
 mod engines;
 mod events;
 mod load;
+mod soak;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -635,6 +640,11 @@ fn time_inside(query_api: &Role) {
 fn main() {
     let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let wants = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
+    // The soak runs only when asked for by name: a quarter of an hour of its own.
+    if only.as_deref() == Some("soak") {
+        soak::soak();
+        return;
+    }
     let events_per_round = env_usize("RECAP_BENCH_RATIO_EVENTS", 100_000);
     let backlog = env_usize("RECAP_BENCH_EVENTS", 1_000_000);
     let read_rate = env_usize("RECAP_BENCH_READ_RATE", 100) as f64;

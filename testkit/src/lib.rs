@@ -11,6 +11,9 @@
 //!   black-box harness around `recap serve`, and running the `recap` binary;
 //! - [`store`], [`snapshot`], [`otel`], [`bench`]: a store per test, snapshots of a read
 //!   model's answers, a real OpenTelemetry Collector, the benches' shared parts;
+//! - [`stream`], [`soak`]: the distributed suites' event stream of every kind over six
+//!   accounts with its comparison against the reference fold, and the soak behind the
+//!   short test and the bench;
 //! - [`webhooks`]: an account's feed, endpoints and attempts written straight into a
 //!   world's store.
 
@@ -24,7 +27,9 @@ pub mod process;
 pub mod receiver;
 pub mod server;
 pub mod snapshot;
+pub mod soak;
 pub mod store;
+pub mod stream;
 pub mod webhooks;
 pub mod world;
 
