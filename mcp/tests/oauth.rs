@@ -1133,3 +1133,16 @@ async fn attack_consent_page_spoofing_with_bidi_and_control_characters() {
     let reply = world.post_json("/mcp/register", &json!({"client_name": "\u{202E}\u{2066}", "redirect_uris": [REDIRECT_URI]})).await;
     assert_eq!(reply.json()["client_name"], Value::Null);
 }
+
+// A body over the router's bound (256 KiB) on /token and /revoke: the OAuth JSON error
+// (413 invalid_request, no-store) like every other answer of these endpoints, not a
+// text/plain rejection.
+#[tokio::test]
+async fn oversized_token_and_revocation_requests_are_413_oauth_errors() {
+    let world = World::new().await;
+    let padding = "p".repeat(300 * 1024);
+    for path in ["/token", "/mcp/token", "/revoke", "/mcp/revoke"] {
+        let reply = world.post_form(path, &[("grant_type", "refresh_token"), ("token", "x"), ("padding", &padding)]).await;
+        assert_oauth_error(&reply, StatusCode::PAYLOAD_TOO_LARGE, "invalid_request");
+    }
+}

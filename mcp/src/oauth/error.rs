@@ -37,6 +37,9 @@ pub enum OAuthError {
     /// 413 `invalid_client_metadata`: a registration document over the size bound.
     #[error("{0}")]
     TooLarge(String),
+    /// 413 `invalid_request`: a token or revocation request over the router's body bound.
+    #[error("{0}")]
+    RequestTooLarge(String),
     /// 429 `rate_limited` with `Retry-After`: too many registrations from one address.
     #[error("{description}")]
     RateLimited { retry_after_seconds: u64, description: String },
@@ -55,6 +58,7 @@ impl OAuthError {
             OAuthError::InvalidScope => "invalid_scope",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) | OAuthError::TooLarge(_) => "invalid_client_metadata",
+            OAuthError::RequestTooLarge(_) => "invalid_request",
             OAuthError::RateLimited { .. } => "rate_limited",
             OAuthError::Store(error) => match StoreFailure::of(error) {
                 StoreFailure::Defect => "server_error",
@@ -72,7 +76,7 @@ impl OAuthError {
                 StoreFailure::Unavailable | StoreFailure::Unreadable => StatusCode::SERVICE_UNAVAILABLE,
             },
             OAuthError::ForbiddenOrigin => StatusCode::FORBIDDEN,
-            OAuthError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            OAuthError::TooLarge(_) | OAuthError::RequestTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             OAuthError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         }

@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -29,11 +30,24 @@ fn param<'a>(params: &'a Params, name: &str) -> Result<Option<&'a str>, OAuthErr
     params.get(name).map_err(OAuthError::InvalidRequest)
 }
 
+/// The request's form, or the OAuth error for a body that could not be read: over the
+/// router's bound (413), or cut short.
+fn read(body: Result<Bytes, BytesRejection>) -> Result<Bytes, OAuthError> {
+    body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => OAuthError::RequestTooLarge(format!("the request body may be {} bytes at most", crate::MAX_BODY_BYTES)),
+        _ => OAuthError::InvalidRequest("the request body could not be read".into()),
+    })
+}
+
 fn required<'a>(params: &'a Params, name: &str) -> Result<&'a str, OAuthError> {
     param(params, name)?.ok_or_else(|| OAuthError::InvalidRequest(format!("{name} is missing")))
 }
 
-pub async fn token(State(state): State<McpState>, body: Bytes) -> Response {
+pub async fn token(State(state): State<McpState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match read(body) {
+        Ok(body) => body,
+        Err(error) => return error.into_response(),
+    };
     let params = Params::parse(&body);
     let result = match param(&params, "grant_type") {
         Ok(Some("authorization_code")) => redeem_code(&state, &params).await,
@@ -252,7 +266,11 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
 /// error). The client must name itself (`client_id`, `invalid_request` without it), and
 /// a token issued to another client is refused (§2.1: `invalid_grant`, RFC 6749 §5.2)
 /// and stays valid. A refresh token revokes its whole grant; an access token only itself.
-pub async fn revoke(State(state): State<McpState>, body: Bytes) -> Response {
+pub async fn revoke(State(state): State<McpState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match read(body) {
+        Ok(body) => body,
+        Err(error) => return error.into_response(),
+    };
     let params = Params::parse(&body);
     let result: Result<(), OAuthError> = async {
         let token = required(&params, "token")?;
