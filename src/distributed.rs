@@ -18,6 +18,32 @@ use crate::telemetry::Telemetry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// The Redis every replica shares: the query-api's rate-limit windows and quota
+/// counters, the mcp role's counts of dynamic client registrations.
+#[derive(Args, Debug, Clone)]
+pub struct RedisArgs {
+    /// Redis holding the limiters' counters, shared by every replica.
+    #[arg(id = "redis_url", value_name = "REDIS_URL", long = "redis-url", env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub url: String,
+    /// Prefix of every Redis key, so deployments can share one Redis.
+    #[arg(id = "redis_key_prefix", value_name = "REDIS_KEY_PREFIX", long = "redis-key-prefix", env = "RECAP_REDIS_KEY_PREFIX", default_value = "recap:")]
+    pub key_prefix: String,
+    /// Bound of each limiter call, in milliseconds; past it the request is decided by
+    /// the process's local limiter (fail open).
+    #[arg(id = "redis_timeout_ms", value_name = "REDIS_TIMEOUT_MS", long = "redis-timeout-ms", env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
+    pub timeout_ms: u64,
+}
+
+impl RedisArgs {
+    /// The limiter over this Redis, connected on first use: with Redis away at start,
+    /// calls fail open until it answers, as they do when it goes away later.
+    pub fn limiter(&self) -> anyhow::Result<recap_redis::RedisLimiter> {
+        let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
+        recap_redis::RedisLimiter::new(&self.url, &self.key_prefix, Duration::from_millis(self.timeout_ms), clock)
+            .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))
+    }
+}
+
 /// How to reach ScyllaDB (or Cassandra standing in for it).
 #[derive(Args, Debug, Clone)]
 pub struct ScyllaArgs {
@@ -223,16 +249,8 @@ pub struct QueryApiConfig {
     pub rest: recap_query_api::RestConfig,
     #[command(flatten)]
     pub plans: recap_access::PlanConfig,
-    /// Redis holding the rate-limit windows and quota counters, shared by every replica.
-    #[arg(long, env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
-    /// Prefix of every Redis key, so deployments can share one Redis.
-    #[arg(long, env = "RECAP_REDIS_KEY_PREFIX", default_value = "recap:")]
-    pub redis_key_prefix: String,
-    /// Bound of each limiter call, in milliseconds; past it the request is decided by
-    /// the process's local limiter (fail open).
-    #[arg(long, env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
-    pub redis_timeout_ms: u64,
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// Address of the REST API; its base_url is http://<this>/v1.
     #[arg(long, env = "RECAP_REST_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -250,14 +268,7 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
-    let timeout = Duration::from_millis(config.redis_timeout_ms);
-    let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
-    // Connected on first use: with Redis away at start, requests are served (failing
-    // open) until it answers, as they are when it goes away later.
-    let redis_limiter = Arc::new(
-        recap_redis::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, timeout, clock)
-            .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))?,
-    );
+    let redis_limiter = Arc::new(config.redis.limiter()?);
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
     let stats = Arc::new(Stats::default());
@@ -291,16 +302,8 @@ pub struct McpRoleConfig {
     pub plans: recap_access::PlanConfig,
     #[command(flatten)]
     pub mcp: recap_mcp::McpConfig,
-    /// Redis counting dynamic client registrations per address, shared by every replica.
-    #[arg(long, env = "RECAP_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
-    /// Prefix of every Redis key, so deployments can share one Redis.
-    #[arg(long, env = "RECAP_REDIS_KEY_PREFIX", default_value = "recap:")]
-    pub redis_key_prefix: String,
-    /// Bound of each limiter call, in milliseconds; past it the registration is decided
-    /// by the process's local limiter (fail open).
-    #[arg(long, env = "RECAP_REDIS_TIMEOUT_MS", default_value_t = 100)]
-    pub redis_timeout_ms: u64,
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// Address of the MCP server; its mcp_url is http://<this>/mcp.
     #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
@@ -331,10 +334,7 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let clock: Arc<dyn recap_access::Clock> = Arc::new(recap_access::SystemClock);
-    let registrations = recap_redis::RedisLimiter::new(&config.redis_url, &config.redis_key_prefix, Duration::from_millis(config.redis_timeout_ms), clock)
-        .map_err(|error| anyhow::anyhow!("RECAP_REDIS_URL: {error}"))?;
-    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_registration_limiter(Arc::new(registrations));
+    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_registration_limiter(Arc::new(config.redis.limiter()?));
     let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
     crate::http::serve(listener, router, &config.http, async move {
