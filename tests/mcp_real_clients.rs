@@ -120,11 +120,16 @@ fn node_clients() -> (String, PathBuf) {
     (dir, node)
 }
 
-/// Runs one of the Node checks (tests/node) against the server.
-fn run_node(script: &str, server: &Server, what: &str) {
+/// Runs one of the Node checks (tests/node) against the server, with `args` after it.
+fn run_node(script: &str, args: &[&str], server: &Server, what: &str) {
     let (dir, node) = node_clients();
     run(
-        Command::new(node).arg(repo().join("tests/node").join(script)).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT).env("RECAP_NODE_CLIENTS", &dir),
+        Command::new(node)
+            .arg(repo().join("tests/node").join(script))
+            .args(args)
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_NODE_CLIENTS", &dir),
         what,
     );
 }
@@ -152,7 +157,7 @@ fn count(lines: &[String], method: &str) -> usize {
 #[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
 fn typescript_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
     let server = logged_world();
-    run_node("sdk1_client_test.mjs", &server, "the TypeScript SDK 1.x checks");
+    run_node("sdk1_client_test.mjs", &[], &server, "the TypeScript SDK 1.x checks");
     let (lines, answered) = answered_requests(&server);
     // Twice with the PAT and the OAuth token, each connection with initialize.
     assert_eq!(count(&answered, "initialize"), 2, "{}", lines.join("\n"));
@@ -166,7 +171,7 @@ fn typescript_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
 #[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
 fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_completes_oauth_without_initialize() {
     let server = logged_world();
-    run_node("sdk2_client_test.mjs", &server, "the TypeScript SDK 2.x checks of 2026-07-28");
+    run_node("sdk2_client_test.mjs", &[], &server, "the TypeScript SDK 2.x checks of 2026-07-28");
     let (lines, answered) = answered_requests(&server);
     for line in &answered {
         assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
@@ -184,16 +189,7 @@ fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_complete
 #[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
 fn inspector_cli_in_modern_era_lists_and_calls_every_tool_without_initialize() {
     let server = logged_world();
-    let (dir, node) = node_clients();
-    run(
-        Command::new(node)
-            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
-            .arg("modern")
-            .env("MCP_URL", &server.mcp_url)
-            .env("RECAP_PAT", PAT)
-            .env("RECAP_NODE_CLIENTS", &dir),
-        "the MCP Inspector CLI checks of 2026-07-28",
-    );
+    run_node("inspector_cli_test.mjs", &["modern"], &server, "the MCP Inspector CLI checks of 2026-07-28");
     let (lines, answered) = answered_requests(&server);
     for line in &answered {
         assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
@@ -209,16 +205,7 @@ fn inspector_cli_in_modern_era_lists_and_calls_every_tool_without_initialize() {
 #[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
 fn inspector_cli_in_legacy_era_lists_and_calls_every_tool() {
     let server = logged_world();
-    let (dir, node) = node_clients();
-    run(
-        Command::new(node)
-            .arg(repo().join("tests/node/inspector_cli_test.mjs"))
-            .arg("legacy")
-            .env("MCP_URL", &server.mcp_url)
-            .env("RECAP_PAT", PAT)
-            .env("RECAP_NODE_CLIENTS", &dir),
-        "the MCP Inspector CLI checks of the handshake era",
-    );
+    run_node("inspector_cli_test.mjs", &["legacy"], &server, "the MCP Inspector CLI checks of the handshake era");
     let (lines, answered) = answered_requests(&server);
     assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
     assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
