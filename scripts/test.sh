@@ -45,10 +45,14 @@ else
   export RECAP_OTELCOL=
   status=1
 fi
+# Every pass selects the whole workspace (`--workspace`, then `--test` to pick its
+# suites): cargo unifies the dependencies' features over the packages selected, so a
+# pass that selected one package would build a dozen dependencies and every workspace
+# crate again with other features.
 run cargo test --workspace --no-fail-fast
 # Ignored above for needing Python, Node 22 and its MCP clients, Chromium and
 # Schemathesis, which the setup scripts installed.
-run cargo test --test mcp_real_clients --test webhooks_delivery --test schemathesis -- --ignored
+run cargo test --workspace --test mcp_real_clients --test webhooks_delivery --test schemathesis -- --ignored
 
 # The engines this run starts, it stops at the end; engines already running (a
 # developer's `make up`) are used and left running.
@@ -58,19 +62,20 @@ for engine in kafka cassandra redis; do
 done
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
-  run cargo test -p recap-readmodel --test driver_semantics -- --ignored
-  run cargo test -p recap-projector --test kafka_lag --test kafka_messages -- --ignored
-  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-query-api --test rest
-  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-mcp --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated
-  run env RECAP_TEST_WORLD=cassandra cargo test --no-fail-fast -p recap-webhooks --test delivery
-  run env RECAP_TEST_WORLD=cassandra cargo test -p recap-webhooks --test kafka -- --ignored
+  run cargo test --workspace --test driver_semantics -- --ignored
+  run cargo test --workspace --test kafka_lag --test kafka_messages -- --ignored
+  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test rest
+  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated
+  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test delivery
+  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --test kafka -- --ignored
   # The cluster worlds run the recap binary beside the test executables, which cargo
-  # builds only for the root package's own tests.
-  run cargo build --bin recap
-  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast -p recap-query-api --test rest -p recap-mcp --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated -- --test-threads=2
-  run env RECAP_TEST_WORLD=cluster cargo test --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
-  run cargo test --test distributed --test webhooks_distributed -- --ignored --test-threads=1
-  run cargo test --test telemetry -- --ignored
+  # builds for the root package's own tests (with the features of the passes above; a
+  # `cargo build --bin recap` would build it again with others).
+  run cargo test --workspace --no-run
+  run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated -- --test-threads=2
+  run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
+  run cargo test --workspace --test distributed --test webhooks_distributed -- --ignored --test-threads=1
+  run cargo test --workspace --test telemetry -- --ignored
 else
   echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"
   status=1
