@@ -19,7 +19,8 @@
 //!   every other answer: a request target over [`MAX_TARGET_BYTES`] is 414
 //!   `uri_too_long`; a head over [`MAX_HEAD_BYTES`] or with more than [`MAX_HEADERS`]
 //!   fields is 431 `headers_too_large`; a malformed request line or header (a control
-//!   byte, 0xFF or invalid UTF-8 in the target, a folded or nameless header, a bad
+//!   byte, 0xFF or invalid UTF-8 in the target, an absolute-form or authority-form
+//!   target the `http` crate refuses, a folded or nameless header, a bad
 //!   `Content-Length` or `Transfer-Encoding`) is 400 `invalid_request` with `param`
 //!   `request-line` or `headers`. The connection is closed after each of these.
 //!
@@ -269,15 +270,27 @@ impl Refusal {
         }
     }
 
-    fn body(&self) -> String {
+    /// The wire error code.
+    fn code(&self) -> &'static str {
         match self {
-            Refusal::Malformed { param, message } => envelope("invalid_request", message, Some(param)),
-            Refusal::UriTooLong => envelope("uri_too_long", &format!("the request target is longer than {MAX_TARGET_BYTES} bytes"), None),
+            Refusal::Malformed { .. } => "invalid_request",
+            Refusal::UriTooLong => "uri_too_long",
+            Refusal::HeadersTooLarge => "headers_too_large",
+            Refusal::HeaderTimeout => "request_timeout",
+            Refusal::AtCapacity => "unavailable",
+        }
+    }
+
+    fn body(&self) -> String {
+        let code = self.code();
+        match self {
+            Refusal::Malformed { param, message } => envelope(code, message, Some(param)),
+            Refusal::UriTooLong => envelope(code, &format!("the request target is longer than {MAX_TARGET_BYTES} bytes"), None),
             Refusal::HeadersTooLarge => {
-                envelope("headers_too_large", &format!("the request head is longer than {MAX_HEAD_BYTES} bytes or has more than {MAX_HEADERS} fields"), None)
+                envelope(code, &format!("the request head is longer than {MAX_HEAD_BYTES} bytes or has more than {MAX_HEADERS} fields"), None)
             }
-            Refusal::HeaderTimeout => envelope("request_timeout", "the request head did not arrive in time", None),
-            Refusal::AtCapacity => envelope("unavailable", "the server has too many open connections; retry shortly", None),
+            Refusal::HeaderTimeout => envelope(code, "the request head did not arrive in time", None),
+            Refusal::AtCapacity => envelope(code, "the server has too many open connections; retry shortly", None),
         }
     }
 
@@ -616,9 +629,33 @@ enum State {
 enum Part {
     Start,
     Star,
+    /// Letters and scheme characters so far: a scheme (`http://host/path`, the absolute
+    /// form) or a whole authority (`host:port`, the authority form).
+    Scheme,
+    /// `scheme:`, a scheme if `//` follows.
+    SchemeColon,
+    SchemeSlash,
+    /// The authority of the absolute form, after `scheme://`: a path, query or fragment
+    /// may follow.
+    Authority,
+    /// A target that is one authority: nothing may follow it.
+    AuthorityForm,
     Path,
     Query,
     Fragment,
+}
+
+/// The authority being read (the `http` crate's rules): colons, brackets and `%`
+/// since the last `@` or `]`, and where it began and where its last `@` ended (in
+/// target bytes).
+#[derive(Clone, Copy, Debug, Default)]
+struct AuthorityScan {
+    began_at: usize,
+    at_sign_ended_at: Option<usize>,
+    colons: u8,
+    open_bracket: bool,
+    close_bracket: bool,
+    percent: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -644,6 +681,9 @@ pub(crate) struct Scanner {
     utf8_low: u8,
     utf8_high: u8,
     http10: bool,
+    /// Target bytes before the `:` of a scheme.
+    scheme_bytes: usize,
+    authority: AuthorityScan,
     fields: usize,
     field: Field,
     name_bytes: usize,
@@ -678,6 +718,8 @@ impl Default for Scanner {
             utf8_low: 0,
             utf8_high: 0,
             http10: false,
+            scheme_bytes: 0,
+            authority: AuthorityScan::default(),
             fields: 0,
             field: Field::Other,
             name_bytes: 0,
@@ -740,6 +782,29 @@ static PLAIN_VALUE: [bool; 256] = byte_map(0x20, 0xFF, &[0x7F], b"\t");
 static PLAIN_PATH: [bool; 256] = byte_map(0x21, 0x7E, b"#<>?`", b"");
 /// Query bytes that stay in the query (as above: less `#` and non-ASCII).
 static PLAIN_QUERY: [bool; 256] = byte_map(0x21, 0x7E, b"#\"<>", b"");
+/// The `http` crate's scheme characters (it admits `~`), less the `:` that ends one.
+static SCHEME: [bool; 256] = {
+    let mut map = byte_map(b'0', b'9', b"", b"+-.~");
+    let mut letter = b'A';
+    while letter <= b'Z' {
+        map[letter as usize] = true;
+        map[letter.to_ascii_lowercase() as usize] = true;
+        letter += 1;
+    }
+    map
+};
+/// Authority bytes that need no decision: the `http` crate's URI characters less the
+/// ones an authority's rules count (`:`, `@`, `[`, `]`, `%`) and the ones that end it.
+static PLAIN_AUTHORITY: [bool; 256] = {
+    let mut map = SCHEME;
+    let mut at = 0;
+    let also = b"!$&'()*+,;=_";
+    while at < also.len() {
+        map[also[at] as usize] = true;
+        at += 1;
+    }
+    map
+};
 static NOTHING: [bool; 256] = [false; 256];
 
 fn malformed(param: &'static str, message: &'static str) -> Refusal {
@@ -748,9 +813,12 @@ fn malformed(param: &'static str, message: &'static str) -> Refusal {
 
 const BAD_LINE: &str = "the request line is malformed";
 const BAD_TARGET: &str = "the request target holds a byte it may not (a control byte, a space, or invalid UTF-8)";
+const BAD_AUTHORITY: &str = "the request target is neither a path nor a well-formed URL or authority (scheme, host, port)";
+const LONG_SCHEME: &str = "the request target's scheme is longer than 64 characters";
 const BAD_HEADER: &str = "a header field is malformed";
 const FOLDED: &str = "a header field is folded over lines (obsolete line folding)";
 const BAD_LENGTH: &str = "Content-Length is not one decimal number";
+const HUGE_LENGTH: &str = "Content-Length is larger than any body can be";
 const BAD_FRAMING: &str = "Transfer-Encoding is not chunked last, comes with Content-Length, or is on HTTP/1.0";
 
 impl Scanner {
@@ -785,11 +853,13 @@ impl Scanner {
                 // The long runs of a head (a field's value, a path or query, a name) are
                 // scanned in a tight loop over a table; their last byte and anything
                 // else goes through the state machine below.
-                State::Value | State::Target(Part::Path | Part::Query) | State::Name => {
+                State::Value | State::Target(Part::Scheme | Part::Authority | Part::AuthorityForm | Part::Path | Part::Query) | State::Name => {
                     let table = match self.state {
                         State::Value if self.field == Field::Other => &PLAIN_VALUE,
                         State::Target(Part::Path) if self.utf8_due == 0 => &PLAIN_PATH,
                         State::Target(Part::Query) if self.utf8_due == 0 => &PLAIN_QUERY,
+                        State::Target(Part::Scheme) => &SCHEME,
+                        State::Target(Part::Authority | Part::AuthorityForm) => &PLAIN_AUTHORITY,
                         State::Name if !self.maybe_content_length && !self.maybe_transfer_encoding => &TOKEN,
                         _ => &NOTHING,
                     };
@@ -976,6 +1046,7 @@ impl Scanner {
         self.heads_started += 1;
         self.target_bytes = 0;
         self.utf8_due = 0;
+        self.scheme_bytes = 0;
         self.http10 = false;
         self.fields = 0;
         self.content_length = None;
@@ -985,26 +1056,31 @@ impl Scanner {
 
     fn target(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
         if b == b' ' {
-            return if part == Part::Start || self.utf8_due > 0 { Err(malformed("request-line", BAD_TARGET)) } else { Ok(State::Version(0)) };
+            return match part {
+                Part::Start => Err(malformed("request-line", BAD_TARGET)),
+                _ if self.utf8_due > 0 => Err(malformed("request-line", BAD_TARGET)),
+                // `scheme:/` is an authority with a path, which the authority form lacks.
+                Part::SchemeSlash => Err(malformed("request-line", BAD_AUTHORITY)),
+                Part::Authority | Part::AuthorityForm => self.end_of_authority(self.target_bytes).map(|()| State::Version(0)),
+                _ => Ok(State::Version(0)),
+            };
         }
         self.target_bytes += 1;
         if self.target_bytes > MAX_TARGET_BYTES {
             return Err(Refusal::UriTooLong);
         }
-        if self.utf8_due > 0 || b >= 0x80 {
-            return if self.utf8_byte(b) {
-                Ok(State::Target(if part == Part::Start { Part::Path } else { part }))
-            } else {
-                Err(malformed("request-line", BAD_TARGET))
-            };
+        match part {
+            Part::Scheme | Part::SchemeColon | Part::SchemeSlash | Part::Authority | Part::AuthorityForm => return self.scheme_or_authority(part, b),
+            _ => {}
+        }
+        if self.utf8_due > 0 || (b >= 0x80 && part != Part::Start) {
+            return if self.utf8_byte(b) { Ok(State::Target(part)) } else { Err(malformed("request-line", BAD_TARGET)) };
         }
         let next = match part {
             Part::Start => match b {
                 b'*' => Some(Part::Star),
-                // The origin form, or the absolute form (`http://host/path`), whose
-                // bytes the path's rules admit.
                 b'/' => Some(Part::Path),
-                _ if b.is_ascii_alphabetic() => Some(Part::Path),
+                _ if b.is_ascii_alphabetic() => Some(Part::Scheme),
                 _ => None,
             },
             Part::Star => None,
@@ -1020,8 +1096,85 @@ impl Scanner {
                 _ => None,
             },
             Part::Fragment => (0x21..=0x7E).contains(&b).then_some(Part::Fragment),
+            Part::Scheme | Part::SchemeColon | Part::SchemeSlash | Part::Authority | Part::AuthorityForm => None,
         };
         next.map(State::Target).ok_or(malformed("request-line", BAD_TARGET))
+    }
+
+    /// A target that does not begin with `/` or `*`, read as the `http` crate reads it:
+    /// `scheme://authority[path]` when its first `:` is followed by `//`, else one
+    /// authority. hyper answers what the crate refuses with a bare 400.
+    fn scheme_or_authority(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
+        let authority_form = |scanner: &mut Scanner, colons: u8, b: u8| {
+            scanner.authority = AuthorityScan { colons, ..AuthorityScan::default() };
+            scanner.authority_byte(Part::AuthorityForm, b)
+        };
+        match part {
+            Part::Scheme if b == b':' => {
+                self.scheme_bytes = self.target_bytes - 1;
+                Ok(State::Target(Part::SchemeColon))
+            }
+            Part::Scheme if SCHEME[b as usize] => Ok(State::Target(Part::Scheme)),
+            Part::Scheme => authority_form(self, 0, b),
+            Part::SchemeColon if b == b'/' => Ok(State::Target(Part::SchemeSlash)),
+            Part::SchemeColon => authority_form(self, 1, b),
+            Part::SchemeSlash if b == b'/' => {
+                if self.scheme_bytes > 64 {
+                    return Err(malformed("request-line", LONG_SCHEME));
+                }
+                self.authority = AuthorityScan { began_at: self.target_bytes, ..AuthorityScan::default() };
+                Ok(State::Target(Part::Authority))
+            }
+            Part::SchemeSlash => Err(malformed("request-line", BAD_AUTHORITY)),
+            _ => self.authority_byte(part, b),
+        }
+    }
+
+    fn authority_byte(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
+        let authority = &mut self.authority;
+        match b {
+            b'/' | b'?' | b'#' => {
+                if part == Part::AuthorityForm {
+                    return Err(malformed("request-line", BAD_AUTHORITY));
+                }
+                self.end_of_authority(self.target_bytes - 1)?;
+                return Ok(State::Target(match b {
+                    b'/' => Part::Path,
+                    b'?' => Part::Query,
+                    _ => Part::Fragment,
+                }));
+            }
+            b'%' => authority.percent = true,
+            b':' if authority.colons >= 8 => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b':' => authority.colons += 1,
+            b'[' if authority.percent || authority.open_bracket => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b'[' => authority.open_bracket = true,
+            b']' if !authority.open_bracket || authority.close_bracket => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b']' | b'@' => {
+                // What came before was an IPv6 address or the user information, whose
+                // colons and `%` are theirs.
+                if b == b']' {
+                    authority.close_bracket = true;
+                } else {
+                    authority.at_sign_ended_at = Some(self.target_bytes);
+                }
+                authority.colons = 0;
+                authority.percent = false;
+            }
+            _ if PLAIN_AUTHORITY[b as usize] => {}
+            _ => return Err(malformed("request-line", BAD_AUTHORITY)),
+        }
+        Ok(State::Target(part))
+    }
+
+    /// The authority ended after `end` target bytes: the checks only its whole allows.
+    fn end_of_authority(&self, end: usize) -> Result<(), Refusal> {
+        let authority = &self.authority;
+        let empty = end == authority.began_at;
+        if empty || authority.open_bracket != authority.close_bracket || authority.colons > 1 || authority.at_sign_ended_at == Some(end) || authority.percent {
+            return Err(malformed("request-line", BAD_AUTHORITY));
+        }
+        Ok(())
     }
 
     fn utf8_byte(&mut self, b: u8) -> bool {
@@ -1069,7 +1222,8 @@ impl Scanner {
                         Some(self.length_item.unwrap_or(0).checked_mul(10).and_then(|n| n.checked_add(digit)).ok_or(malformed("headers", BAD_LENGTH))?);
                     Ok(())
                 }
-                b',' => self.end_of_length_item(),
+                // A list, even of one length repeated, is one hyper refuses (repeated
+                // fields of one length it takes).
                 _ => Err(malformed("headers", BAD_LENGTH)),
             },
             Field::TransferEncoding => {
@@ -1096,6 +1250,10 @@ impl Scanner {
     fn end_of_length_item(&mut self) -> Result<(), Refusal> {
         let length = self.length_item.take().ok_or(malformed("headers", BAD_LENGTH))?;
         self.length_item_done = false;
+        // hyper's bound on a body's length (it answers a bare 431 past it).
+        if length > u64::MAX - 2 {
+            return Err(malformed("headers", HUGE_LENGTH));
+        }
         match self.content_length {
             Some(seen) if seen != length => Err(malformed("headers", BAD_LENGTH)),
             _ => {
@@ -1226,8 +1384,84 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
         assert_eq!(refused(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"), headers(BAD_FRAMING));
         assert_eq!(refused(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), headers(BAD_FRAMING));
         assert_eq!(refused(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), headers(BAD_FRAMING));
-        // Equal lengths repeated are one length (as hyper reads them).
-        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
+        // hyper reads one number per field: a list is refused, even of one length.
+        assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab"), headers(BAD_LENGTH));
+        assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551614\r\n\r\n"), headers(HUGE_LENGTH));
+        // Equal lengths in two fields are one length (as hyper reads them).
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length:  2 \r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551613\r\n\r\n"]), Ok(Phase::Body));
+    }
+
+    #[test]
+    fn targets_other_than_a_path_are_refused_where_the_http_crate_refuses_them() {
+        let target = |target: &str| refused(format!("GET {target} HTTP/1.1\r\n\r\n").as_bytes());
+        let authority = Some(malformed("request-line", BAD_AUTHORITY));
+        for bad in [
+            "http://",
+            "http:///v1",
+            "http://?a",
+            "http://a^b/",
+            "http://a\"b/",
+            "http://a{b}/",
+            "http://a|b/",
+            "http://a\\b/",
+            "http://a:1:2/",
+            "http://1:2:3:4:5:6:7:8:9/",
+            "http://[::1/",
+            "http://a]/",
+            "http://[a]]/",
+            "http://[[a]/",
+            "http://a%41/",
+            "http://a%[::1]/",
+            "http://user@/",
+            "http://user@",
+            "http:/v1",
+            "http:/",
+            "v1/teams",
+            "x:80/v1",
+            "x:/v1",
+            "host?query",
+            "host#fragment",
+            "a:b:c",
+            "a%b",
+            "x:y:z//a",
+        ] {
+            assert_eq!(target(bad), authority, "{bad}");
+            // What the crate hyper parses targets with refuses too.
+            assert!(bad.parse::<axum::http::Uri>().is_err(), "the http crate accepts {bad}");
+        }
+        assert_eq!(target(&format!("{}://x/", "s".repeat(65))), Some(malformed("request-line", LONG_SCHEME)));
+        assert_eq!(target("http://caf\u{e9}/"), authority, "a non-ASCII host");
+        assert_eq!(target("\u{e9}/v1"), Some(malformed("request-line", BAD_TARGET)), "UTF-8 may not begin a target");
+        assert_eq!(target("http://a/\u{e9}\x01"), Some(malformed("request-line", BAD_TARGET)), "the path after the authority has the path's rules");
+        for good in [
+            "http://a",
+            "HTTP://a/v1/teams",
+            "https://a:443/v1/teams?limit=3#top",
+            "http://a?limit=3",
+            "http://a#top",
+            "http://user:p%41ss@host:80/",
+            "http://[::1]:8080/",
+            "http://[fe80::1%25eth0]/",
+            "http://a@b@c/",
+            "http://a:/",
+            "ftp+x.y-z~://host/",
+            &format!("{}://x/", "s".repeat(64)),
+            "host",
+            "host:443",
+            "h:",
+            "user@host:1",
+            "a-b.c~d",
+            "http://a!$&'()*+,;=_~-.b/caf\u{e9}",
+        ] {
+            let request = format!("GET {good} HTTP/1.1\r\n\r\n");
+            for split in 0..request.len() {
+                let (left, right) = request.as_bytes().split_at(split);
+                assert_eq!(scan(&[left, right]), Ok(Phase::Idle), "{good}, split at {split}");
+            }
+            // Checked against the crate hyper parses targets with.
+            assert!(good.parse::<axum::http::Uri>().is_ok(), "the http crate refuses {good}");
+        }
     }
 
     #[test]

@@ -394,3 +394,63 @@ fn registration_flood_is_counted_per_peer_address_by_the_real_server() {
     let other = ask(&mut connect_from("127.0.0.2", &mcp), request.as_bytes());
     assert_eq!(other.status, 201, "another address has its own count: {}", other.body);
 }
+
+/// Writes `request` on its own thread (the answer may come before the last byte is
+/// taken), reads the answer, and checks the connection is closed after it.
+fn refused(address: &str, request: &[u8]) -> Answer {
+    let mut stream = connect(address);
+    let mut writer = stream.try_clone().expect("clone");
+    let request = request.to_vec();
+    let writing = std::thread::spawn(move || {
+        let _ = writer.write_all(&request);
+    });
+    let answer = read_answer(&mut stream);
+    assert_eq!(answer.header("connection"), Some("close"), "{:?}", answer.headers);
+    assert!(closed(&mut stream), "closed after the answer");
+    writing.join().expect("writer");
+    answer
+}
+
+// hyper reads a target that is not a path with the `http` crate, and answers a bare 400
+// (no envelope, no request id) to what the crate refuses: the scan refuses those first.
+#[test]
+fn absolute_form_targets_hyper_would_refuse_are_400_with_the_envelope_and_others_are_routed_by_path() {
+    let server = start(&[]);
+    let rest = address(&server.base_url);
+    let long_scheme = format!("GET {}://x/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n", "s".repeat(65));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("an empty authority", b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a byte outside the URI characters in the host", b"GET http://a^b/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a non-ASCII host", "GET http://caf\u{e9}.example/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".as_bytes().to_vec()),
+        ("two port colons", b"GET http://a:1:2/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an unclosed bracket", b"GET http://[::1/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a stray closing bracket", b"GET http://a]/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a % in the host", b"GET http://a%41/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an @ ending the authority", b"GET http://user@/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a scheme over 64 characters", long_scheme.into_bytes()),
+        ("scheme:/ without the second slash", b"GET http:/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an authority followed by a path", b"GET v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("host:port followed by a path", b"GET x:80/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a target beginning with UTF-8", "GET \u{e9}/v1 HTTP/1.1\r\nHost: x\r\n\r\n".as_bytes().to_vec()),
+    ];
+    for (what, request) in &cases {
+        let answer = refused(&rest, request);
+        answer.assert_envelope(400, "invalid_request");
+        assert_eq!(answer.json()["error"]["param"], "request-line", "{what}");
+    }
+    // Content-Length as hyper reads it: one number, and at most 2^64 - 3.
+    for (what, request) in [
+        ("a list of one length", &b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\nab"[..]),
+        ("a length over hyper's bound", &b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551614\r\n\r\n"[..]),
+    ] {
+        let answer = refused(&rest, request);
+        answer.assert_envelope(400, "invalid_request");
+        assert_eq!(answer.json()["error"]["param"], "headers", "{what}");
+    }
+    // What the crate accepts is routed by its path, whatever the host or `Host` say.
+    let mut stream = connect(&rest);
+    ask(&mut stream, b"GET http://other.example/v1/teams HTTP/1.1\r\nHost: recap.example\r\n\r\n").assert_envelope(401, "unauthorized");
+    ask(&mut stream, b"GET HTTPS://user:p%41ss@[::1%25eth0]:8080/v1/nowhere?a=b#c HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(404, "not_found");
+    ask(&mut stream, b"GET http://x HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(404, "not_found");
+    ask(&mut stream, b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab").assert_envelope(405, "method_not_allowed");
+}
