@@ -22,7 +22,9 @@
 //!   byte, 0xFF or invalid UTF-8 in the target, an absolute-form or authority-form
 //!   target the `http` crate refuses, a folded or nameless header, a bad
 //!   `Content-Length` or `Transfer-Encoding`) is 400 `invalid_request` with `param`
-//!   `request-line` or `headers`. The connection is closed after each of these.
+//!   `request-line` or `headers`. The connection is closed after each of these, and
+//!   each (with the 503 at the cap) is counted in `http.server.request.duration` on the
+//!   listeners whose routers are ([`Metered`]).
 //!
 //! The check is a byte-at-a-time state machine run over the bytes hyper reads, in
 //! hyper's own buffer: nothing is copied or allocated per request. It follows each
@@ -123,10 +125,20 @@ pub(crate) async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// Whether a listener's answers count in `http.server.request.duration`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metered {
+    /// Its router records its answers ([`crate::telemetry::http_layer`]), and the
+    /// answers made here before the router are recorded with them.
+    Yes,
+    /// Neither (the operations listener, whose probes and scrapes are no traffic).
+    No,
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets
 /// every connection finish the request it is serving (idle ones close at once, a head
 /// in progress has the rest of its header timeout) and returns once all are closed.
-pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
+pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, metered: Metered, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
     let cap = limits.max_connections as usize;
     let connections = Arc::new(Semaphore::new(cap));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
@@ -158,12 +170,16 @@ pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, s
             Ok(permit) => {
                 let (router, builder, stopped) = (router.clone(), builder.clone(), stopped.clone());
                 tokio::spawn(async move {
-                    serve_connection(stream, router, &builder, timeouts, stopped).await;
+                    serve_connection(stream, router, &builder, timeouts, metered, stopped).await;
                     drop(permit);
                 });
             }
             Err(_) => match refusals.clone().try_acquire_owned() {
                 Ok(permit) => {
+                    if metered == Metered::Yes {
+                        // No request was read: its method is unknown.
+                        crate::telemetry::record_refusal("_OTHER", Refusal::AtCapacity.status(), Refusal::AtCapacity.code(), Duration::ZERO);
+                    }
                     tokio::spawn(async move {
                         refuse(stream, &Refusal::AtCapacity).await;
                         drop(permit);
@@ -189,6 +205,7 @@ async fn serve_connection(
     router: Router,
     builder: &hyper::server::conn::http1::Builder,
     timeouts: Timeouts,
+    metered: Metered,
     mut stopped: watch::Receiver<bool>,
 ) {
     let shared = Arc::new(Shared::default());
@@ -215,7 +232,13 @@ async fn serve_connection(
     }
     let mut io = connection.into_parts().io.into_inner();
     match io.refusal.take() {
-        Some(refusal) => refuse(io.inner, &refusal).await,
+        Some(refusal) => {
+            if metered == Metered::Yes {
+                let method = io.scanner.method().map_or("_OTHER", |method| crate::telemetry::method_name(&method));
+                crate::telemetry::record_refusal(method, refusal.status(), refusal.code(), io.head_started.elapsed());
+            }
+            refuse(io.inner, &refusal).await
+        }
         None => {
             let _ = io.inner.shutdown().await;
         }
@@ -545,7 +568,9 @@ impl AsyncRead for Guarded {
             this.idle_since = now;
             this.body_started = now;
         }
-        if this.scanner.heads_started != started && this.scanner.phase() == Phase::Head {
+        if this.scanner.heads_started != started {
+            // Also when the head is refused or complete in this read: a refusal's
+            // duration counts from it.
             this.head_started = Instant::now();
         }
         if let Err(stop) = outcome {
@@ -681,6 +706,9 @@ pub(crate) struct Scanner {
     utf8_low: u8,
     utf8_high: u8,
     http10: bool,
+    /// The method's first bytes, and its length: enough to name the known methods.
+    method: [u8; 7],
+    method_bytes: usize,
     /// Target bytes before the `:` of a scheme.
     scheme_bytes: usize,
     authority: AuthorityScan,
@@ -718,6 +746,8 @@ impl Default for Scanner {
             utf8_low: 0,
             utf8_high: 0,
             http10: false,
+            method: [0; 7],
+            method_bytes: 0,
             scheme_bytes: 0,
             authority: AuthorityScan::default(),
             fields: 0,
@@ -896,6 +926,7 @@ impl Scanner {
                         self.begin_head();
                         self.head_bytes = 1;
                         if TOKEN[b as usize] {
+                            self.method_byte(b);
                             Ok(State::Method)
                         } else {
                             Err(malformed("request-line", BAD_LINE))
@@ -908,7 +939,10 @@ impl Scanner {
                 },
                 State::Method => match b {
                     b' ' => Ok(State::Target(Part::Start)),
-                    _ if TOKEN[b as usize] => Ok(State::Method),
+                    _ if TOKEN[b as usize] => {
+                        self.method_byte(b);
+                        Ok(State::Method)
+                    }
                     _ => Err(malformed("request-line", BAD_LINE)),
                 },
                 State::Target(part) => self.target(part, b),
@@ -1044,6 +1078,7 @@ impl Scanner {
 
     fn begin_head(&mut self) {
         self.heads_started += 1;
+        self.method_bytes = 0;
         self.target_bytes = 0;
         self.utf8_due = 0;
         self.scheme_bytes = 0;
@@ -1052,6 +1087,20 @@ impl Scanner {
         self.content_length = None;
         self.transfer_encoding = false;
         self.last_is_chunked = false;
+    }
+
+    fn method_byte(&mut self, b: u8) {
+        if let Some(slot) = self.method.get_mut(self.method_bytes) {
+            *slot = b;
+        }
+        self.method_bytes += 1;
+    }
+
+    /// The method of the head begun last, when one of the known methods may be it
+    /// (what the HTTP metrics name; others are `_OTHER` there).
+    pub(crate) fn method(&self) -> Option<axum::http::Method> {
+        let bytes = self.method.get(..self.method_bytes)?;
+        axum::http::Method::from_bytes(bytes).ok()
     }
 
     fn target(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
@@ -1462,6 +1511,19 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
             // Checked against the crate hyper parses targets with.
             assert!(good.parse::<axum::http::Uri>().is_ok(), "the http crate refuses {good}");
         }
+    }
+
+    #[test]
+    fn the_refused_heads_method_is_kept_for_the_metrics() {
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"GET / HTTP/1.1\r\n\r\nPATCH /\xff HTTP/1.1\r\n\r\n");
+        assert_eq!(scanner.method(), Some(axum::http::Method::PATCH), "the head refused, not the one before it");
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"PROPPATCH /\xff HTTP/1.1\r\n\r\n");
+        assert_eq!(scanner.method(), None, "longer than any known method");
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"GE\x01 / HTTP/1.1\r\n\r\n");
+        assert_ne!(scanner.method(), Some(axum::http::Method::GET), "a method cut short is not the one it begins");
     }
 
     #[test]

@@ -454,3 +454,85 @@ fn absolute_form_targets_hyper_would_refuse_are_400_with_the_envelope_and_others
     ask(&mut stream, b"GET http://x HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(404, "not_found");
     ask(&mut stream, b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab").assert_envelope(405, "method_not_allowed");
 }
+
+/// The `http_server_request_duration_seconds_count` series of a `/metrics` text whose
+/// route is the one of answers made before routing: (method, status, error type) and
+/// count, in the text's order.
+fn refused_before_routing(metrics: &str) -> Vec<((String, String, String), u64)> {
+    let mut series = Vec::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("http_server_request_duration_seconds_count{") else { continue };
+        let (labels, count) = rest.rsplit_once("} ").expect("labels and a value");
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|value| value.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        if label("http_route") != "(refused before routing)" {
+            continue;
+        }
+        let key = (label("http_request_method"), label("http_response_status_code"), label("error_type"));
+        series.push((key, count.trim().parse().expect("a count")));
+    }
+    series.sort();
+    series
+}
+
+// An attacker's malformed or slow heads and connection floods are answered before any
+// router; they are counted beside the routers' answers, under a route of their own.
+#[test]
+fn answers_made_before_routing_are_counted_in_the_http_metrics_under_their_own_route() {
+    let server = start(&["--http-header-timeout-ms", "500", "--http-max-connections", "3"]);
+    let (rest, mcp, admin) = (address(&server.base_url), address(&server.mcp_url), address(&server.admin_url));
+    // 408: a head that does not finish.
+    let mut stream = connect(&rest);
+    stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n").expect("write");
+    read_answer(&mut stream).assert_envelope(408, "request_timeout");
+    drop(stream);
+    refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes()).assert_envelope(414, "uri_too_long");
+    refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes()).assert_envelope(431, "headers_too_large");
+    refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    refused(&rest, b"PATCH /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    refused(&rest, b"BREW /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    // 503: the MCP listener at its cap of three.
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = connect(&mcp);
+            assert_eq!(ask(&mut stream, b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+            stream
+        })
+        .collect();
+    read_answer(&mut connect(&mcp)).assert_envelope(503, "unavailable");
+    // The operations listener counts nothing, refusals included.
+    refused(&admin, b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+
+    let metrics = ask(&mut connect(&admin), b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(metrics.status, 200);
+    let series = |method: &str, status: &str, code: &str| ((method.to_string(), status.to_string(), code.to_string()), 1);
+    assert_eq!(
+        refused_before_routing(&metrics.body),
+        vec![
+            series("GET", "400", "invalid_request"),
+            series("GET", "408", "request_timeout"),
+            series("GET", "414", "uri_too_long"),
+            series("GET", "431", "headers_too_large"),
+            series("PATCH", "400", "invalid_request"),
+            series("_OTHER", "400", "invalid_request"),
+            series("_OTHER", "503", "unavailable"),
+        ],
+        "{}",
+        metrics.body
+    );
+    // The routers' answers are counted as before, by their routes.
+    assert!(
+        metrics.body.lines().any(|line| line.starts_with("http_server_request_duration_seconds_count{")
+            && line.contains("http_route=\"/mcp\"")
+            && line.contains("http_response_status_code=\"405\"")
+            && line.ends_with(" 3")),
+        "{}",
+        metrics.body
+    );
+    drop(held);
+}
