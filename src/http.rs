@@ -12,7 +12,9 @@
 //!   kept-alive connection with no request for `--http-idle-timeout-ms` is closed. A
 //!   request body must arrive within `--http-body-timeout-ms` of the head: a handler
 //!   reading it is answered 408 `request_timeout`; a body nobody reads (the REST API
-//!   reads none) is drained that long at most, then the connection is closed. No timer
+//!   reads none) is drained that long at most, then the connection is closed. An answer
+//!   whose writing has to wait (the client stopped reading) must be all handed to the
+//!   network within `--http-send-timeout-ms`, else the connection is reset. No timer
 //!   runs while a handler is working on a request.
 //! - **The request head is checked here, before hyper parses it**, so that what hyper
 //!   would answer with a bare status gets the error envelope and an `X-Request-Id` like
@@ -83,6 +85,12 @@ pub struct HttpLimits {
     /// 408 `request_timeout` and the connection closed.
     #[arg(long = "http-body-timeout-ms", env = "RECAP_HTTP_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
+    /// Time an answer may wait for the client to take it, in milliseconds: from the
+    /// moment writing it has to wait (the client stopped reading and the socket's
+    /// buffers are full) until all of it is handed to the network. Past it the
+    /// connection is reset, freeing its buffers.
+    #[arg(long = "http-send-timeout-ms", env = "RECAP_HTTP_SEND_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout_ms: u64,
     /// Open connections per listener, at most. Past it a new connection is answered 503
     /// `unavailable` with `Retry-After: 1` and closed; connections already open are served.
     /// Keep the sum over the role's listeners below the process's file descriptor limit.
@@ -92,7 +100,7 @@ pub struct HttpLimits {
 
 impl Default for HttpLimits {
     fn default() -> HttpLimits {
-        HttpLimits { header_timeout_ms: 10_000, idle_timeout_ms: 75_000, body_timeout_ms: 30_000, max_connections: 4_096 }
+        HttpLimits { header_timeout_ms: 10_000, idle_timeout_ms: 75_000, body_timeout_ms: 30_000, send_timeout_ms: 30_000, max_connections: 4_096 }
     }
 }
 
@@ -101,6 +109,7 @@ struct Timeouts {
     header: Duration,
     idle: Duration,
     body: Duration,
+    send: Duration,
 }
 
 impl HttpLimits {
@@ -109,6 +118,7 @@ impl HttpLimits {
             header: Duration::from_millis(self.header_timeout_ms),
             idle: Duration::from_millis(self.idle_timeout_ms),
             body: Duration::from_millis(self.body_timeout_ms),
+            send: Duration::from_millis(self.send_timeout_ms),
         }
     }
 }
@@ -231,6 +241,15 @@ async fn serve_connection(
         tracing::debug!(%error, "http connection ended with an error");
     }
     let mut io = connection.into_parts().io.into_inner();
+    if io.send_timed_out {
+        // What the socket still holds would wait for a reader that does not read: a
+        // reset gives its buffers back at once, where a close would keep them.
+        tracing::debug!(peer = ?peer, "resetting a connection whose answer was not taken within the send timeout");
+        if let Err(error) = io.inner.set_zero_linger() {
+            tracing::debug!(%error, "SO_LINGER not set on a connection to reset");
+        }
+        return;
+    }
     match io.refusal.take() {
         Some(refusal) => {
             if metered == Metered::Yes {
@@ -489,6 +508,12 @@ struct Guarded {
     closed: bool,
     /// The answer to write once hyper handed the connection back.
     refusal: Option<Refusal>,
+    /// When what hyper has to write must all be handed to the socket, set by the first
+    /// write that waits since hyper last had nothing left to write.
+    send_deadline: Option<Instant>,
+    /// The send timer, made the first time a write waits.
+    send_sleep: Option<Pin<Box<Sleep>>>,
+    send_timed_out: bool,
 }
 
 impl Guarded {
@@ -507,7 +532,24 @@ impl Guarded {
             armed: None,
             closed: false,
             refusal: None,
+            send_deadline: None,
+            send_sleep: None,
+            send_timed_out: false,
         }
+    }
+
+    /// A write has to wait: runs the send timer, which fails the write once the client
+    /// has taken too long to take the answer (hyper then ends the connection).
+    fn poll_send_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let send = self.timeouts.send;
+        let deadline = *self.send_deadline.get_or_insert_with(|| Instant::now() + send);
+        let sleep = self.send_sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        std::task::ready!(sleep.as_mut().poll(cx));
+        self.send_timed_out = true;
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client did not take the answer within the send timeout")))
     }
 
     /// The read has to wait: runs the timer of the phase the connection is in.
@@ -583,12 +625,20 @@ impl AsyncRead for Guarded {
 }
 
 impl AsyncWrite for Guarded {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Pending => this.poll_send_deadline(cx),
+            written => written,
+        }
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => this.poll_send_deadline(cx),
+            written => written,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -596,7 +646,13 @@ impl AsyncWrite for Guarded {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        // hyper flushes the stream only once all it had to write was written: the
+        // answer is handed over, and the next wait is a new one.
+        let flushed = Pin::new(&mut self.inner).poll_flush(cx);
+        if flushed.is_ready() {
+            self.send_deadline = None;
+        }
+        flushed
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -395,6 +395,11 @@ fn registration_flood_is_counted_per_peer_address_by_the_real_server() {
     assert_eq!(other.status, 201, "another address has its own count: {}", other.body);
 }
 
+/// The demo token `recap serve --demo` prints.
+fn demo_token(server: &Server) -> String {
+    server.stdout.iter().find_map(|line| line.split("demo token (account acc_ada, plan flow): ").nth(1)).expect("the demo token").trim().to_string()
+}
+
 /// Writes `request` on its own thread (the answer may come before the last byte is
 /// taken), reads the answer, and checks the connection is closed after it.
 fn refused(address: &str, request: &[u8]) -> Answer {
@@ -535,4 +540,114 @@ fn answers_made_before_routing_are_counted_in_the_http_metrics_under_their_own_r
         metrics.body
     );
     drop(held);
+}
+
+/// A connection whose receive buffer is small, so that a client that does not read
+/// fills it soon.
+fn connect_with_small_receive_buffer(address: &str) -> TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        socket.connect(address.parse().expect("an address")).await.expect("connect")
+    });
+    let stream = stream.into_std().expect("a std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    stream.set_read_timeout(Some(Duration::from_secs(2))).expect("read timeout");
+    stream
+}
+
+/// Reads until the connection ends or nothing comes for the read timeout: the bytes,
+/// and how it ended (`None`: still open).
+fn drain(stream: &mut TcpStream) -> (Vec<u8>, Option<std::io::ErrorKind>) {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 256 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return (bytes, Some(std::io::ErrorKind::UnexpectedEof)),
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return (bytes, None),
+            Err(error) => return (bytes, Some(error.kind())),
+        }
+    }
+}
+
+/// The statuses of the whole answers in `bytes`, in order.
+fn statuses(bytes: &[u8]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    let mut rest = bytes;
+    while let Some(head_end) = rest.windows(4).position(|window| window == b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&rest[..head_end]).to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|value| value.trim().parse().expect("a length")))
+            .expect("a Content-Length");
+        if rest.len() < head_end + 4 + length {
+            break;
+        }
+        statuses.push(head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("a status"));
+        rest = &rest[head_end + 4 + length..];
+    }
+    statuses
+}
+
+// A slow-read attack: requests for large pages pipelined, their answers never read (or
+// read a little at a time), would hold the connection and its buffers for ever. Once
+// an answer has waited for the client longer than the send timeout, the connection is
+// reset.
+#[test]
+fn slow_read_a_client_that_does_not_read_its_answers_is_reset_after_the_send_timeout() {
+    let server = start(&["--demo", "--http-send-timeout-ms", "700", "--http-idle-timeout-ms", "60000", "--rest-rate-limit-per-minute", "100000"]);
+    server.wait_caught_up();
+    let rest = address(&server.base_url);
+    let token = demo_token(&server);
+    let page = ask(&mut connect(&rest), format!("GET /v1/meetings?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes());
+    assert_eq!(page.status, 200, "{}", page.body);
+    // Enough answers to overflow the socket buffers (a few MB) several times.
+    let pipelined = (16 * 1024 * 1024 / page.body.len()).max(64);
+    let requests = format!("GET /v1/meetings?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").repeat(pipelined);
+    let send = |stream: &TcpStream| {
+        let mut writer = stream.try_clone().expect("clone");
+        let requests = requests.clone();
+        std::thread::spawn(move || {
+            let _ = writer.write_all(requests.as_bytes());
+        })
+    };
+
+    // Never reads, then (after the timeout has long passed) reads what is left.
+    let mut silent = connect_with_small_receive_buffer(&rest);
+    let silent_writer = send(&silent);
+    // Reads 1 KiB every 50 ms.
+    let mut trickling = connect_with_small_receive_buffer(&rest);
+    let trickling_writer = send(&trickling);
+    let started = Instant::now();
+    let mut trickled = Vec::new();
+    while started.elapsed() < Duration::from_secs(4) {
+        let mut chunk = [0u8; 1024];
+        match trickling.read(&mut chunk) {
+            Ok(n) if n > 0 => trickled.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (client, stream, mut bytes) in [("silent", &mut silent, Vec::new()), ("trickling", &mut trickling, trickled)] {
+        let (rest_of_it, ended) = drain(stream);
+        bytes.extend_from_slice(&rest_of_it);
+        let answered = statuses(&bytes);
+        assert!(ended.is_some(), "{client}: the connection is still open after {} answers", answered.len());
+        assert!(answered.len() < pipelined, "{client}: {} of {pipelined} answers", answered.len());
+        assert!(answered.iter().all(|&status| status == 200), "{client}: {answered:?}");
+    }
+    silent_writer.join().expect("writer");
+    trickling_writer.join().expect("writer");
+
+    // A client that reads is served every answer under the same timeout, and its
+    // connection stays open.
+    let mut reading = connect(&rest);
+    reading.set_read_timeout(Some(Duration::from_secs(2))).expect("read timeout");
+    let reading_writer = send(&reading);
+    let (bytes, ended) = drain(&mut reading);
+    assert_eq!(statuses(&bytes), vec![200; pipelined], "every answer, in order");
+    assert_eq!(ended, None, "still open after the last answer");
+    reading_writer.join().expect("writer");
 }
