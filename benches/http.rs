@@ -119,7 +119,9 @@ async fn serve(readmodel: ReadModel) -> Servers {
     for router in [rest(&readmodel), mcp(&readmodel), rest(&shared), mcp(&shared), bare] {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         addresses.push(format!("http://{}", listener.local_addr().expect("address")));
-        tokio::spawn(async move { recap::http::serve(listener, router, &recap::http::HttpLimits::default(), std::future::pending()).await });
+        tokio::spawn(async move {
+            recap::http::serve(listener, router, &recap::http::HttpLimits::default(), recap::http::Metered::Yes, std::future::pending()).await
+        });
     }
     let mut addresses = addresses.into_iter();
     let mut next = || addresses.next().expect("five servers");

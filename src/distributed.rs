@@ -201,7 +201,7 @@ pub async fn serve_admin(
     let router = crate::admin::router(state);
     let limits = limits.clone();
     Ok(tokio::spawn(async move {
-        let _ = crate::http::serve(listener, router, &limits, async move {
+        let _ = crate::http::serve(listener, router, &limits, crate::http::Metered::No, async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
         .await;
@@ -285,7 +285,7 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let _ = std::io::stdout().flush();
     let router = crate::telemetry::http_layer(recap_query_api::router(recap_query_api::RestState::new(readmodel, plans, limiter, secret, &config.rest)));
     let mut stop = shutdown.clone();
-    crate::http::serve(listener, router, &config.http, async move {
+    crate::http::serve(listener, router, &config.http, crate::http::Metered::Yes, async move {
         let _ = stop.wait_for(|stop| *stop).await;
     })
     .await
@@ -337,7 +337,7 @@ pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<
     let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_registration_limiter(Arc::new(config.redis.limiter()?));
     let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
-    crate::http::serve(listener, router, &config.http, async move {
+    crate::http::serve(listener, router, &config.http, crate::http::Metered::Yes, async move {
         let _ = stop.wait_for(|stop| *stop).await;
     })
     .await

@@ -12,16 +12,21 @@
 //!   kept-alive connection with no request for `--http-idle-timeout-ms` is closed. A
 //!   request body must arrive within `--http-body-timeout-ms` of the head: a handler
 //!   reading it is answered 408 `request_timeout`; a body nobody reads (the REST API
-//!   reads none) is drained that long at most, then the connection is closed. No timer
+//!   reads none) is drained that long at most, then the connection is closed. An answer
+//!   whose writing has to wait (the client stopped reading) must be all handed to the
+//!   network within `--http-send-timeout-ms`, else the connection is reset. No timer
 //!   runs while a handler is working on a request.
 //! - **The request head is checked here, before hyper parses it**, so that what hyper
 //!   would answer with a bare status gets the error envelope and an `X-Request-Id` like
 //!   every other answer: a request target over [`MAX_TARGET_BYTES`] is 414
 //!   `uri_too_long`; a head over [`MAX_HEAD_BYTES`] or with more than [`MAX_HEADERS`]
 //!   fields is 431 `headers_too_large`; a malformed request line or header (a control
-//!   byte, 0xFF or invalid UTF-8 in the target, a folded or nameless header, a bad
+//!   byte, 0xFF or invalid UTF-8 in the target, an absolute-form or authority-form
+//!   target the `http` crate refuses, a folded or nameless header, a bad
 //!   `Content-Length` or `Transfer-Encoding`) is 400 `invalid_request` with `param`
-//!   `request-line` or `headers`. The connection is closed after each of these.
+//!   `request-line` or `headers`. The connection is closed after each of these, and
+//!   each (with the 503 at the cap) is counted in `http.server.request.duration` on the
+//!   listeners whose routers are ([`Metered`]).
 //!
 //! The check is a byte-at-a-time state machine run over the bytes hyper reads, in
 //! hyper's own buffer: nothing is copied or allocated per request. It follows each
@@ -80,6 +85,12 @@ pub struct HttpLimits {
     /// 408 `request_timeout` and the connection closed.
     #[arg(long = "http-body-timeout-ms", env = "RECAP_HTTP_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
+    /// Time an answer may wait for the client to take it, in milliseconds: from the
+    /// moment writing it has to wait (the client stopped reading and the socket's
+    /// buffers are full) until all of it is handed to the network. Past it the
+    /// connection is reset, freeing its buffers.
+    #[arg(long = "http-send-timeout-ms", env = "RECAP_HTTP_SEND_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout_ms: u64,
     /// Open connections per listener, at most. Past it a new connection is answered 503
     /// `unavailable` with `Retry-After: 1` and closed; connections already open are served.
     /// Keep the sum over the role's listeners below the process's file descriptor limit.
@@ -89,7 +100,7 @@ pub struct HttpLimits {
 
 impl Default for HttpLimits {
     fn default() -> HttpLimits {
-        HttpLimits { header_timeout_ms: 10_000, idle_timeout_ms: 75_000, body_timeout_ms: 30_000, max_connections: 4_096 }
+        HttpLimits { header_timeout_ms: 10_000, idle_timeout_ms: 75_000, body_timeout_ms: 30_000, send_timeout_ms: 30_000, max_connections: 4_096 }
     }
 }
 
@@ -98,6 +109,7 @@ struct Timeouts {
     header: Duration,
     idle: Duration,
     body: Duration,
+    send: Duration,
 }
 
 impl HttpLimits {
@@ -106,6 +118,7 @@ impl HttpLimits {
             header: Duration::from_millis(self.header_timeout_ms),
             idle: Duration::from_millis(self.idle_timeout_ms),
             body: Duration::from_millis(self.body_timeout_ms),
+            send: Duration::from_millis(self.send_timeout_ms),
         }
     }
 }
@@ -122,10 +135,20 @@ pub(crate) async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// Whether a listener's answers count in `http.server.request.duration`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metered {
+    /// Its router records its answers ([`crate::telemetry::http_layer`]), and the
+    /// answers made here before the router are recorded with them.
+    Yes,
+    /// Neither (the operations listener, whose probes and scrapes are no traffic).
+    No,
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets
 /// every connection finish the request it is serving (idle ones close at once, a head
 /// in progress has the rest of its header timeout) and returns once all are closed.
-pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
+pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, metered: Metered, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
     let cap = limits.max_connections as usize;
     let connections = Arc::new(Semaphore::new(cap));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
@@ -157,12 +180,16 @@ pub async fn serve(listener: TcpListener, router: Router, limits: &HttpLimits, s
             Ok(permit) => {
                 let (router, builder, stopped) = (router.clone(), builder.clone(), stopped.clone());
                 tokio::spawn(async move {
-                    serve_connection(stream, router, &builder, timeouts, stopped).await;
+                    serve_connection(stream, router, &builder, timeouts, metered, stopped).await;
                     drop(permit);
                 });
             }
             Err(_) => match refusals.clone().try_acquire_owned() {
                 Ok(permit) => {
+                    if metered == Metered::Yes {
+                        // No request was read: its method is unknown.
+                        crate::telemetry::record_refusal("_OTHER", Refusal::AtCapacity.status(), Refusal::AtCapacity.code(), Duration::ZERO);
+                    }
                     tokio::spawn(async move {
                         refuse(stream, &Refusal::AtCapacity).await;
                         drop(permit);
@@ -188,6 +215,7 @@ async fn serve_connection(
     router: Router,
     builder: &hyper::server::conn::http1::Builder,
     timeouts: Timeouts,
+    metered: Metered,
     mut stopped: watch::Receiver<bool>,
 ) {
     let shared = Arc::new(Shared::default());
@@ -213,8 +241,23 @@ async fn serve_connection(
         tracing::debug!(%error, "http connection ended with an error");
     }
     let mut io = connection.into_parts().io.into_inner();
+    if io.send_timed_out {
+        // What the socket still holds would wait for a reader that does not read: a
+        // reset gives its buffers back at once, where a close would keep them.
+        tracing::debug!(peer = ?peer, "resetting a connection whose answer was not taken within the send timeout");
+        if let Err(error) = io.inner.set_zero_linger() {
+            tracing::debug!(%error, "SO_LINGER not set on a connection to reset");
+        }
+        return;
+    }
     match io.refusal.take() {
-        Some(refusal) => refuse(io.inner, &refusal).await,
+        Some(refusal) => {
+            if metered == Metered::Yes {
+                let method = io.scanner.method().map_or("_OTHER", |method| crate::telemetry::method_name(&method));
+                crate::telemetry::record_refusal(method, refusal.status(), refusal.code(), io.head_started.elapsed());
+            }
+            refuse(io.inner, &refusal).await
+        }
         None => {
             let _ = io.inner.shutdown().await;
         }
@@ -269,15 +312,27 @@ impl Refusal {
         }
     }
 
-    fn body(&self) -> String {
+    /// The wire error code.
+    fn code(&self) -> &'static str {
         match self {
-            Refusal::Malformed { param, message } => envelope("invalid_request", message, Some(param)),
-            Refusal::UriTooLong => envelope("uri_too_long", &format!("the request target is longer than {MAX_TARGET_BYTES} bytes"), None),
+            Refusal::Malformed { .. } => "invalid_request",
+            Refusal::UriTooLong => "uri_too_long",
+            Refusal::HeadersTooLarge => "headers_too_large",
+            Refusal::HeaderTimeout => "request_timeout",
+            Refusal::AtCapacity => "unavailable",
+        }
+    }
+
+    fn body(&self) -> String {
+        let code = self.code();
+        match self {
+            Refusal::Malformed { param, message } => envelope(code, message, Some(param)),
+            Refusal::UriTooLong => envelope(code, &format!("the request target is longer than {MAX_TARGET_BYTES} bytes"), None),
             Refusal::HeadersTooLarge => {
-                envelope("headers_too_large", &format!("the request head is longer than {MAX_HEAD_BYTES} bytes or has more than {MAX_HEADERS} fields"), None)
+                envelope(code, &format!("the request head is longer than {MAX_HEAD_BYTES} bytes or has more than {MAX_HEADERS} fields"), None)
             }
-            Refusal::HeaderTimeout => envelope("request_timeout", "the request head did not arrive in time", None),
-            Refusal::AtCapacity => envelope("unavailable", "the server has too many open connections; retry shortly", None),
+            Refusal::HeaderTimeout => envelope(code, "the request head did not arrive in time", None),
+            Refusal::AtCapacity => envelope(code, "the server has too many open connections; retry shortly", None),
         }
     }
 
@@ -453,6 +508,12 @@ struct Guarded {
     closed: bool,
     /// The answer to write once hyper handed the connection back.
     refusal: Option<Refusal>,
+    /// When what hyper has to write must all be handed to the socket, set by the first
+    /// write that waits since hyper last had nothing left to write.
+    send_deadline: Option<Instant>,
+    /// The send timer, made the first time a write waits.
+    send_sleep: Option<Pin<Box<Sleep>>>,
+    send_timed_out: bool,
 }
 
 impl Guarded {
@@ -471,7 +532,24 @@ impl Guarded {
             armed: None,
             closed: false,
             refusal: None,
+            send_deadline: None,
+            send_sleep: None,
+            send_timed_out: false,
         }
+    }
+
+    /// A write has to wait: runs the send timer, which fails the write once the client
+    /// has taken too long to take the answer (hyper then ends the connection).
+    fn poll_send_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let send = self.timeouts.send;
+        let deadline = *self.send_deadline.get_or_insert_with(|| Instant::now() + send);
+        let sleep = self.send_sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        std::task::ready!(sleep.as_mut().poll(cx));
+        self.send_timed_out = true;
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client did not take the answer within the send timeout")))
     }
 
     /// The read has to wait: runs the timer of the phase the connection is in.
@@ -532,7 +610,9 @@ impl AsyncRead for Guarded {
             this.idle_since = now;
             this.body_started = now;
         }
-        if this.scanner.heads_started != started && this.scanner.phase() == Phase::Head {
+        if this.scanner.heads_started != started {
+            // Also when the head is refused or complete in this read: a refusal's
+            // duration counts from it.
             this.head_started = Instant::now();
         }
         if let Err(stop) = outcome {
@@ -545,12 +625,20 @@ impl AsyncRead for Guarded {
 }
 
 impl AsyncWrite for Guarded {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Pending => this.poll_send_deadline(cx),
+            written => written,
+        }
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => this.poll_send_deadline(cx),
+            written => written,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -558,7 +646,13 @@ impl AsyncWrite for Guarded {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        // hyper flushes the stream only once all it had to write was written: the
+        // answer is handed over, and the next wait is a new one.
+        let flushed = Pin::new(&mut self.inner).poll_flush(cx);
+        if flushed.is_ready() {
+            self.send_deadline = None;
+        }
+        flushed
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -616,9 +710,33 @@ enum State {
 enum Part {
     Start,
     Star,
+    /// Letters and scheme characters so far: a scheme (`http://host/path`, the absolute
+    /// form) or a whole authority (`host:port`, the authority form).
+    Scheme,
+    /// `scheme:`, a scheme if `//` follows.
+    SchemeColon,
+    SchemeSlash,
+    /// The authority of the absolute form, after `scheme://`: a path, query or fragment
+    /// may follow.
+    Authority,
+    /// A target that is one authority: nothing may follow it.
+    AuthorityForm,
     Path,
     Query,
     Fragment,
+}
+
+/// The authority being read (the `http` crate's rules): colons, brackets and `%`
+/// since the last `@` or `]`, and where it began and where its last `@` ended (in
+/// target bytes).
+#[derive(Clone, Copy, Debug, Default)]
+struct AuthorityScan {
+    began_at: usize,
+    at_sign_ended_at: Option<usize>,
+    colons: u8,
+    open_bracket: bool,
+    close_bracket: bool,
+    percent: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -644,6 +762,12 @@ pub(crate) struct Scanner {
     utf8_low: u8,
     utf8_high: u8,
     http10: bool,
+    /// The method's first bytes, and its length: enough to name the known methods.
+    method: [u8; 7],
+    method_bytes: usize,
+    /// Target bytes before the `:` of a scheme.
+    scheme_bytes: usize,
+    authority: AuthorityScan,
     fields: usize,
     field: Field,
     name_bytes: usize,
@@ -678,6 +802,10 @@ impl Default for Scanner {
             utf8_low: 0,
             utf8_high: 0,
             http10: false,
+            method: [0; 7],
+            method_bytes: 0,
+            scheme_bytes: 0,
+            authority: AuthorityScan::default(),
             fields: 0,
             field: Field::Other,
             name_bytes: 0,
@@ -740,6 +868,29 @@ static PLAIN_VALUE: [bool; 256] = byte_map(0x20, 0xFF, &[0x7F], b"\t");
 static PLAIN_PATH: [bool; 256] = byte_map(0x21, 0x7E, b"#<>?`", b"");
 /// Query bytes that stay in the query (as above: less `#` and non-ASCII).
 static PLAIN_QUERY: [bool; 256] = byte_map(0x21, 0x7E, b"#\"<>", b"");
+/// The `http` crate's scheme characters (it admits `~`), less the `:` that ends one.
+static SCHEME: [bool; 256] = {
+    let mut map = byte_map(b'0', b'9', b"", b"+-.~");
+    let mut letter = b'A';
+    while letter <= b'Z' {
+        map[letter as usize] = true;
+        map[letter.to_ascii_lowercase() as usize] = true;
+        letter += 1;
+    }
+    map
+};
+/// Authority bytes that need no decision: the `http` crate's URI characters less the
+/// ones an authority's rules count (`:`, `@`, `[`, `]`, `%`) and the ones that end it.
+static PLAIN_AUTHORITY: [bool; 256] = {
+    let mut map = SCHEME;
+    let mut at = 0;
+    let also = b"!$&'()*+,;=_";
+    while at < also.len() {
+        map[also[at] as usize] = true;
+        at += 1;
+    }
+    map
+};
 static NOTHING: [bool; 256] = [false; 256];
 
 fn malformed(param: &'static str, message: &'static str) -> Refusal {
@@ -748,9 +899,12 @@ fn malformed(param: &'static str, message: &'static str) -> Refusal {
 
 const BAD_LINE: &str = "the request line is malformed";
 const BAD_TARGET: &str = "the request target holds a byte it may not (a control byte, a space, or invalid UTF-8)";
+const BAD_AUTHORITY: &str = "the request target is neither a path nor a well-formed URL or authority (scheme, host, port)";
+const LONG_SCHEME: &str = "the request target's scheme is longer than 64 characters";
 const BAD_HEADER: &str = "a header field is malformed";
 const FOLDED: &str = "a header field is folded over lines (obsolete line folding)";
 const BAD_LENGTH: &str = "Content-Length is not one decimal number";
+const HUGE_LENGTH: &str = "Content-Length is larger than any body can be";
 const BAD_FRAMING: &str = "Transfer-Encoding is not chunked last, comes with Content-Length, or is on HTTP/1.0";
 
 impl Scanner {
@@ -785,11 +939,13 @@ impl Scanner {
                 // The long runs of a head (a field's value, a path or query, a name) are
                 // scanned in a tight loop over a table; their last byte and anything
                 // else goes through the state machine below.
-                State::Value | State::Target(Part::Path | Part::Query) | State::Name => {
+                State::Value | State::Target(Part::Scheme | Part::Authority | Part::AuthorityForm | Part::Path | Part::Query) | State::Name => {
                     let table = match self.state {
                         State::Value if self.field == Field::Other => &PLAIN_VALUE,
                         State::Target(Part::Path) if self.utf8_due == 0 => &PLAIN_PATH,
                         State::Target(Part::Query) if self.utf8_due == 0 => &PLAIN_QUERY,
+                        State::Target(Part::Scheme) => &SCHEME,
+                        State::Target(Part::Authority | Part::AuthorityForm) => &PLAIN_AUTHORITY,
                         State::Name if !self.maybe_content_length && !self.maybe_transfer_encoding => &TOKEN,
                         _ => &NOTHING,
                     };
@@ -826,6 +982,7 @@ impl Scanner {
                         self.begin_head();
                         self.head_bytes = 1;
                         if TOKEN[b as usize] {
+                            self.method_byte(b);
                             Ok(State::Method)
                         } else {
                             Err(malformed("request-line", BAD_LINE))
@@ -838,7 +995,10 @@ impl Scanner {
                 },
                 State::Method => match b {
                     b' ' => Ok(State::Target(Part::Start)),
-                    _ if TOKEN[b as usize] => Ok(State::Method),
+                    _ if TOKEN[b as usize] => {
+                        self.method_byte(b);
+                        Ok(State::Method)
+                    }
                     _ => Err(malformed("request-line", BAD_LINE)),
                 },
                 State::Target(part) => self.target(part, b),
@@ -974,8 +1134,10 @@ impl Scanner {
 
     fn begin_head(&mut self) {
         self.heads_started += 1;
+        self.method_bytes = 0;
         self.target_bytes = 0;
         self.utf8_due = 0;
+        self.scheme_bytes = 0;
         self.http10 = false;
         self.fields = 0;
         self.content_length = None;
@@ -983,28 +1145,47 @@ impl Scanner {
         self.last_is_chunked = false;
     }
 
+    fn method_byte(&mut self, b: u8) {
+        if let Some(slot) = self.method.get_mut(self.method_bytes) {
+            *slot = b;
+        }
+        self.method_bytes += 1;
+    }
+
+    /// The method of the head begun last, when one of the known methods may be it
+    /// (what the HTTP metrics name; others are `_OTHER` there).
+    pub(crate) fn method(&self) -> Option<axum::http::Method> {
+        let bytes = self.method.get(..self.method_bytes)?;
+        axum::http::Method::from_bytes(bytes).ok()
+    }
+
     fn target(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
         if b == b' ' {
-            return if part == Part::Start || self.utf8_due > 0 { Err(malformed("request-line", BAD_TARGET)) } else { Ok(State::Version(0)) };
+            return match part {
+                Part::Start => Err(malformed("request-line", BAD_TARGET)),
+                _ if self.utf8_due > 0 => Err(malformed("request-line", BAD_TARGET)),
+                // `scheme:/` is an authority with a path, which the authority form lacks.
+                Part::SchemeSlash => Err(malformed("request-line", BAD_AUTHORITY)),
+                Part::Authority | Part::AuthorityForm => self.end_of_authority(self.target_bytes).map(|()| State::Version(0)),
+                _ => Ok(State::Version(0)),
+            };
         }
         self.target_bytes += 1;
         if self.target_bytes > MAX_TARGET_BYTES {
             return Err(Refusal::UriTooLong);
         }
-        if self.utf8_due > 0 || b >= 0x80 {
-            return if self.utf8_byte(b) {
-                Ok(State::Target(if part == Part::Start { Part::Path } else { part }))
-            } else {
-                Err(malformed("request-line", BAD_TARGET))
-            };
+        match part {
+            Part::Scheme | Part::SchemeColon | Part::SchemeSlash | Part::Authority | Part::AuthorityForm => return self.scheme_or_authority(part, b),
+            _ => {}
+        }
+        if self.utf8_due > 0 || (b >= 0x80 && part != Part::Start) {
+            return if self.utf8_byte(b) { Ok(State::Target(part)) } else { Err(malformed("request-line", BAD_TARGET)) };
         }
         let next = match part {
             Part::Start => match b {
                 b'*' => Some(Part::Star),
-                // The origin form, or the absolute form (`http://host/path`), whose
-                // bytes the path's rules admit.
                 b'/' => Some(Part::Path),
-                _ if b.is_ascii_alphabetic() => Some(Part::Path),
+                _ if b.is_ascii_alphabetic() => Some(Part::Scheme),
                 _ => None,
             },
             Part::Star => None,
@@ -1020,8 +1201,85 @@ impl Scanner {
                 _ => None,
             },
             Part::Fragment => (0x21..=0x7E).contains(&b).then_some(Part::Fragment),
+            Part::Scheme | Part::SchemeColon | Part::SchemeSlash | Part::Authority | Part::AuthorityForm => None,
         };
         next.map(State::Target).ok_or(malformed("request-line", BAD_TARGET))
+    }
+
+    /// A target that does not begin with `/` or `*`, read as the `http` crate reads it:
+    /// `scheme://authority[path]` when its first `:` is followed by `//`, else one
+    /// authority. hyper answers what the crate refuses with a bare 400.
+    fn scheme_or_authority(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
+        let authority_form = |scanner: &mut Scanner, colons: u8, b: u8| {
+            scanner.authority = AuthorityScan { colons, ..AuthorityScan::default() };
+            scanner.authority_byte(Part::AuthorityForm, b)
+        };
+        match part {
+            Part::Scheme if b == b':' => {
+                self.scheme_bytes = self.target_bytes - 1;
+                Ok(State::Target(Part::SchemeColon))
+            }
+            Part::Scheme if SCHEME[b as usize] => Ok(State::Target(Part::Scheme)),
+            Part::Scheme => authority_form(self, 0, b),
+            Part::SchemeColon if b == b'/' => Ok(State::Target(Part::SchemeSlash)),
+            Part::SchemeColon => authority_form(self, 1, b),
+            Part::SchemeSlash if b == b'/' => {
+                if self.scheme_bytes > 64 {
+                    return Err(malformed("request-line", LONG_SCHEME));
+                }
+                self.authority = AuthorityScan { began_at: self.target_bytes, ..AuthorityScan::default() };
+                Ok(State::Target(Part::Authority))
+            }
+            Part::SchemeSlash => Err(malformed("request-line", BAD_AUTHORITY)),
+            _ => self.authority_byte(part, b),
+        }
+    }
+
+    fn authority_byte(&mut self, part: Part, b: u8) -> Result<State, Refusal> {
+        let authority = &mut self.authority;
+        match b {
+            b'/' | b'?' | b'#' => {
+                if part == Part::AuthorityForm {
+                    return Err(malformed("request-line", BAD_AUTHORITY));
+                }
+                self.end_of_authority(self.target_bytes - 1)?;
+                return Ok(State::Target(match b {
+                    b'/' => Part::Path,
+                    b'?' => Part::Query,
+                    _ => Part::Fragment,
+                }));
+            }
+            b'%' => authority.percent = true,
+            b':' if authority.colons >= 8 => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b':' => authority.colons += 1,
+            b'[' if authority.percent || authority.open_bracket => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b'[' => authority.open_bracket = true,
+            b']' if !authority.open_bracket || authority.close_bracket => return Err(malformed("request-line", BAD_AUTHORITY)),
+            b']' | b'@' => {
+                // What came before was an IPv6 address or the user information, whose
+                // colons and `%` are theirs.
+                if b == b']' {
+                    authority.close_bracket = true;
+                } else {
+                    authority.at_sign_ended_at = Some(self.target_bytes);
+                }
+                authority.colons = 0;
+                authority.percent = false;
+            }
+            _ if PLAIN_AUTHORITY[b as usize] => {}
+            _ => return Err(malformed("request-line", BAD_AUTHORITY)),
+        }
+        Ok(State::Target(part))
+    }
+
+    /// The authority ended after `end` target bytes: the checks only its whole allows.
+    fn end_of_authority(&self, end: usize) -> Result<(), Refusal> {
+        let authority = &self.authority;
+        let empty = end == authority.began_at;
+        if empty || authority.open_bracket != authority.close_bracket || authority.colons > 1 || authority.at_sign_ended_at == Some(end) || authority.percent {
+            return Err(malformed("request-line", BAD_AUTHORITY));
+        }
+        Ok(())
     }
 
     fn utf8_byte(&mut self, b: u8) -> bool {
@@ -1069,7 +1327,8 @@ impl Scanner {
                         Some(self.length_item.unwrap_or(0).checked_mul(10).and_then(|n| n.checked_add(digit)).ok_or(malformed("headers", BAD_LENGTH))?);
                     Ok(())
                 }
-                b',' => self.end_of_length_item(),
+                // A list, even of one length repeated, is one hyper refuses (repeated
+                // fields of one length it takes).
                 _ => Err(malformed("headers", BAD_LENGTH)),
             },
             Field::TransferEncoding => {
@@ -1096,6 +1355,10 @@ impl Scanner {
     fn end_of_length_item(&mut self) -> Result<(), Refusal> {
         let length = self.length_item.take().ok_or(malformed("headers", BAD_LENGTH))?;
         self.length_item_done = false;
+        // hyper's bound on a body's length (it answers a bare 431 past it).
+        if length > u64::MAX - 2 {
+            return Err(malformed("headers", HUGE_LENGTH));
+        }
         match self.content_length {
             Some(seen) if seen != length => Err(malformed("headers", BAD_LENGTH)),
             _ => {
@@ -1226,8 +1489,97 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
         assert_eq!(refused(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"), headers(BAD_FRAMING));
         assert_eq!(refused(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), headers(BAD_FRAMING));
         assert_eq!(refused(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), headers(BAD_FRAMING));
-        // Equal lengths repeated are one length (as hyper reads them).
-        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
+        // hyper reads one number per field: a list is refused, even of one length.
+        assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab"), headers(BAD_LENGTH));
+        assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551614\r\n\r\n"), headers(HUGE_LENGTH));
+        // Equal lengths in two fields are one length (as hyper reads them).
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length:  2 \r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551613\r\n\r\n"]), Ok(Phase::Body));
+    }
+
+    #[test]
+    fn targets_other_than_a_path_are_refused_where_the_http_crate_refuses_them() {
+        let target = |target: &str| refused(format!("GET {target} HTTP/1.1\r\n\r\n").as_bytes());
+        let authority = Some(malformed("request-line", BAD_AUTHORITY));
+        for bad in [
+            "http://",
+            "http:///v1",
+            "http://?a",
+            "http://a^b/",
+            "http://a\"b/",
+            "http://a{b}/",
+            "http://a|b/",
+            "http://a\\b/",
+            "http://a:1:2/",
+            "http://1:2:3:4:5:6:7:8:9/",
+            "http://[::1/",
+            "http://a]/",
+            "http://[a]]/",
+            "http://[[a]/",
+            "http://a%41/",
+            "http://a%[::1]/",
+            "http://user@/",
+            "http://user@",
+            "http:/v1",
+            "http:/",
+            "v1/teams",
+            "x:80/v1",
+            "x:/v1",
+            "host?query",
+            "host#fragment",
+            "a:b:c",
+            "a%b",
+            "x:y:z//a",
+        ] {
+            assert_eq!(target(bad), authority, "{bad}");
+            // What the crate hyper parses targets with refuses too.
+            assert!(bad.parse::<axum::http::Uri>().is_err(), "the http crate accepts {bad}");
+        }
+        assert_eq!(target(&format!("{}://x/", "s".repeat(65))), Some(malformed("request-line", LONG_SCHEME)));
+        assert_eq!(target("http://caf\u{e9}/"), authority, "a non-ASCII host");
+        assert_eq!(target("\u{e9}/v1"), Some(malformed("request-line", BAD_TARGET)), "UTF-8 may not begin a target");
+        assert_eq!(target("http://a/\u{e9}\x01"), Some(malformed("request-line", BAD_TARGET)), "the path after the authority has the path's rules");
+        for good in [
+            "http://a",
+            "HTTP://a/v1/teams",
+            "https://a:443/v1/teams?limit=3#top",
+            "http://a?limit=3",
+            "http://a#top",
+            "http://user:p%41ss@host:80/",
+            "http://[::1]:8080/",
+            "http://[fe80::1%25eth0]/",
+            "http://a@b@c/",
+            "http://a:/",
+            "ftp+x.y-z~://host/",
+            &format!("{}://x/", "s".repeat(64)),
+            "host",
+            "host:443",
+            "h:",
+            "user@host:1",
+            "a-b.c~d",
+            "http://a!$&'()*+,;=_~-.b/caf\u{e9}",
+        ] {
+            let request = format!("GET {good} HTTP/1.1\r\n\r\n");
+            for split in 0..request.len() {
+                let (left, right) = request.as_bytes().split_at(split);
+                assert_eq!(scan(&[left, right]), Ok(Phase::Idle), "{good}, split at {split}");
+            }
+            // Checked against the crate hyper parses targets with.
+            assert!(good.parse::<axum::http::Uri>().is_ok(), "the http crate refuses {good}");
+        }
+    }
+
+    #[test]
+    fn the_refused_heads_method_is_kept_for_the_metrics() {
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"GET / HTTP/1.1\r\n\r\nPATCH /\xff HTTP/1.1\r\n\r\n");
+        assert_eq!(scanner.method(), Some(axum::http::Method::PATCH), "the head refused, not the one before it");
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"PROPPATCH /\xff HTTP/1.1\r\n\r\n");
+        assert_eq!(scanner.method(), None, "longer than any known method");
+        let mut scanner = Scanner::default();
+        let _ = scanner.feed(b"GE\x01 / HTTP/1.1\r\n\r\n");
+        assert_ne!(scanner.method(), Some(axum::http::Method::GET), "a method cut short is not the one it begins");
     }
 
     #[test]

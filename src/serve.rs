@@ -230,17 +230,18 @@ pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) ->
     drop(stdout);
 
     let (stop_servers, _) = tokio::sync::broadcast::channel::<()>(1);
-    let serve = |listener: TcpListener, router: axum::Router| {
+    let serve = |listener: TcpListener, router: axum::Router, metered: crate::http::Metered| {
         let mut stop = stop_servers.subscribe();
         let limits = config.http.clone();
         tokio::spawn(async move {
-            crate::http::serve(listener, router, &limits, async move {
+            crate::http::serve(listener, router, &limits, metered, async move {
                 let _ = stop.recv().await;
             })
             .await
         })
     };
-    let servers = [serve(rest, rest_router), serve(mcp, mcp_router), serve(admin, admin_router)];
+    use crate::http::Metered;
+    let servers = [serve(rest, rest_router, Metered::Yes), serve(mcp, mcp_router, Metered::Yes), serve(admin, admin_router, Metered::No)];
 
     // A projector that stops on its own (corrupt store, unreadable log) stops the
     // process: serving an ever staler read model silently is worse.

@@ -200,7 +200,7 @@ impl Extractor for HeaderExtractor<'_> {
 }
 
 /// The semantic conventions' method values: known methods as they are, others `_OTHER`.
-fn method_name(method: &Method) -> &'static str {
+pub(crate) fn method_name(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",
@@ -213,6 +213,24 @@ fn method_name(method: &Method) -> &'static str {
         Method::CONNECT => "CONNECT",
         _ => "_OTHER",
     }
+}
+
+/// The `http.route` of the answers the server loop makes before any router
+/// (`src/http.rs`): a request head malformed, too large or too slow, and a connection
+/// past the cap.
+pub const REFUSED_BEFORE_ROUTING: &str = "(refused before routing)";
+
+/// Counts an answer made before routing in `http.server.request.duration`, beside the
+/// routers' answers: its method (`_OTHER` when none was read), status and wire code,
+/// and the time from the first byte of its head to the answer.
+pub(crate) fn record_refusal(method: &'static str, status: axum::http::StatusCode, code: &'static str, duration: std::time::Duration) {
+    let attributes = [
+        KeyValue::new("http.request.method", method),
+        KeyValue::new("http.response.status_code", i64::from(status.as_u16())),
+        KeyValue::new("http.route", REFUSED_BEFORE_ROUTING),
+        KeyValue::new("error.type", code),
+    ];
+    request_duration().record(duration.as_secs_f64(), &attributes);
 }
 
 /// Adds the server span and the request-duration histogram to a listener's router.

@@ -394,3 +394,260 @@ fn registration_flood_is_counted_per_peer_address_by_the_real_server() {
     let other = ask(&mut connect_from("127.0.0.2", &mcp), request.as_bytes());
     assert_eq!(other.status, 201, "another address has its own count: {}", other.body);
 }
+
+/// The demo token `recap serve --demo` prints.
+fn demo_token(server: &Server) -> String {
+    server.stdout.iter().find_map(|line| line.split("demo token (account acc_ada, plan flow): ").nth(1)).expect("the demo token").trim().to_string()
+}
+
+/// Writes `request` on its own thread (the answer may come before the last byte is
+/// taken), reads the answer, and checks the connection is closed after it.
+fn refused(address: &str, request: &[u8]) -> Answer {
+    let mut stream = connect(address);
+    let mut writer = stream.try_clone().expect("clone");
+    let request = request.to_vec();
+    let writing = std::thread::spawn(move || {
+        let _ = writer.write_all(&request);
+    });
+    let answer = read_answer(&mut stream);
+    assert_eq!(answer.header("connection"), Some("close"), "{:?}", answer.headers);
+    assert!(closed(&mut stream), "closed after the answer");
+    writing.join().expect("writer");
+    answer
+}
+
+// hyper reads a target that is not a path with the `http` crate, and answers a bare 400
+// (no envelope, no request id) to what the crate refuses: the scan refuses those first.
+#[test]
+fn absolute_form_targets_hyper_would_refuse_are_400_with_the_envelope_and_others_are_routed_by_path() {
+    let server = start(&[]);
+    let rest = address(&server.base_url);
+    let long_scheme = format!("GET {}://x/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n", "s".repeat(65));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("an empty authority", b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a byte outside the URI characters in the host", b"GET http://a^b/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a non-ASCII host", "GET http://caf\u{e9}.example/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".as_bytes().to_vec()),
+        ("two port colons", b"GET http://a:1:2/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an unclosed bracket", b"GET http://[::1/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a stray closing bracket", b"GET http://a]/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a % in the host", b"GET http://a%41/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an @ ending the authority", b"GET http://user@/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a scheme over 64 characters", long_scheme.into_bytes()),
+        ("scheme:/ without the second slash", b"GET http:/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("an authority followed by a path", b"GET v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("host:port followed by a path", b"GET x:80/v1/teams HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("a target beginning with UTF-8", "GET \u{e9}/v1 HTTP/1.1\r\nHost: x\r\n\r\n".as_bytes().to_vec()),
+    ];
+    for (what, request) in &cases {
+        let answer = refused(&rest, request);
+        answer.assert_envelope(400, "invalid_request");
+        assert_eq!(answer.json()["error"]["param"], "request-line", "{what}");
+    }
+    // Content-Length as hyper reads it: one number, and at most 2^64 - 3.
+    for (what, request) in [
+        ("a list of one length", &b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\nab"[..]),
+        ("a length over hyper's bound", &b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551614\r\n\r\n"[..]),
+    ] {
+        let answer = refused(&rest, request);
+        answer.assert_envelope(400, "invalid_request");
+        assert_eq!(answer.json()["error"]["param"], "headers", "{what}");
+    }
+    // What the crate accepts is routed by its path, whatever the host or `Host` say.
+    let mut stream = connect(&rest);
+    ask(&mut stream, b"GET http://other.example/v1/teams HTTP/1.1\r\nHost: recap.example\r\n\r\n").assert_envelope(401, "unauthorized");
+    ask(&mut stream, b"GET HTTPS://user:p%41ss@[::1%25eth0]:8080/v1/nowhere?a=b#c HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(404, "not_found");
+    ask(&mut stream, b"GET http://x HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(404, "not_found");
+    ask(&mut stream, b"POST /v1/teams HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab").assert_envelope(405, "method_not_allowed");
+}
+
+/// The `http_server_request_duration_seconds_count` series of a `/metrics` text whose
+/// route is the one of answers made before routing: (method, status, error type) and
+/// count, in the text's order.
+fn refused_before_routing(metrics: &str) -> Vec<((String, String, String), u64)> {
+    let mut series = Vec::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("http_server_request_duration_seconds_count{") else { continue };
+        let (labels, count) = rest.rsplit_once("} ").expect("labels and a value");
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|value| value.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        if label("http_route") != "(refused before routing)" {
+            continue;
+        }
+        let key = (label("http_request_method"), label("http_response_status_code"), label("error_type"));
+        series.push((key, count.trim().parse().expect("a count")));
+    }
+    series.sort();
+    series
+}
+
+// An attacker's malformed or slow heads and connection floods are answered before any
+// router; they are counted beside the routers' answers, under a route of their own.
+#[test]
+fn answers_made_before_routing_are_counted_in_the_http_metrics_under_their_own_route() {
+    let server = start(&["--http-header-timeout-ms", "500", "--http-max-connections", "3"]);
+    let (rest, mcp, admin) = (address(&server.base_url), address(&server.mcp_url), address(&server.admin_url));
+    // 408: a head that does not finish.
+    let mut stream = connect(&rest);
+    stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n").expect("write");
+    read_answer(&mut stream).assert_envelope(408, "request_timeout");
+    drop(stream);
+    refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes()).assert_envelope(414, "uri_too_long");
+    refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes()).assert_envelope(431, "headers_too_large");
+    refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    refused(&rest, b"PATCH /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    refused(&rest, b"BREW /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    // 503: the MCP listener at its cap of three.
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = connect(&mcp);
+            assert_eq!(ask(&mut stream, b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+            stream
+        })
+        .collect();
+    read_answer(&mut connect(&mcp)).assert_envelope(503, "unavailable");
+    // The operations listener counts nothing, refusals included.
+    refused(&admin, b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+
+    let metrics = ask(&mut connect(&admin), b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(metrics.status, 200);
+    let series = |method: &str, status: &str, code: &str| ((method.to_string(), status.to_string(), code.to_string()), 1);
+    assert_eq!(
+        refused_before_routing(&metrics.body),
+        vec![
+            series("GET", "400", "invalid_request"),
+            series("GET", "408", "request_timeout"),
+            series("GET", "414", "uri_too_long"),
+            series("GET", "431", "headers_too_large"),
+            series("PATCH", "400", "invalid_request"),
+            series("_OTHER", "400", "invalid_request"),
+            series("_OTHER", "503", "unavailable"),
+        ],
+        "{}",
+        metrics.body
+    );
+    // The routers' answers are counted as before, by their routes.
+    assert!(
+        metrics.body.lines().any(|line| line.starts_with("http_server_request_duration_seconds_count{")
+            && line.contains("http_route=\"/mcp\"")
+            && line.contains("http_response_status_code=\"405\"")
+            && line.ends_with(" 3")),
+        "{}",
+        metrics.body
+    );
+    drop(held);
+}
+
+/// A connection whose receive buffer is small, so that a client that does not read
+/// fills it soon.
+fn connect_with_small_receive_buffer(address: &str) -> TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        socket.connect(address.parse().expect("an address")).await.expect("connect")
+    });
+    let stream = stream.into_std().expect("a std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    stream.set_read_timeout(Some(Duration::from_secs(2))).expect("read timeout");
+    stream
+}
+
+/// Reads until the connection ends or nothing comes for the read timeout: the bytes,
+/// and how it ended (`None`: still open).
+fn drain(stream: &mut TcpStream) -> (Vec<u8>, Option<std::io::ErrorKind>) {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 256 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return (bytes, Some(std::io::ErrorKind::UnexpectedEof)),
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return (bytes, None),
+            Err(error) => return (bytes, Some(error.kind())),
+        }
+    }
+}
+
+/// The statuses of the whole answers in `bytes`, in order.
+fn statuses(bytes: &[u8]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    let mut rest = bytes;
+    while let Some(head_end) = rest.windows(4).position(|window| window == b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&rest[..head_end]).to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|value| value.trim().parse().expect("a length")))
+            .expect("a Content-Length");
+        if rest.len() < head_end + 4 + length {
+            break;
+        }
+        statuses.push(head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("a status"));
+        rest = &rest[head_end + 4 + length..];
+    }
+    statuses
+}
+
+// A slow-read attack: requests for large pages pipelined, their answers never read (or
+// read a little at a time), would hold the connection and its buffers for ever. Once
+// an answer has waited for the client longer than the send timeout, the connection is
+// reset.
+#[test]
+fn slow_read_a_client_that_does_not_read_its_answers_is_reset_after_the_send_timeout() {
+    let server = start(&["--demo", "--http-send-timeout-ms", "700", "--http-idle-timeout-ms", "60000", "--rest-rate-limit-per-minute", "100000"]);
+    server.wait_caught_up();
+    let rest = address(&server.base_url);
+    let token = demo_token(&server);
+    let page = ask(&mut connect(&rest), format!("GET /v1/meetings?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes());
+    assert_eq!(page.status, 200, "{}", page.body);
+    // Enough answers to overflow the socket buffers (a few MB) several times.
+    let pipelined = (16 * 1024 * 1024 / page.body.len()).max(64);
+    let requests = format!("GET /v1/meetings?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").repeat(pipelined);
+    let send = |stream: &TcpStream| {
+        let mut writer = stream.try_clone().expect("clone");
+        let requests = requests.clone();
+        std::thread::spawn(move || {
+            let _ = writer.write_all(requests.as_bytes());
+        })
+    };
+
+    // Never reads, then (after the timeout has long passed) reads what is left.
+    let mut silent = connect_with_small_receive_buffer(&rest);
+    let silent_writer = send(&silent);
+    // Reads 1 KiB every 50 ms.
+    let mut trickling = connect_with_small_receive_buffer(&rest);
+    let trickling_writer = send(&trickling);
+    let started = Instant::now();
+    let mut trickled = Vec::new();
+    while started.elapsed() < Duration::from_secs(4) {
+        let mut chunk = [0u8; 1024];
+        match trickling.read(&mut chunk) {
+            Ok(n) if n > 0 => trickled.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (client, stream, mut bytes) in [("silent", &mut silent, Vec::new()), ("trickling", &mut trickling, trickled)] {
+        let (rest_of_it, ended) = drain(stream);
+        bytes.extend_from_slice(&rest_of_it);
+        let answered = statuses(&bytes);
+        assert!(ended.is_some(), "{client}: the connection is still open after {} answers", answered.len());
+        assert!(answered.len() < pipelined, "{client}: {} of {pipelined} answers", answered.len());
+        assert!(answered.iter().all(|&status| status == 200), "{client}: {answered:?}");
+    }
+    silent_writer.join().expect("writer");
+    trickling_writer.join().expect("writer");
+
+    // A client that reads is served every answer under the same timeout, and its
+    // connection stays open.
+    let mut reading = connect(&rest);
+    reading.set_read_timeout(Some(Duration::from_secs(2))).expect("read timeout");
+    let reading_writer = send(&reading);
+    let (bytes, ended) = drain(&mut reading);
+    assert_eq!(statuses(&bytes), vec![200; pipelined], "every answer, in order");
+    assert_eq!(ended, None, "still open after the last answer");
+    reading_writer.join().expect("writer");
+}

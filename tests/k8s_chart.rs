@@ -177,6 +177,27 @@ fn the_chart_never_allows_insecure_webhook_targets() {
 }
 
 #[test]
+fn every_http_limit_of_the_command_line_is_set_by_the_chart() {
+    // Each `RECAP_HTTP_*` variable the roles read (docs/configuration.md is generated from
+    // the command line) is in the ConfigMap every role loads, so `http.*` values reach them.
+    let configuration = std::fs::read_to_string(repo().join("docs/configuration.md")).expect("docs/configuration.md");
+    let mut variables: Vec<&str> =
+        configuration.split('`').filter(|word| word.starts_with("RECAP_HTTP_") && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')).collect();
+    variables.sort_unstable();
+    variables.dedup();
+    assert!(variables.contains(&"RECAP_HTTP_SEND_TIMEOUT_MS") && variables.len() == 5, "{variables:?}");
+    for values in ["default", "production"] {
+        let objects = objects(&rendering(values));
+        let config = of_kind(&objects, "ConfigMap");
+        for variable in &variables {
+            assert!(config.iter().any(|(_, _, text)| text.contains(&format!("{variable}: \""))), "{values}: the chart does not set {variable}");
+        }
+    }
+    let objects = objects(&rendering("default"));
+    assert!(of_kind(&objects, "ConfigMap").iter().any(|(_, _, text)| text.contains("RECAP_HTTP_SEND_TIMEOUT_MS: \"30000\"")), "the flag's default");
+}
+
+#[test]
 fn secrets_are_referenced_never_inlined() {
     for values in ["default", "production"] {
         let rendered = rendering(values);

@@ -3,7 +3,9 @@
 //! edition answers it with one Redis script round trip; [`InProcessLimiter`] answers it
 //! under one mutex, which makes the check-then-count exact under concurrency within a
 //! process. Billing periods are whole calendar months counted from the plan's
-//! `billing_cycle_anchor` ([`billing_period`]).
+//! `billing_cycle_anchor` ([`billing_period`]). The in-process limiter forgets a key
+//! once both its windows have passed, so that keys nobody uses any more (a client
+//! address that registered once) do not stay in memory for ever.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -180,15 +182,78 @@ pub fn billing_period(anchor: Timestamp, now: Timestamp) -> Period {
     Period { start: now, end: Timestamp(now.micros().saturating_add(30 * 24 * 3600 * 1_000_000)) }
 }
 
-#[derive(Default)]
 struct AccountCounters {
     /// Instants (µs) of the counted requests of the last minute, oldest first.
     minute: VecDeque<i64>,
     period_start: i64,
+    /// The end of the period `period_start` begins, when a decision told it
+    /// (`i64::MAX`, unknown, for a count restored or noted without one).
+    period_end: i64,
     period_used: u64,
     /// Requests the shared limiter (Redis) had left for the account in both its minute
     /// and its period at its last decision here; 0 after a refusal.
     shared_headroom: u64,
+}
+
+impl Default for AccountCounters {
+    fn default() -> AccountCounters {
+        AccountCounters { minute: VecDeque::new(), period_start: 0, period_end: i64::MAX, period_used: 0, shared_headroom: 0 }
+    }
+}
+
+impl AccountCounters {
+    /// Whether forgetting the key changes no later decision: nothing of it is left in
+    /// the minute window, its period count is zero or of a period that has ended (the
+    /// next decision would start the count afresh anyway), and it holds no room noted
+    /// from the shared limiter.
+    fn forgettable(&self, now: i64) -> bool {
+        self.minute.back().is_none_or(|&newest| newest <= now - MINUTE_MICROS) && (self.period_used == 0 || now >= self.period_end) && self.shared_headroom == 0
+    }
+}
+
+/// Fewest keys at which the limiter looks for keys to forget.
+const MIN_SWEEP_KEYS: usize = 1_024;
+
+/// The counters of every key, and the size at which the next sweep runs.
+struct Accounts {
+    counters: HashMap<String, AccountCounters>,
+    sweep_at: usize,
+}
+
+impl Accounts {
+    /// Runs `update` on the key's counters, made when it has none. A key made when the
+    /// map has doubled since the last sweep first sweeps it: each sweep is paid for by
+    /// the new keys since the last one, and the map holds at most twice the keys the
+    /// last sweep kept (or [`MIN_SWEEP_KEYS`]), however many keys come and go.
+    fn with<R>(&mut self, key: &str, now: i64, update: impl FnOnce(&mut AccountCounters) -> R) -> R {
+        if let Some(counters) = self.counters.get_mut(key) {
+            return update(counters);
+        }
+        if self.counters.len() >= self.sweep_at {
+            self.sweep(now);
+        }
+        update(self.counters.entry(key.to_string()).or_default())
+    }
+
+    fn sweep(&mut self, now: i64) {
+        self.counters.retain(|_, counters| {
+            if counters.forgettable(now) {
+                return false;
+            }
+            // What left the window is dropped now rather than at the key's next request,
+            // and an idle key's window gives its buffer back.
+            while counters.minute.front().is_some_and(|&instant| instant <= now - MINUTE_MICROS) {
+                counters.minute.pop_front();
+            }
+            if counters.minute.is_empty() {
+                counters.minute = VecDeque::new();
+            }
+            true
+        });
+        self.sweep_at = (self.counters.len() * 2).max(MIN_SWEEP_KEYS);
+        // The table's memory follows: a flood of keys once does not keep its size.
+        self.counters.shrink_to(self.sweep_at);
+    }
 }
 
 /// How many requests an account has counted in a billing period: what the embedded
@@ -206,20 +271,21 @@ pub struct PeriodCount {
 /// starts afresh.
 pub struct InProcessLimiter {
     clock: Arc<dyn Clock>,
-    accounts: Mutex<HashMap<String, AccountCounters>>,
+    accounts: Mutex<Accounts>,
     /// Requests counted since the limiter was created: a saver writes when it moved.
     counted: AtomicU64,
 }
 
 impl InProcessLimiter {
     pub fn new(clock: Arc<dyn Clock>) -> InProcessLimiter {
-        InProcessLimiter { clock, accounts: Mutex::new(HashMap::new()), counted: AtomicU64::new(0) }
+        InProcessLimiter { clock, accounts: Mutex::new(Accounts { counters: HashMap::new(), sweep_at: MIN_SWEEP_KEYS }), counted: AtomicU64::new(0) }
     }
 
     /// Each account's count in the period it last counted in.
     pub fn period_counts(&self) -> Vec<PeriodCount> {
         let accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut counts: Vec<PeriodCount> = accounts
+            .counters
             .iter()
             .filter(|(_, counters)| counters.period_used > 0)
             .map(|(account_id, counters)| PeriodCount {
@@ -237,8 +303,9 @@ impl InProcessLimiter {
     pub fn restore(&self, counts: impl IntoIterator<Item = PeriodCount>) {
         let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for count in counts {
-            let counters = accounts.entry(count.account_id).or_default();
+            let counters = accounts.counters.entry(count.account_id).or_default();
             counters.period_start = count.period_start.micros();
+            counters.period_end = i64::MAX;
             counters.period_used = count.used;
         }
     }
@@ -262,6 +329,7 @@ impl InProcessLimiter {
         };
         self.with_counters(account_id, |counters| {
             note_period_count(counters, usage.period.start, usage.quota_used);
+            counters.period_end = usage.period.end.micros();
             counters.shared_headroom = headroom;
         });
     }
@@ -270,15 +338,13 @@ impl InProcessLimiter {
     /// period, at its last decision noted here (0 when none was, or after a refusal).
     pub fn shared_headroom(&self, account_id: &str) -> u64 {
         let accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        accounts.get(account_id).map_or(0, |counters| counters.shared_headroom)
+        accounts.counters.get(account_id).map_or(0, |counters| counters.shared_headroom)
     }
 
     fn with_counters(&self, account_id: &str, update: impl FnOnce(&mut AccountCounters)) {
+        let now = self.clock.now().micros();
         let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match accounts.get_mut(account_id) {
-            Some(counters) => update(counters),
-            None => update(accounts.entry(account_id.to_string()).or_default()),
-        }
+        accounts.with(account_id, now, update);
     }
 
     /// Requests counted since this limiter was created.
@@ -296,15 +362,7 @@ impl InProcessLimiter {
         // A poisoned lock only means another request panicked mid-update; the counters
         // are still consistent (every update is a few plain assignments).
         let mut accounts = self.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match accounts.get_mut(account_id) {
-            Some(counters) => decide(counters, limits, period, now),
-            None => {
-                let mut counters = AccountCounters::default();
-                let decision = decide(&mut counters, limits, period, now);
-                accounts.insert(account_id.to_string(), counters);
-                decision
-            }
-        }
+        accounts.with(account_id, now.micros(), |counters| decide(counters, limits, period, now))
     }
 }
 
@@ -313,6 +371,7 @@ impl InProcessLimiter {
 fn note_period_count(counters: &mut AccountCounters, period_start: Timestamp, used: u64) {
     if counters.period_start != period_start.micros() {
         counters.period_start = period_start.micros();
+        counters.period_end = i64::MAX;
         counters.period_used = used;
     } else {
         counters.period_used = counters.period_used.max(used);
@@ -329,6 +388,7 @@ fn decide(counters: &mut AccountCounters, limits: &Limits, period: Period, now: 
         counters.period_start = period.start.micros();
         counters.period_used = 0;
     }
+    counters.period_end = period.end.micros();
     let window_start = now.micros() - MINUTE_MICROS;
     while counters.minute.front().is_some_and(|&instant| instant <= window_start) {
         counters.minute.pop_front();
@@ -522,5 +582,114 @@ mod tests {
         let third = InProcessLimiter::new(Arc::new(clock.clone()));
         third.restore(second.period_counts());
         assert_eq!(third.admit("a", &limits(100, 3)).await.expect("the in-process limiter decides").usage.quota_used, 1);
+    }
+
+    fn keys_held(limiter: &InProcessLimiter) -> usize {
+        limiter.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).counters.len()
+    }
+
+    #[tokio::test]
+    async fn keys_whose_windows_have_passed_are_forgotten_so_a_flood_of_distinct_keys_stays_bounded() {
+        // A year of 500 new keys a day (a client address each, as dynamic registration
+        // counts them), each counted once: without forgetting, 182,500 keys. A key is
+        // kept while its count of the current period matters, so at most a month's keys
+        // (15,500) are in use, and the map holds at most twice what a sweep kept.
+        let clock = ManualClock::at(at("2026-01-01T00:00:00Z"));
+        let limiter = InProcessLimiter::new(Arc::new(clock.clone()));
+        let steady_limits = limits(2, 3);
+        let mut most_keys = 0;
+        let mut steady_admitted_by_month = std::collections::BTreeMap::<u32, u32>::new();
+        for day in 0..365 {
+            for address in 0..500 {
+                let decision = limiter.admit(&format!("mcp_register:{day}.{address}"), &limits(2, 3)).await.expect("the in-process limiter decides");
+                assert_eq!(decision.verdict, Verdict::Admitted);
+                most_keys = most_keys.max(keys_held(&limiter));
+            }
+            // One key asks every day: its quota (3 a month) holds through every sweep.
+            let steady = limiter.admit("steady", &steady_limits).await.expect("the in-process limiter decides");
+            if steady.verdict == Verdict::Admitted {
+                *steady_admitted_by_month.entry(clock.now().to_datetime().month()).or_default() += 1;
+            } else {
+                assert_eq!(steady.verdict, Verdict::QuotaExhausted, "day {day}");
+            }
+            // And a burst in one minute meets the minute limit, sweeps or not.
+            if day % 30 == 7 {
+                let burst = burst(&limiter, &format!("burst{day}"), 3).await;
+                assert_eq!(burst[..2], [Verdict::Admitted, Verdict::Admitted]);
+                assert!(matches!(burst[2], Verdict::RateLimited { .. }), "{burst:?}");
+            }
+            clock.advance_micros(24 * 3600 * 1_000_000);
+        }
+        assert_eq!(steady_admitted_by_month.values().copied().collect::<Vec<u32>>(), vec![3; 12], "three a month, every month");
+        assert!(most_keys <= 2 * 31 * 502, "at most twice a month's keys were held at once: {most_keys}");
+        assert!(most_keys >= 31 * 500, "a month's keys are all held (their quota counts): {most_keys}");
+        // Once every period has ended, the next sweep leaves only the keys that came
+        // after it.
+        clock.advance_micros(40 * 24 * 3600 * 1_000_000);
+        let mut late = 0;
+        loop {
+            let before = keys_held(&limiter);
+            late += 1;
+            limiter.admit(&format!("late:{late}"), &limits(2, 3)).await.expect("the in-process limiter decides");
+            if keys_held(&limiter) != before + 1 {
+                break;
+            }
+            assert!(late <= 2 * 31 * 502, "no sweep ran");
+        }
+        assert_eq!(keys_held(&limiter), late, "only the keys counted in the current period are held");
+    }
+
+    async fn burst(limiter: &InProcessLimiter, key: &str, count: usize) -> Vec<Verdict> {
+        let mut verdicts = Vec::with_capacity(count);
+        for _ in 0..count {
+            verdicts.push(limiter.admit(key, &limits(2, 100)).await.expect("the in-process limiter decides").verdict);
+        }
+        verdicts
+    }
+
+    #[tokio::test]
+    async fn forgetting_keys_changes_no_decision() {
+        // The same requests decided by the limiter (which sweeps) and by the counting
+        // rules over a map that never forgets: every decision and usage is the same.
+        // Each step adds throwaway keys, so sweeps run often among the keys compared.
+        let clock = ManualClock::at(at("2026-03-30T23:50:00Z"));
+        let limiter = InProcessLimiter::new(Arc::new(clock.clone()));
+        let mut reference: HashMap<String, AccountCounters> = HashMap::new();
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |bound: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % bound
+        };
+        let (mut forgotten, mut sweeps, mut throwaway) = (0, 0, 0u64);
+        for step in 0..40_000 {
+            // Some keys are hit often enough for their minute limit, most come back after
+            // hours or days; quotas from none (every request refused) to thirty.
+            let key = if next(2) == 0 { format!("k{}", next(5)) } else { format!("k{}", 5 + next(300)) };
+            let limits = Limits { per_minute: 1 + next(4) as u32, period_quota: next(30), billing_cycle_anchor: at("2026-01-31T12:00:00Z") };
+            let now = clock.now();
+            let period = billing_period(limits.billing_cycle_anchor, now);
+            if reference.contains_key(&key) && !limiter.accounts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).counters.contains_key(&key) {
+                forgotten += 1;
+            }
+            let expected = decide(reference.entry(key.clone()).or_default(), &limits, period, now);
+            let decided = limiter.admit(&key, &limits).await.expect("the in-process limiter decides");
+            assert_eq!(decided, expected, "step {step}, key {key}");
+            for _ in 0..next(8) {
+                throwaway += 1;
+                let before = keys_held(&limiter);
+                let refused = Limits { per_minute: 1, period_quota: 0, billing_cycle_anchor: Timestamp(0) };
+                limiter.admit(&format!("t{throwaway}"), &refused).await.expect("the in-process limiter decides");
+                sweeps += usize::from(keys_held(&limiter) <= before);
+            }
+            // Mostly seconds apart, sometimes past the minute, now and then days.
+            let advance = match next(100) {
+                0 => next(5 * 24 * 3600) * 1_000_000,
+                1..=10 => next(120) * 1_000_000,
+                _ => next(3_000_000),
+            };
+            clock.advance_micros(advance as i64);
+        }
+        assert!(forgotten >= 100, "compared keys were forgotten between their requests: {forgotten}");
+        assert!(sweeps >= 10, "sweeps ran among the compared keys: {sweeps}");
     }
 }
