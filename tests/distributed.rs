@@ -1283,15 +1283,17 @@ impl Drop for MadeTopics {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but_never_a_running_ones() {
-    // A cluster that ends takes its topics and keyspace with it.
+    // A cluster that ends takes its topics with it, and gives its keyspace back to the
+    // test kit's pool, which keeps it for the next cluster to empty and reuse.
     let cluster = Cluster::start(&[]);
     let (prefix, keyspace) = (cluster.topic_prefix.clone(), cluster.keyspace.clone());
+    assert!(keyspace.starts_with("recap_t_cluster_"), "a cluster's keyspace comes from the pool: {keyspace}");
     assert_eq!(topics().iter().filter(|topic| topic.starts_with(&prefix)).count(), 5, "the run's five topics exist while it runs");
     drop(cluster);
     assert!(!topics().iter().any(|topic| topic.starts_with(&prefix)), "the ended run's topics are gone");
     // Our own keyspace, named as a running run's (`recap_t<pid>_…`).
     let running_keyspace = ScratchKeyspace::new();
-    assert!(!running_keyspace.keyspaces().contains(&keyspace), "the ended run's keyspace is gone");
+    assert!(running_keyspace.keyspaces().contains(&keyspace), "the pool's keyspace is kept for the next cluster");
 
     // What killed runs left (their process is gone), and what a running one holds (ours).
     let mut exited = Command::new("true").spawn().expect("spawn");
@@ -1324,6 +1326,7 @@ fn an_ended_run_deletes_its_topics_and_make_up_deletes_what_killed_runs_left_but
     let after = running_keyspace.keyspaces();
     assert!(!after.contains(&left_keyspace.name), "the gone run's keyspace is dropped: {after:?}");
     assert!(after.contains(&running_keyspace.name), "a running process's keyspace is kept: {after:?}");
+    assert!(after.contains(&keyspace), "a pool's keyspace, named unlike a run's, is kept: {after:?}");
 }
 
 // ---- soak ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::process::{events_file, get, recap_bin, spawn_with_lines, EventLine};
@@ -87,7 +88,35 @@ impl Role {
         role
     }
 
+    /// Starts the roles named (each run as `recap <name>`) at once and waits until every
+    /// one is ready: each takes a second or more to connect to the engines, time that
+    /// need not add up.
+    fn spawn_all(roles: &[&str], envs: &[(String, String)]) -> Vec<Role> {
+        let launched: Vec<(Role, mpsc::Receiver<String>)> = roles
+            .iter()
+            .map(|name| {
+                let (name, args, envs) = (name.to_string(), vec![name.to_string()], envs.to_vec());
+                let mut role = Role { name, child: None, args, envs, url: String::new(), admin_url: String::new() };
+                let lines = role.launch();
+                (role, lines)
+            })
+            .collect();
+        launched
+            .into_iter()
+            .map(|(mut role, lines)| {
+                role.await_ready(lines);
+                role
+            })
+            .collect()
+    }
+
     pub fn start(&mut self) {
+        let lines = self.launch();
+        self.await_ready(lines);
+    }
+
+    /// Spawns the process; its standard output's lines arrive on the receiver.
+    fn launch(&mut self) -> mpsc::Receiver<String> {
         let mut command = Command::new(recap_bin());
         command.args(&self.args).env("RECAP_LOG", "error").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         for (key, value) in &self.envs {
@@ -97,6 +126,11 @@ impl Role {
         self.child = Some(child);
         self.url.clear();
         self.admin_url.clear();
+        receiver
+    }
+
+    /// Waits until the launched process printed its URLs and its store answers.
+    fn await_ready(&mut self, receiver: mpsc::Receiver<String>) {
         // The projector and the webhooks role serve only their admin address.
         let wants_url = !matches!(self.name.as_str(), "projector" | "webhooks");
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -180,6 +214,9 @@ pub struct Cluster {
     pub produced: AtomicU64,
     pub topic_prefix: String,
     pub keyspace: String,
+    /// The keyspace's slot in the test kit's pool ([`crate::store`]), given back once
+    /// every role is stopped.
+    keyspace_lease: Option<crate::store::KeyspaceLease>,
     common_envs: Vec<(String, String)>,
 }
 
@@ -190,7 +227,8 @@ impl Cluster {
         let engines = Engines::from_env();
         let id = run_id();
         let topic_prefix = format!("{id}.");
-        let keyspace = format!("recap_{id}");
+        let keyspace_lease = lease_keyspace(&engines.scylla_nodes);
+        let keyspace = keyspace_lease.name().to_string();
         create_topics(&engines.brokers, &topics(&topic_prefix));
         let mut common: Vec<(String, String)> = vec![
             ("RECAP_KAFKA_BROKERS".into(), engines.brokers.clone()),
@@ -208,16 +246,24 @@ impl Cluster {
             ("RECAP_PROJECTOR_BATCH_WAIT_MS".into(), "2".into()),
         ];
         common.extend(envs.iter().cloned());
-        let migrate = Command::new(recap_bin())
-            .args(["migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"])
-            .envs(common.iter().map(|(key, value)| (key.as_str(), value.as_str())))
-            .output()
-            .expect("run recap migrate");
-        assert!(migrate.status.success(), "recap migrate failed: {}", String::from_utf8_lossy(&migrate.stderr));
-        let projectors = vec![Role::spawn("projector", vec!["projector".into()], common.clone())];
-        let query_apis = (0..2).map(|_| Role::spawn("query-api", vec!["query-api".into()], common.clone())).collect();
-        let mcp = Role::spawn("mcp", vec!["mcp".into()], common.clone());
-        Cluster { id, engines, projectors, query_apis, mcp, webhooks: Vec::new(), produced: AtomicU64::new(0), topic_prefix, keyspace, common_envs: common }
+        let mut roles = Role::spawn_all(&["projector", "query-api", "query-api", "mcp"], &common).into_iter();
+        let (projectors, query_apis, mcp) = match (roles.next(), roles.next(), roles.next(), roles.next()) {
+            (Some(projector), Some(query_api_1), Some(query_api_2), Some(mcp)) => (vec![projector], vec![query_api_1, query_api_2], mcp),
+            _ => unreachable!("four roles were started"),
+        };
+        Cluster {
+            id,
+            engines,
+            projectors,
+            query_apis,
+            mcp,
+            webhooks: Vec::new(),
+            produced: AtomicU64::new(0),
+            topic_prefix,
+            keyspace,
+            keyspace_lease: Some(keyspace_lease),
+            common_envs: common,
+        }
     }
 
     /// A setting every role of the cluster was started with.
@@ -279,19 +325,23 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
-    /// Stops every role, then drops the run's keyspace and deletes its topics: a node
-    /// holding hundreds of test tables slows down until schema changes time out, and a
-    /// broker holding thousands of test partitions runs out of heap.
+    /// Stops every role, then gives the keyspace back to the pool (the next cluster
+    /// empties it) and deletes the run's topics: a broker holding thousands of test
+    /// partitions runs out of heap.
     fn drop(&mut self) {
         for role in self.projectors.iter_mut().chain(self.query_apis.iter_mut()).chain(std::iter::once(&mut self.mcp)).chain(self.webhooks.iter_mut()) {
             role.kill9();
         }
-        let nodes: Vec<String> = self.engines.scylla_nodes.split(',').map(str::to_string).collect();
-        if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            let _ = runtime.block_on(recap_scylla::ScyllaDriver::drop_keyspace(&nodes, &self.keyspace, Duration::from_secs(30)));
-        }
+        drop(self.keyspace_lease.take());
         delete_topics(&self.engines.brokers, &topics(&self.topic_prefix).into_iter().map(|(name, _)| name).collect::<Vec<_>>());
     }
+}
+
+/// A migrated, empty keyspace from the test kit's pool of cluster keyspaces.
+fn lease_keyspace(nodes: &str) -> crate::store::KeyspaceLease {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let lease = runtime.block_on(crate::store::lease_keyspace("cluster", nodes.split(',').map(str::to_string).collect()));
+    lease.unwrap_or_else(|error| panic!("a keyspace of the real Cassandra (are the engines up? `make up`): {error}"))
 }
 
 /// A run's topics under `prefix`, with their partition counts.

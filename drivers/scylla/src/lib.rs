@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::stream::{self, TryStreamExt};
+use futures::stream::{self, StreamExt, TryStreamExt};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
@@ -245,6 +245,9 @@ fn keyspace_name_valid(name: &str) -> bool {
     (1..=48).contains(&name.len()) && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
 }
 
+/// TRUNCATE statements [`ScyllaDriver::truncate_all`] has in flight at once.
+const TRUNCATES_AT_ONCE: usize = 4;
+
 impl ScyllaDriver {
     /// Connects to the cluster; an error (Unavailable) until `config.keyspace` exists, so
     /// that a role started before `recap migrate` waits for it, as it would for a node.
@@ -339,11 +342,25 @@ impl ScyllaDriver {
 
     /// Empties every table of the read model (test and staging clean-up). TRUNCATE
     /// leaves no tombstone, so rows written afterwards count whatever their timestamps.
+    /// A few tables are emptied at once: one at a time, each waits for the node to
+    /// discard the table's data; all at once, the node's flushes stall the writes that
+    /// follow past their timeout on a busy machine.
     pub async fn truncate_all(&self) -> Result<(), StoreError> {
-        for table in recap_readmodel::tables::ALL {
-            self.session.query_unpaged(format!("TRUNCATE {}", self.qualified(table)), ()).await.map_err(unavailable)?;
-        }
+        let truncates = recap_readmodel::tables::ALL.iter().map(|table| self.session.query_unpaged(format!("TRUNCATE {}", self.qualified(table)), ()));
+        stream::iter(truncates).buffer_unordered(TRUNCATES_AT_ONCE).try_for_each(|_| async { Ok(()) }).await.map_err(unavailable)?;
         Ok(())
+    }
+
+    /// The names of the cluster's keyspaces (test clean-up).
+    pub async fn keyspaces(nodes: &[String], timeout: Duration) -> Result<Vec<String>, StoreError> {
+        let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(unavailable)?;
+        let result = session.query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces", ()).await.map_err(unavailable)?;
+        let rows = result.into_rows_result().map_err(corrupt)?;
+        let names = rows.rows::<(String,)>().map_err(corrupt)?.map(|row| row.map(|(name,)| name)).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+        Ok(names)
     }
 
     /// Drops a keyspace and everything in it (test and staging clean-up).
