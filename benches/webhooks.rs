@@ -296,7 +296,7 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
             .collect();
         let claims: Vec<(&str, i64, &Message)> = chunk.iter().map(|(seq, message)| ("acc", *seq, message)).collect();
         let claimed = store.claim_many(&claims).await.expect("claim");
-        assert!(claimed.iter().all(|claimed| *claimed));
+        assert!(claimed.iter().all(|claimed| claimed.holds()));
         let mut rows: Vec<_> = chunk.iter().map(|(seq, message)| store.feed_row("acc", *seq, message)).collect();
         rows.push(store.head_row("acc", chunk.last().map_or(0, |(seq, _)| *seq)));
         store.write(rows).await.expect("writing feed rows");

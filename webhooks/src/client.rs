@@ -141,7 +141,8 @@ impl SafeClient {
 
     /// POSTs `body` (JSON) with `headers` to `url`; the answer's status, or why there is
     /// none.
-    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<u16, SendError> {
+    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: impl Into<Bytes>) -> Result<u16, SendError> {
+        let body = body.into();
         match tokio::time::timeout(self.config.timeout, self.post_unbounded(url, headers, body)).await {
             Ok(result) => result,
             Err(_) => Err(SendError::TimedOut),
@@ -186,9 +187,8 @@ impl SafeClient {
         Ok(Target { https, host, port, authority, path, addresses })
     }
 
-    async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<u16, SendError> {
+    async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Bytes) -> Result<u16, SendError> {
         let target = self.target(url).await?;
-        let body = Bytes::from(body);
         if let Some(kept) = self.take_kept(&target) {
             if let Ok(answer) = exchange(kept, request(&target, headers, body.clone())?, self.config.body_cap).await {
                 return Ok(self.keep(answer));
