@@ -42,7 +42,9 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Most bytes of an answer's body read (the rest is dropped unread).
     pub body_cap: usize,
-    /// Idle connections kept per host name and address.
+    /// Idle connections kept per host name and address: as many as the attempts that may
+    /// be in flight to one host serving many endpoints (a webhook platform's), each past
+    /// the bound paying a handshake.
     pub idle_per_target: usize,
     /// How long an idle connection is kept.
     pub idle_for: Duration,
@@ -50,7 +52,7 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> ClientConfig {
-        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024, idle_per_target: 8, idle_for: Duration::from_secs(15) }
+        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024, idle_per_target: 64, idle_for: Duration::from_secs(15) }
     }
 }
 

@@ -115,7 +115,15 @@ impl Default for DelivererConfig {
 /// process wrote (a retry recorded late by a former holder) is found within that
 /// interval.
 #[derive(Clone, Default)]
-pub struct Shards(Arc<Mutex<BTreeMap<String, Mark>>>);
+pub struct Shards(Arc<Mutex<Marks>>);
+
+#[derive(Default)]
+struct Marks {
+    by_shard: BTreeMap<String, Mark>,
+    /// Whether a mark was lowered (or reset) since the last scan began: only then can
+    /// a scan find what the poll's would not.
+    lowered: bool,
+}
 
 /// A shard's scan mark, and the lowest due time lowered to since its last scan began.
 #[derive(Clone, Copy, Debug)]
@@ -129,48 +137,57 @@ const FROM_THE_START: Mark = Mark { at: i64::MIN, lowered: i64::MAX };
 
 impl Shards {
     pub fn fixed(shards: &[&str]) -> Shards {
-        Shards(Arc::new(Mutex::new(shards.iter().map(|shard| ((*shard).to_owned(), FROM_THE_START)).collect())))
+        let by_shard = shards.iter().map(|shard| ((*shard).to_owned(), FROM_THE_START)).collect();
+        Shards(Arc::new(Mutex::new(Marks { by_shard, lowered: true })))
     }
 
     pub fn add(&self, shard: String) {
         if let Ok(mut shards) = self.0.lock() {
-            shards.insert(shard, FROM_THE_START);
+            shards.by_shard.insert(shard, FROM_THE_START);
+            shards.lowered = true;
         }
     }
 
     pub fn remove(&self, shard: &str) {
         if let Ok(mut shards) = self.0.lock() {
-            shards.remove(shard);
+            shards.by_shard.remove(shard);
         }
     }
 
     pub fn held(&self) -> Vec<String> {
-        self.0.lock().map(|shards| shards.keys().cloned().collect()).unwrap_or_default()
+        self.0.lock().map(|shards| shards.by_shard.keys().cloned().collect()).unwrap_or_default()
     }
 
     pub fn holds(&self, shard: &str) -> bool {
-        self.0.lock().is_ok_and(|shards| shards.contains_key(shard))
+        self.0.lock().is_ok_and(|shards| shards.by_shard.contains_key(shard))
     }
 
     /// Where the shard's next scan starts (its start for a shard not held).
     pub fn mark(&self, shard: &str) -> i64 {
-        self.0.lock().ok().and_then(|shards| shards.get(shard).map(|mark| mark.at)).unwrap_or(i64::MIN)
+        self.0.lock().ok().and_then(|shards| shards.by_shard.get(shard).map(|mark| mark.at)).unwrap_or(i64::MIN)
     }
 
     /// A delivery row due at `due_at` that nothing holds in memory is written in `shard`.
     pub fn lower(&self, shard: &str, due_at: i64) {
         if let Ok(mut shards) = self.0.lock() {
-            if let Some(mark) = shards.get_mut(shard) {
+            if let Some(mark) = shards.by_shard.get_mut(shard) {
                 mark.at = mark.at.min(due_at);
                 mark.lowered = mark.lowered.min(due_at);
+                shards.lowered = true;
             }
         }
+    }
+
+    /// Whether a mark was lowered since the last scan began.
+    fn lowered(&self) -> bool {
+        self.0.lock().is_ok_and(|shards| shards.lowered)
     }
 
     /// A scan of the shard begins; where it starts.
     fn begin_scan(&self, shard: &str) -> i64 {
         let Ok(mut shards) = self.0.lock() else { return i64::MIN };
-        let Some(mark) = shards.get_mut(shard) else { return i64::MIN };
+        shards.lowered = false;
+        let Some(mark) = shards.by_shard.get_mut(shard) else { return i64::MIN };
         mark.lowered = i64::MAX;
         mark.at
     }
@@ -178,7 +195,7 @@ impl Shards {
     /// The scan that began at `seen` left no row it could not queue before `to`.
     fn raise(&self, shard: &str, seen: i64, to: i64) {
         if let Ok(mut shards) = self.0.lock() {
-            if let Some(mark) = shards.get_mut(shard) {
+            if let Some(mark) = shards.by_shard.get_mut(shard) {
                 // A row lowered to while the scan ran may be one its read did not see.
                 if mark.at == seen {
                     mark.at = to.min(mark.lowered).max(seen);
@@ -190,7 +207,8 @@ impl Shards {
     /// Every shard's next scan starts at its start.
     fn sweep(&self) {
         if let Ok(mut shards) = self.0.lock() {
-            shards.values_mut().for_each(|mark| *mark = FROM_THE_START);
+            shards.by_shard.values_mut().for_each(|mark| *mark = FROM_THE_START);
+            shards.lowered = true;
         }
     }
 }
@@ -237,6 +255,13 @@ struct Queued {
     prepared: Option<(Arc<PreparedMessage>, Arc<PreparedEndpoint>)>,
 }
 
+/// One endpoint's queue in the window, with its slots and state lock once looked up.
+#[derive(Default)]
+struct EndpointQueue {
+    queued: VecDeque<Queued>,
+    slots: Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)>,
+}
+
 /// What the deliverer shares with its attempts.
 struct Shared {
     store: WebhookStore,
@@ -260,7 +285,7 @@ pub struct Deliverer {
     global: Arc<Semaphore>,
     /// The deliveries queued and not started, by endpoint in the order they came: an
     /// attempt that frees a slot starts the next of its endpoint without a scan.
-    window: Mutex<HashMap<EndpointKey, VecDeque<Queued>>>,
+    window: Mutex<HashMap<EndpointKey, EndpointQueue>>,
     /// The shards held at the last scan.
     scanned_shards: Mutex<Vec<String>>,
 }
@@ -322,11 +347,12 @@ impl Deliverer {
 
     /// Starts an attempt for every queued delivery that has a free slot at its endpoint
     /// and in the process: those handed over since the last round and those of the
-    /// window, after a scan of the store when `scan` is set or the window is empty.
+    /// window, after a scan of the store when `scan` is set, or when the window is empty
+    /// and a mark was lowered since the last scan (a scan could find nothing else).
     pub async fn round(&self, attempts: &mut JoinSet<()>, scan: bool) -> Result<(), StoreError> {
         self.take_handed_over();
         let window_empty = self.window.lock().map(|window| window.is_empty()).unwrap_or(true);
-        let scanned = if scan || window_empty { self.scan().await } else { Ok(()) };
+        let scanned = if scan || (window_empty && self.shards.lowered()) { self.scan().await } else { Ok(()) };
         self.start_window(attempts);
         scanned
     }
@@ -343,11 +369,11 @@ impl Deliverer {
         let mut left = 0;
         for FirstAttempt { due, message, endpoint } in offered {
             let key = key_of(&due);
-            let queue = window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default();
             if held.contains_key(&key) {
                 left += 1;
                 continue;
             }
+            let queue = &mut window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default().queued;
             if queue.len() >= self.shared.config.window_per_endpoint {
                 left += 1;
                 self.shards.lower(&due.shard, due.due_at);
@@ -356,7 +382,7 @@ impl Deliverer {
             held.insert(key, Held::Queued);
             queue.push_back(Queued { due, prepared: Some((message, endpoint)) });
         }
-        window.retain(|_, queue| !queue.is_empty());
+        window.retain(|_, queue| !queue.queued.is_empty());
         self.shared.handoff.release(left);
     }
 
@@ -380,7 +406,7 @@ impl Deliverer {
                     if held.contains_key(&key) {
                         continue;
                     }
-                    let queue = window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default();
+                    let queue = &mut window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default().queued;
                     if queue.len() >= self.shared.config.window_per_endpoint || !self.shared.handoff.has_room(1) {
                         left_out = left_out.or(Some(due.due_at));
                         continue;
@@ -389,7 +415,7 @@ impl Deliverer {
                     self.shared.handoff.hold(1);
                     queue.push_back(Queued { due: due.clone(), prepared: None });
                 }
-                window.retain(|_, queue| !queue.is_empty());
+                window.retain(|_, queue| !queue.queued.is_empty());
             }
             let read_all = due_rows.len() < self.shared.config.scan;
             let to = left_out.unwrap_or_else(|| if read_all { now } else { due_rows.last().map_or(now, |due| due.due_at) });
@@ -409,7 +435,7 @@ impl Deliverer {
         let (Ok(mut window), Ok(mut held)) = (self.window.lock(), self.shared.held.lock()) else { return };
         let mut forgotten = 0;
         for queue in window.values_mut() {
-            queue.retain(|queued| {
+            queue.queued.retain(|queued| {
                 let keep = held_shards.contains(&queued.due.shard);
                 if !keep {
                     held.remove(&key_of(&queued.due));
@@ -418,7 +444,7 @@ impl Deliverer {
                 keep
             });
         }
-        window.retain(|_, queue| !queue.is_empty());
+        window.retain(|_, queue| !queue.queued.is_empty());
         self.shared.handoff.release(forgotten);
     }
 
@@ -426,15 +452,25 @@ impl Deliverer {
     /// and the process have free slots.
     fn start_window(&self, attempts: &mut JoinSet<()>) {
         let Ok(mut window) = self.window.lock() else { return };
-        'endpoints: for queue in window.values_mut() {
-            while let Some(queued) = queue.front() {
-                let Some((endpoint_permit, state_lock)) = self.endpoint_slot(&queued.due.delivery) else { continue 'endpoints };
+        'endpoints: for (endpoint, queue) in window.iter_mut() {
+            if queue.queued.is_empty() {
+                continue;
+            }
+            let (in_flight, state_lock) = match &queue.slots {
+                Some(slots) => slots.clone(),
+                None => {
+                    let Some(slots) = self.endpoint_slots(endpoint) else { continue };
+                    queue.slots.insert(slots).clone()
+                }
+            };
+            while !queue.queued.is_empty() {
+                let Ok(endpoint_permit) = in_flight.clone().try_acquire_owned() else { continue 'endpoints };
                 let Ok(global_permit) = self.global.clone().try_acquire_owned() else { break 'endpoints };
-                let Some(queued) = queue.pop_front() else { break };
-                self.start(attempts, queued, endpoint_permit, global_permit, state_lock);
+                let Some(queued) = queue.queued.pop_front() else { break };
+                self.start(attempts, queued, endpoint_permit, global_permit, state_lock.clone());
             }
         }
-        window.retain(|_, queue| !queue.is_empty());
+        window.retain(|_, queue| !queue.queued.is_empty());
     }
 
     fn start(
@@ -487,12 +523,13 @@ impl Deliverer {
         );
     }
 
-    fn endpoint_slot(&self, delivery: &Delivery) -> Option<(OwnedSemaphorePermit, Arc<tokio::sync::Mutex<CachedState>>)> {
+    /// The endpoint's in-flight bound and state lock, kept with its queue in the window
+    /// (while held there, refreshes keep them too).
+    fn endpoint_slots(&self, endpoint: &EndpointKey) -> Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)> {
         let mut endpoints = self.shared.endpoints.lock().ok()?;
-        let slots = endpoints.entry((delivery.account_id.clone(), delivery.endpoint_id.clone())).or_default();
+        let slots = endpoints.entry(endpoint.clone()).or_default();
         let semaphore = slots.in_flight.get_or_insert_with(|| Arc::new(Semaphore::new(self.shared.config.per_endpoint.max(1)))).clone();
-        let permit = semaphore.try_acquire_owned().ok()?;
-        Some((permit, slots.state.clone()))
+        Some((semaphore, slots.state.clone()))
     }
 
     async fn refresh_queue(&self) {
