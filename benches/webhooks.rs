@@ -2,7 +2,7 @@
 //! side with its baseline in one run (the machine is shared and noisy, so the ratios are
 //! the figures that hold):
 //!
-//! 1. delivery throughput to a local receiver (axum on loopback, answering 200 at once)
+//! 1. delivery throughput to a local receiver (on loopback, answering 200 at once)
 //!    against the projector's own rate on the same events: the projector alone drains
 //!    the log, then the runtime alone delivers the outbox it left, then both run
 //!    together from an empty store (delivered/s until the last delivery arrives);
@@ -13,7 +13,16 @@
 //!    feed holds 1,000 messages and one whose feed holds a million (first page, and a
 //!    page from a cursor half way down), the two sizes alternated in rounds.
 //!
+//! The receiver runs on a thread of its own (its own single-threaded runtime), so that
+//! what it costs is measured apart (the CPU time of its thread, per request) and it
+//! never queues behind the runtime's tasks: in production it is another machine. It is
+//! a bare HTTP/1.1 responder (keep-alive, `Content-Length` bodies, `200` with an empty
+//! body); `RECAP_BENCH_RECEIVER=axum` puts an axum server there instead, which costs
+//! several times as much a request. The CPU time of the whole process per message, and
+//! the receiver's share of it, are printed beside each rate.
+//!
 //! `RECAP_BENCH_WEBHOOK_EVENTS` sizes the throughput rounds (20,000 meetings),
+//! `RECAP_BENCH_WEBHOOK_ACCOUNTS` the accounts, one endpoint each (4),
 //! `RECAP_BENCH_LATENCY_SECONDS` the latency run (5), `RECAP_BENCH_FEED_MESSAGES` the
 //! large feed (1,000,000). Run with `make bench` (or `cargo bench --bench webhooks
 //! [throughput|latency|pages]`).
@@ -41,9 +50,11 @@ use tower::ServiceExt;
 
 const TOKEN: &str = "svc_pat_benchmarkbenchmarkbenchmark0000";
 
-/// The accounts the throughput and latency events are spread over, each with one
+/// How many accounts the throughput and latency events are spread over, each with one
 /// endpoint: deliveries to one endpoint are bounded in flight, as in production.
-const ACCOUNTS: usize = 4;
+fn accounts() -> usize {
+    setting("RECAP_BENCH_WEBHOOK_ACCOUNTS", 4).max(1)
+}
 
 /// The events happen on 2026-01-01 (UTC).
 const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
@@ -52,32 +63,107 @@ fn setting(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-/// What the receiver has had: every request's arrival, by the meeting it announces.
+/// What the receiver has had: every request's arrival, by the meeting it announces,
+/// and where to read the CPU time of its thread.
 #[derive(Default)]
 struct Received {
     count: AtomicU64,
     arrivals: Mutex<Vec<(String, Instant)>>,
+    thread_stat: Mutex<Option<std::path::PathBuf>>,
 }
 
-/// A receiver on loopback answering 200 at once; returns its URL.
-async fn receiver(received: Arc<Received>) -> String {
-    let app = axum::Router::new().fallback(move |body: String| {
-        let received = received.clone();
-        async move {
-            let at = Instant::now();
-            let meeting = serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|message| message["data"]["meeting_id"].as_str().map(str::to_owned))
-                .unwrap_or_default();
-            received.arrivals.lock().expect("the arrivals lock").push((meeting, at));
-            received.count.fetch_add(1, Ordering::Relaxed);
-            axum::http::StatusCode::OK
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding the receiver");
+impl Received {
+    fn arrived(&self, body: &[u8]) {
+        let at = Instant::now();
+        self.arrivals.lock().expect("the arrivals lock").push((meeting_of(body), at));
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The CPU time the receiver's thread has used so far.
+    fn cpu(&self) -> Duration {
+        self.thread_stat.lock().expect("the stat lock").as_deref().map_or(Duration::ZERO, cpu_time)
+    }
+}
+
+/// The meeting a delivery announces (`data.meeting_id`), found without parsing the body.
+fn meeting_of(body: &[u8]) -> String {
+    const KEY: &[u8] = b"\"meeting_id\":\"";
+    let Some(start) = body.windows(KEY.len()).position(|window| window == KEY).map(|at| at + KEY.len()) else { return String::new() };
+    let end = body[start..].iter().position(|byte| *byte == b'"').map_or(body.len(), |length| start + length);
+    String::from_utf8_lossy(&body[start..end]).into_owned()
+}
+
+/// The user and system CPU time in a `/proc` stat file (a process's or a thread's).
+fn cpu_time(stat: &Path) -> Duration {
+    let Ok(text) = std::fs::read_to_string(stat) else { return Duration::ZERO };
+    // The fields after the command's closing parenthesis: utime and stime are the 12th
+    // and 13th of them, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = text.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index).and_then(|field| field.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+fn process_cpu() -> Duration {
+    cpu_time(Path::new("/proc/self/stat"))
+}
+
+/// A receiver on loopback answering 200 at once, on a thread of its own; returns its URL.
+fn receiver(received: Arc<Received>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the receiver");
     let url = format!("http://{}/hooks", listener.local_addr().expect("the receiver's address"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    listener.set_nonblocking(true).expect("a non-blocking listener");
+    std::thread::spawn(move || {
+        // `/proc/thread-self` links to `<pid>/task/<tid>`, relative to `/proc`.
+        *received.thread_stat.lock().expect("the stat lock") =
+            std::fs::read_link("/proc/thread-self").ok().map(|task| Path::new("/proc").join(task).join("stat"));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the receiver's runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("the receiver's listener");
+            if std::env::var("RECAP_BENCH_RECEIVER").is_ok_and(|receiver| receiver == "axum") {
+                let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+                    let received = received.clone();
+                    async move {
+                        received.arrived(&body);
+                        axum::http::StatusCode::OK
+                    }
+                });
+                let _ = axum::serve(listener, app).await;
+                return;
+            }
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(answer(socket, received.clone()));
+            }
+        });
+    });
     url
+}
+
+/// Answers the requests of one connection, in order, 200 with an empty body each.
+async fn answer(mut socket: tokio::net::TcpStream, received: Arc<Received>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = Vec::with_capacity(16 * 1024);
+    loop {
+        let head_end = loop {
+            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+                break at + 4;
+            }
+            if !matches!(socket.read_buf(&mut buffer).await, Ok(read) if read > 0) {
+                return;
+            }
+        };
+        let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
+        let length = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse::<usize>().ok()).unwrap_or(0);
+        while buffer.len() < head_end + length {
+            if !matches!(socket.read_buf(&mut buffer).await, Ok(read) if read > 0) {
+                return;
+            }
+        }
+        received.arrived(&buffer[head_end..head_end + length]);
+        buffer.drain(..head_end + length);
+        if socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.is_err() {
+            return;
+        }
+    }
 }
 
 fn line(envelope: &recap_schemas::Envelope) -> String {
@@ -87,14 +173,14 @@ fn line(envelope: &recap_schemas::Envelope) -> String {
 /// The endpoint events (one per account, first), then `meetings` meetings spread over
 /// the accounts: one `meeting.created` message each.
 fn endpoint_lines(url: &str) -> Vec<String> {
-    (0..ACCOUNTS)
+    (0..accounts())
         .map(|account| line(&EVENTS.webhook_endpoint(format!("acc_{account}"), format!("ep_{account}"), url).id(format!("ep_evt_{account}")).envelope()))
         .collect()
 }
 
 fn meeting_line(prefix: &str, index: usize) -> String {
     let created = EVENTS.minute(index as i64);
-    let meeting = EVENTS.meeting(format!("acc_{}", index % ACCOUNTS), format!("mtg_{prefix}{index:07}")).title(format!("Meeting {index}")).times(created);
+    let meeting = EVENTS.meeting(format!("acc_{}", index % accounts()), format!("mtg_{prefix}{index:07}")).title(format!("Meeting {index}")).times(created);
     line(&meeting.id(format!("e_{prefix}{index}")).occurred_at(created).envelope())
 }
 
@@ -146,7 +232,7 @@ async fn throughput() -> f64 {
     let meetings = setting("RECAP_BENCH_WEBHOOK_EVENTS", 20_000);
     let dir = store_dir();
     let received = Arc::new(Received::default());
-    let url = receiver(received.clone()).await;
+    let url = receiver(received.clone());
     let log = dir.path().join("events.log");
     let mut lines = endpoint_lines(&url);
     lines.extend((0..meetings).map(|index| meeting_line("t", index)));
@@ -154,18 +240,20 @@ async fn throughput() -> f64 {
 
     // The projector alone.
     let alone = open(dir.path(), "alone");
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), process_cpu());
     projector(alone.clone(), &log, dir.path(), "alone").drain().await.expect("projecting");
     let projected_in = started.elapsed();
+    let projector_cpu = process_cpu().saturating_sub(cpu_before);
     let messages = outbox_len(alone.as_ref()).await;
     assert_eq!(messages, meetings, "one meeting.created message a meeting");
 
     // The runtime alone, on the outbox the projector left.
     let (stop, stopped) = watch::channel(false);
-    let started = Instant::now();
+    let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
     let running = start_runtime(alone, stopped);
     wait_for(&received, messages as u64, Duration::from_secs(30)).await;
     let delivered_in = started.elapsed();
+    let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
     stop.send(true).expect("stopping the runtime");
     running.await.expect("the runtime ends");
 
@@ -173,28 +261,42 @@ async fn throughput() -> f64 {
     received.count.store(0, Ordering::Relaxed);
     let together = open(dir.path(), "together");
     let (stop, stopped) = watch::channel(false);
-    let started = Instant::now();
+    let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
     let running = start_runtime(together.clone(), stopped);
     projector(together, &log, dir.path(), "together").drain().await.expect("projecting");
     let projected_together_in = started.elapsed();
     wait_for(&received, messages as u64, Duration::from_secs(30)).await;
     let together_in = started.elapsed();
+    let (together_cpu, together_receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
     stop.send(true).expect("stopping the runtime");
     running.await.expect("the runtime ends");
 
     let rate = |count: usize, took: Duration| count as f64 / took.as_secs_f64();
+    let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / messages as f64;
     let projected = rate(messages, projected_in);
-    println!("webhooks throughput: {messages} meeting.created messages over {ACCOUNTS} accounts, one endpoint each, receiver answering 200 at once");
-    println!("  projector alone                {:>9.0} messages/s", projected);
+    let receiver_kind = std::env::var("RECAP_BENCH_RECEIVER").unwrap_or_else(|_| "bare".into());
     println!(
-        "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2}",
-        rate(messages, delivered_in),
-        rate(messages, delivered_in) / projected
+        "webhooks throughput: {messages} meeting.created messages over {} accounts, one endpoint each, {receiver_kind} receiver answering 200 at once on its own thread",
+        accounts()
     );
     println!(
-        "  both together, to the last     {:>9.0} delivered/s   ratio to the projector {:.2} (target >= 1.0; the projector took {:.2} s of {:.2} s)",
+        "  projector alone                {:>9.0} messages/s                              CPU {:>5.0} us a message",
+        projected,
+        per_message(projector_cpu)
+    );
+    println!(
+        "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2}   CPU {:>5.0} us a delivery, {:.0} of them the receiver's",
+        rate(messages, delivered_in),
+        rate(messages, delivered_in) / projected,
+        per_message(runtime_cpu),
+        per_message(receiver_cpu)
+    );
+    println!(
+        "  both together, to the last     {:>9.0} delivered/s   ratio to the projector {:.2}   CPU {:>5.0} us a message, {:.0} of them the receiver's (target >= 1.0; the projector took {:.2} s of {:.2} s)",
         rate(messages, together_in),
         rate(messages, together_in) / projected,
+        per_message(together_cpu),
+        per_message(together_receiver_cpu),
         projected_together_in.as_secs_f64(),
         together_in.as_secs_f64()
     );
@@ -214,7 +316,7 @@ async fn latency(rate: f64) {
     let seconds = setting("RECAP_BENCH_LATENCY_SECONDS", 5);
     let dir = store_dir();
     let received = Arc::new(Received::default());
-    let url = receiver(received.clone()).await;
+    let url = receiver(received.clone());
     let log_path = dir.path().join("events.log");
     let log = EventLog::new(&log_path);
     log.append("bench", (endpoint_lines(&url).join("\n") + "\n").as_bytes()).expect("appending the endpoints");
@@ -296,7 +398,7 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
             .collect();
         let claims: Vec<(&str, i64, &Message)> = chunk.iter().map(|(seq, message)| ("acc", *seq, message)).collect();
         let claimed = store.claim_many(&claims).await.expect("claim");
-        assert!(claimed.iter().all(|claimed| *claimed));
+        assert!(claimed.iter().all(|claimed| claimed.holds()));
         let mut rows: Vec<_> = chunk.iter().map(|(seq, message)| store.feed_row("acc", *seq, message)).collect();
         rows.push(store.head_row("acc", chunk.last().map_or(0, |(seq, _)| *seq)));
         store.write(rows).await.expect("writing feed rows");

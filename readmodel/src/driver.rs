@@ -342,6 +342,14 @@ pub trait Driver: Send + Sync + 'static {
     /// Answers when the store can serve (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// Whether [`Driver::write`] lands a batch all or nothing, so that rows whose order
+    /// matters may share one write (the embedded driver: one transaction). False where
+    /// the rows of one write land concurrently (ScyllaDB): a row that must not land
+    /// before another is written only after the other's write succeeded.
+    fn writes_atomically(&self) -> bool {
+        false
+    }
+
     /// The bound every call of this driver honours.
     fn timeout(&self) -> Duration {
         Duration::from_secs(2)

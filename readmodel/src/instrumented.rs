@@ -164,4 +164,8 @@ impl Driver for Instrumented {
     fn change_count(&self, table: &'static Table) -> Option<u64> {
         self.inner.change_count(table)
     }
+
+    fn writes_atomically(&self) -> bool {
+        self.inner.writes_atomically()
+    }
 }

@@ -182,6 +182,24 @@ pub struct DueDelivery {
     pub delivery: Delivery,
 }
 
+/// What claiming a message's id for a seq found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// Claimed now: the message enters the feed at this seq.
+    New,
+    /// Held already by this very seq: an earlier run of the same batch (a replay).
+    Again,
+    /// Held by another seq: a duplicate, to drop.
+    Elsewhere,
+}
+
+impl Claimed {
+    /// Whether this seq holds the message (claimed now or before).
+    pub fn holds(self) -> bool {
+        self != Claimed::Elsewhere
+    }
+}
+
 /// A page of an account's feed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FeedPage {
@@ -241,6 +259,17 @@ impl WebhookStore {
 
     // ---- endpoints ----------------------------------------------------------------
 
+    /// The change counts of the endpoint and secret tables, where the store keeps them
+    /// ([`Driver::change_count`]): while they stay the same, no endpoint was written.
+    pub fn endpoint_changes(&self) -> Option<(u64, u64)> {
+        Some((self.driver.change_count(&WEBHOOK_ENDPOINTS)?, self.driver.change_count(&WEBHOOK_SECRETS)?))
+    }
+
+    /// Whether one [`WebhookStore::write`] lands all or nothing ([`Driver::writes_atomically`]).
+    pub fn writes_atomically(&self) -> bool {
+        self.driver.writes_atomically()
+    }
+
     /// The account's endpoints, by id, each with its delivery state.
     pub async fn endpoints(&self, account_id: &str) -> Result<Vec<(EndpointRecord, EndpointState)>, StoreError> {
         let rows = self.driver.scan(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &ScanRange::all(), usize::MAX).await?;
@@ -255,10 +284,15 @@ impl WebhookStore {
 
     /// One endpoint of the account, with its delivery state.
     pub async fn endpoint(&self, account_id: &str, endpoint_id: &str) -> Result<Option<(EndpointRecord, EndpointState)>, StoreError> {
-        let Some(row) = self.driver.get(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &[Val::text(endpoint_id)]).await? else { return Ok(None) };
-        let endpoint: EndpointRecord = decode(&WEBHOOK_ENDPOINTS, &row.body)?;
+        let Some(endpoint) = self.endpoint_record(account_id, endpoint_id).await? else { return Ok(None) };
         let state = self.endpoint_state(account_id, endpoint_id).await?;
         Ok(Some((endpoint, state)))
+    }
+
+    /// One endpoint of the account, without its state.
+    pub async fn endpoint_record(&self, account_id: &str, endpoint_id: &str) -> Result<Option<EndpointRecord>, StoreError> {
+        let Some(row) = self.driver.get(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &[Val::text(endpoint_id)]).await? else { return Ok(None) };
+        decode(&WEBHOOK_ENDPOINTS, &row.body).map(Some)
     }
 
     /// The secrets the endpoint signs with (empty when it has none or is deleted).
@@ -293,48 +327,59 @@ impl WebhookStore {
     /// it (claimed now, or by an earlier run of the same seq), false when another seq
     /// carried it first (a duplicate, to drop).
     pub async fn claim(&self, account_id: &str, seq: i64, message: &Message) -> Result<bool, StoreError> {
-        Ok(self.claim_many(&[(account_id, seq, message)]).await?.first().copied().unwrap_or(false))
+        Ok(self.claim_many(&[(account_id, seq, message)]).await?.first().is_some_and(|claimed| claimed.holds()))
     }
 
     /// [`WebhookStore::claim`] of each `(account id, seq, message)`, told in their
-    /// order, with one conditional write for all of them (one commit on the embedded
+    /// order (and whether this seq held it before: a replay), with one conditional write for all of them (one commit on the embedded
     /// store). Each message at most once a call: of two seqs of one id in one call,
     /// which wins is not decided here.
-    pub async fn claim_many(&self, claims: &[(&str, i64, &Message)]) -> Result<Vec<bool>, StoreError> {
+    pub async fn claim_many(&self, claims: &[(&str, i64, &Message)]) -> Result<Vec<Claimed>, StoreError> {
+        let claims: Vec<(&str, i64, &str, String)> =
+            claims.iter().map(|(account_id, seq, message)| (*account_id, *seq, message.id.as_str(), message.to_json())).collect();
+        self.claim_many_json(&claims).await
+    }
+
+    /// [`WebhookStore::claim_many`] of `(account id, seq, message id, message JSON)`,
+    /// the JSON being [`Message::to_json`]'s, for a caller that has it made already.
+    pub async fn claim_many_json(&self, claims: &[(&str, i64, &str, String)]) -> Result<Vec<Claimed>, StoreError> {
         let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
         let rows = claims
             .iter()
-            .map(|(account_id, seq, message)| ConditionalRow {
-                partition: vec![Val::text(*account_id), Val::text(&message.id)],
+            .map(|(account_id, seq, message_id, json)| ConditionalRow {
+                partition: vec![Val::text(*account_id), Val::text(*message_id)],
                 clustering: vec![],
-                body: encode(&Claim { seq: *seq, message: (*message).clone() }),
+                // A claim's body, `{"seq", "message"}`, around the message's JSON as made.
+                body: format!("{{\"seq\":{seq},\"message\":{json}}}"),
                 expires_at,
             })
             .collect();
-        let mut won = self.driver.insert_if_absent_many(&MESSAGES_BY_ID, rows).await?;
-        for ((account_id, seq, message), won) in claims.iter().zip(won.iter_mut()) {
-            if *won {
+        let won = self.driver.insert_if_absent_many(&MESSAGES_BY_ID, rows).await?;
+        let mut told = Vec::with_capacity(won.len());
+        for ((account_id, seq, message_id, _), won) in claims.iter().zip(won) {
+            if won {
+                told.push(Claimed::New);
                 continue;
             }
             // Held already: by this very seq in an earlier run (a replay), or another.
-            if let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(*account_id), Val::text(&message.id)], &[]).await? {
-                let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
-                *won = claim.seq == *seq;
-            }
+            let holder = match self.driver.get(&MESSAGES_BY_ID, &[Val::text(*account_id), Val::text(*message_id)], &[]).await? {
+                Some(row) => Some(decode::<Claim>(&MESSAGES_BY_ID, &row.body)?.seq),
+                None => None,
+            };
+            told.push(if holder == Some(*seq) { Claimed::Again } else { Claimed::Elsewhere });
         }
-        Ok(won)
+        Ok(told)
     }
 
     /// The feed row of a claimed message, to write with the other rows of its batch.
     pub fn feed_row(&self, account_id: &str, seq: i64, message: &Message) -> Mutation {
+        self.feed_row_with_body(account_id, seq, message.to_json())
+    }
+
+    /// [`WebhookStore::feed_row`] of a message whose JSON ([`Message::to_json`]) is made.
+    pub fn feed_row_with_body(&self, account_id: &str, seq: i64, body: String) -> Mutation {
         let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
-        Mutation {
-            table: &FEED,
-            partition: vec![Val::text(account_id)],
-            clustering: vec![Val::Int(seq)],
-            op: Op::Put { body: message.to_json(), expires_at },
-            ts: seq,
-        }
+        Mutation { table: &FEED, partition: vec![Val::text(account_id)], clustering: vec![Val::Int(seq)], op: Op::Put { body, expires_at }, ts: seq }
     }
 
     /// The account's feed head at `seq`: written once every feed row at or below it is.
@@ -420,6 +465,17 @@ impl WebhookStore {
             op: Op::Put { body: encode(delivery), expires_at: None },
             ts: now_micros(),
         }
+    }
+
+    /// The row that schedules a message's first attempt, `due_at` being the message's
+    /// time (or the time it was read, when earlier). Written at that time (or now, if
+    /// the clock is behind it) rather than now: a replay of the ingest after the
+    /// delivery was made writes it again at the same time, older than the removal's
+    /// tombstone, which shadows it (on ScyllaDB until the tombstone is purged, after
+    /// `gc_grace_seconds`; a replay later than that delivers again, as at least once
+    /// allows).
+    pub fn first_delivery_row(&self, shard: &str, due_at: i64, delivery: &Delivery) -> Mutation {
+        Mutation { ts: due_at.min(now_micros()), ..self.delivery_row(shard, due_at, delivery) }
     }
 
     /// The tombstone of a scheduled delivery (done, or moved to another due time).

@@ -160,6 +160,7 @@ pub struct FaultyDriver {
     shared: Arc<Shared>,
     timeout: Option<Duration>,
     reports_change_counts: bool,
+    reports_atomic_writes: bool,
     trait_defaults: bool,
 }
 
@@ -176,7 +177,7 @@ impl FaultyDriver {
             recorded: Mutex::new(None),
             held: watch::Sender::new(false),
         };
-        FaultyDriver { shared: Arc::new(shared), timeout: None, reports_change_counts: true, trait_defaults: false }
+        FaultyDriver { shared: Arc::new(shared), timeout: None, reports_change_counts: true, reports_atomic_writes: true, trait_defaults: false }
     }
 
     /// Reports no change counts ([`Driver::change_count`]), as a store that other
@@ -184,6 +185,14 @@ impl FaultyDriver {
     /// distributed edition.
     pub fn hiding_change_counts(mut self) -> FaultyDriver {
         self.reports_change_counts = false;
+        self
+    }
+
+    /// Reports its writes as not atomic ([`Driver::writes_atomically`]), as ScyllaDB's:
+    /// a caller then writes a row that must follow another only once the other's write
+    /// succeeded, which a fault on the later row's table shows.
+    pub fn not_atomic(mut self) -> FaultyDriver {
+        self.reports_atomic_writes = false;
         self
     }
 
@@ -379,6 +388,10 @@ impl Driver for FaultyDriver {
 
     fn change_count(&self, table: &'static Table) -> Option<u64> {
         self.reports_change_counts.then(|| self.shared.inner.change_count(table)).flatten()
+    }
+
+    fn writes_atomically(&self) -> bool {
+        self.reports_atomic_writes && self.shared.inner.writes_atomically()
     }
 }
 

@@ -42,7 +42,9 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Most bytes of an answer's body read (the rest is dropped unread).
     pub body_cap: usize,
-    /// Idle connections kept per host name and address.
+    /// Idle connections kept per host name and address: as many as the attempts that may
+    /// be in flight to one host serving many endpoints (a webhook platform's), each past
+    /// the bound paying a handshake.
     pub idle_per_target: usize,
     /// How long an idle connection is kept.
     pub idle_for: Duration,
@@ -50,7 +52,7 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> ClientConfig {
-        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024, idle_per_target: 8, idle_for: Duration::from_secs(15) }
+        ClientConfig { allow_insecure: false, timeout: Duration::from_secs(10), body_cap: 64 * 1024, idle_per_target: 64, idle_for: Duration::from_secs(15) }
     }
 }
 
@@ -141,7 +143,8 @@ impl SafeClient {
 
     /// POSTs `body` (JSON) with `headers` to `url`; the answer's status, or why there is
     /// none.
-    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<u16, SendError> {
+    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: impl Into<Bytes>) -> Result<u16, SendError> {
+        let body = body.into();
         match tokio::time::timeout(self.config.timeout, self.post_unbounded(url, headers, body)).await {
             Ok(result) => result,
             Err(_) => Err(SendError::TimedOut),
@@ -186,9 +189,8 @@ impl SafeClient {
         Ok(Target { https, host, port, authority, path, addresses })
     }
 
-    async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<u16, SendError> {
+    async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Bytes) -> Result<u16, SendError> {
         let target = self.target(url).await?;
-        let body = Bytes::from(body);
         if let Some(kept) = self.take_kept(&target) {
             if let Ok(answer) = exchange(kept, request(&target, headers, body.clone())?, self.config.body_cap).await {
                 return Ok(self.keep(answer));

@@ -20,9 +20,10 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::message::Message as _;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use recap_readmodel::webhooks::{decode_account_message, WebhookStore};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::deliver::Shards;
+use crate::handoff::Handoff;
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
@@ -109,7 +110,7 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     stats: Arc<Stats>,
     shards: Shards,
-    wake: Arc<Notify>,
+    handoff: Handoff,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), KafkaReaderError> {
     let topic = format!("{}{MESSAGES_TOPIC}", config.topic_prefix);
@@ -153,7 +154,7 @@ pub async fn run(
             }
         }
         let mut backoff = Duration::from_millis(100);
-        while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards).await {
+        while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
@@ -175,7 +176,6 @@ pub async fn run(
                 tracing::warn!(%error, "committing offsets failed; the next commit carries them");
             }
         }
-        wake.notify_one();
     }
     if let Some(offsets) = written.list(&topic) {
         if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {

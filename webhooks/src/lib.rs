@@ -6,12 +6,14 @@
 //! - [`signing`]: the Standard Webhooks headers;
 //! - [`target`] and [`client`]: where a delivery may go and the client that enforces it;
 //! - [`ingest`], [`outbox`], [`kafka`]: from the message log to the feed and the queue;
+//! - [`handoff`]: the first attempts the ingest hands the deliverer in memory;
 //! - [`deliver`], [`recorder`] and [`schedule`]: the attempts, their group-committed
 //!   records, their retry schedule and clock;
 //! - [`metrics`]: what the runtime reports; [`runtime`]: all of it as the binary runs it.
 
 pub mod client;
 pub mod deliver;
+pub mod handoff;
 pub mod ingest;
 pub mod kafka;
 pub mod metrics;
@@ -24,6 +26,7 @@ pub mod target;
 
 pub use client::{ClientConfig, SafeClient, SendError};
 pub use deliver::{Deliverer, DelivererConfig, Shards};
+pub use handoff::Handoff;
 pub use metrics::Stats;
 pub use runtime::Runtime;
 pub use schedule::{Clock, ManualClock, RetrySchedule, SystemClock};

@@ -1,9 +1,10 @@
 //! The embedded edition's message log reader: tails the `message_outbox` table the
 //! projector writes (partition `"log"`, one row per message, seq 1, 2, 3…), hands each
-//! batch to [`crate::ingest`], then commits its position (`projector_positions`, source
-//! `"webhooks"`) together with the removal of the outbox rows it consumed. A crash
-//! before that write replays the batch (same rows again); after it, nothing is read
-//! twice and the outbox does not grow.
+//! batch to [`crate::ingest`], and commits its position (`projector_positions`, source
+//! `"webhooks"`) together with the removal of the outbox rows it consumed, in the write
+//! of the batch's feed heads (the embedded store writes it atomically). A crash before
+//! that write replays the batch (same rows again); after it, nothing is read twice and
+//! the outbox does not grow.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +13,11 @@ use recap_readmodel::tables::{MESSAGE_OUTBOX, POSITIONS};
 use recap_readmodel::webhooks::{decode_account_message, WebhookStore};
 use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::deliver::Shards;
-use crate::ingest::{ingest, LogMessage};
+use crate::handoff::Handoff;
+use crate::ingest::{ingest_and_commit, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
 
@@ -52,8 +54,8 @@ pub struct OutboxReader {
     pub store: WebhookStore,
     pub clock: Arc<dyn Clock>,
     pub stats: Arc<Stats>,
-    /// Woken after each batch, so the deliverer looks at once.
-    pub wake: Arc<Notify>,
+    /// Where each batch's first attempts go to the deliverer.
+    pub handoff: Handoff,
     /// The deliverer's shards, whose scan marks the deliveries written lower.
     pub shards: Shards,
     pub config: OutboxConfig,
@@ -82,7 +84,6 @@ impl OutboxReader {
                 Err(error) => tracing::error!(seq, %error, "outbox row is not a message; skipped"),
             }
         }
-        ingest(&self.store, &batch, self.clock.now_micros(), &self.stats, &self.shards).await?;
         let mut commit = vec![Mutation {
             table: &POSITIONS,
             partition: vec![Val::text(POSITION_SOURCE)],
@@ -95,8 +96,8 @@ impl OutboxReader {
             let ts = row.clustering.first().and_then(Val::as_int).unwrap_or(last);
             commit.push(Mutation { table: &MESSAGE_OUTBOX, partition: vec![Val::text(OUTBOX_SOURCE)], clustering: row.clustering.clone(), op: Op::Delete, ts });
         }
-        self.driver.write(commit).await?;
-        self.wake.notify_one();
+        // With the batch's heads: the position never gets ahead of what it covers.
+        ingest_and_commit(&self.store, &batch, self.clock.now_micros(), &self.stats, &self.shards, &self.handoff, commit).await?;
         Ok(last)
     }
 

@@ -1,12 +1,17 @@
 //! Group commit of the deliverer's records: attempts that end together share their
-//! store writes. An attempt hands in the rows of one step and waits until they are
-//! written; the recorder writes everything handed in while its previous write was under
-//! way as one [`WebhookStore::write`] (one commit on the embedded store, instead of one
-//! per attempt and step).
+//! store writes. An attempt hands in the rows of its record (with the endpoint's state)
+//! and the removal of its delivery row, and waits until each is written; the recorder
+//! writes everything handed in while its previous write was under way as one
+//! [`WebhookStore::write`] (one commit on the embedded store, instead of one per attempt
+//! and step).
 //!
-//! An attempt's own steps stay in order: it waits for one to be written before it hands
-//! in the next, so on ScyllaDB, where the rows of one write land concurrently, no step
-//! of a delivery overtakes an earlier one of the same delivery.
+//! A delivery's removal never lands before its record (and the retry row the record
+//! may carry): where the store applies a write atomically (the embedded one), the
+//! removal shares its record's write; where it does not (ScyllaDB, whose rows of one
+//! write land concurrently), the removal waits for its record's write to succeed and
+//! goes out with the next group, which the recorder then starts without waiting for
+//! new hand-ins. A record whose write failed takes its removal with it: the row stays,
+//! and the delivery is tried again.
 //!
 //! Endpoint states are handed in keyed by endpoint: of the states of one endpoint that
 //! meet in one write, only the last handed in is written. The deliverer hands them in
@@ -24,10 +29,14 @@ const GROUP_ROWS: usize = 4_096;
 /// An endpoint: account id and endpoint id.
 pub type EndpointKey = (String, String);
 
+type Written = oneshot::Sender<Result<(), StoreError>>;
+
 struct Submission {
     rows: Vec<Mutation>,
     state: Option<(EndpointKey, Mutation)>,
-    written: oneshot::Sender<Result<(), StoreError>>,
+    written: Written,
+    /// A removal written only after `rows`, and told through its own sender.
+    removal: Option<(Mutation, Written)>,
 }
 
 /// The deliverer's writer. Cheap to clone; its task ends with the last clone.
@@ -58,8 +67,18 @@ impl Recorder {
     pub fn submit(&self, rows: Vec<Mutation>, state: Option<(EndpointKey, Mutation)>) -> Pending {
         let (written, pending) = oneshot::channel();
         // A send fails only once the task is gone; `Pending` then tells so.
-        let _ = self.submissions.send(Submission { rows, state, written });
+        let _ = self.submissions.send(Submission { rows, state, written, removal: None });
         Pending(pending)
+    }
+
+    /// Hands in an attempt's record (`rows` and the endpoint's `state`) and the removal
+    /// of its delivery row: the first resolves once the record is written, the second
+    /// once the removal is, never before the record.
+    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: (EndpointKey, Mutation), removal: Mutation) -> (Pending, Pending) {
+        let (written, record) = oneshot::channel();
+        let (removed, removal_pending) = oneshot::channel();
+        let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: Some((removal, removed)) });
+        (Pending(record), Pending(removal_pending))
     }
 
     /// Writes `rows` with the next group and waits for them.
@@ -69,32 +88,68 @@ impl Recorder {
 }
 
 async fn run(store: WebhookStore, mut received: mpsc::UnboundedReceiver<Submission>) {
-    while let Some(first) = received.recv().await {
-        let mut count = first.rows.len() + 1;
-        let mut group = vec![first];
+    let atomic = store.writes_atomically();
+    // Removals whose records are written, for the next group (non-atomic stores).
+    let mut removals: Vec<(Mutation, Written)> = Vec::new();
+    loop {
+        let first = if removals.is_empty() {
+            match received.recv().await {
+                Some(submission) => Some(submission),
+                None => break,
+            }
+        } else {
+            received.try_recv().ok()
+        };
+        let mut count = removals.len();
+        let mut group = Vec::new();
+        if let Some(first) = first {
+            count += first.rows.len() + 2;
+            group.push(first);
+        }
         while count < GROUP_ROWS {
             match received.try_recv() {
                 Ok(submission) => {
-                    count += submission.rows.len() + 1;
+                    count += submission.rows.len() + 2;
                     group.push(submission);
                 }
                 Err(_) => break,
             }
         }
         let mut rows = Vec::with_capacity(count);
+        let mut told = Vec::with_capacity(group.len() + removals.len());
+        for (removal, removed) in removals.drain(..) {
+            rows.push(removal);
+            told.push(removed);
+        }
         let mut states: HashMap<EndpointKey, Mutation> = HashMap::new();
-        let mut waiting = Vec::with_capacity(group.len());
+        let mut after = Vec::new();
         for submission in group {
             rows.extend(submission.rows);
             if let Some((endpoint, state)) = submission.state {
                 states.insert(endpoint, state);
             }
-            waiting.push(submission.written);
+            told.push(submission.written);
+            match submission.removal {
+                Some((removal, removed)) if atomic => {
+                    rows.push(removal);
+                    told.push(removed);
+                }
+                Some(removal) => after.push(removal),
+                None => {}
+            }
         }
         rows.extend(states.into_values());
         let result = if rows.is_empty() { Ok(()) } else { store.write(rows).await };
-        for written in waiting {
+        for written in told {
             let _ = written.send(result.clone());
+        }
+        for (removal, removed) in after {
+            match &result {
+                Ok(()) => removals.push((removal, removed)),
+                Err(error) => {
+                    let _ = removed.send(Err(error.clone()));
+                }
+            }
         }
     }
 }
@@ -131,5 +186,63 @@ mod tests {
             pending.written().await.unwrap();
         }
         assert_eq!(store.endpoint_state("acc", "ep").await.unwrap().last_attempt_at, Some(Timestamp(1_000_000)));
+    }
+
+    /// The tables each recorded write touched, in order.
+    fn tables_of(batches: Vec<Vec<Mutation>>) -> Vec<Vec<&'static str>> {
+        batches.into_iter().map(|batch| batch.iter().map(|mutation| mutation.table.name).collect()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_removal_shares_its_records_write_only_where_writes_are_atomic_and_otherwise_follows_it() {
+        use recap_readmodel::messages::MessageKind;
+        use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, Delivery, DueDelivery};
+
+        for atomic in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let embedded: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
+            let faulty = recap_testkit::FaultyDriver::new(embedded);
+            let faulty = if atomic { faulty } else { faulty.not_atomic() };
+            faulty.record_writes();
+            let store = WebhookStore::new(Arc::new(faulty.clone()), DEFAULT_RETENTION);
+            let recorder = Recorder::start(store.clone());
+            let due = DueDelivery {
+                shard: "0".into(),
+                due_at: 5,
+                delivery: Delivery { account_id: "acc".into(), endpoint_id: "ep".into(), message_id: "msg_1".into(), seq: 1, attempt: 1 },
+            };
+            let record = AttemptRecord {
+                id: "att_1".into(),
+                message_id: "msg_1".into(),
+                kind: MessageKind::MeetingCreated,
+                attempt: 1,
+                attempted_at: Timestamp(7),
+                outcome: AttemptOutcome::Succeeded,
+                status: Some(200),
+                error: None,
+                duration_ms: 1,
+                next_attempt_at: None,
+            };
+            let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 7);
+            let (recorded, removed) =
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), store.delivery_done_row(&due));
+            recorded.written().await.unwrap();
+            removed.written().await.unwrap();
+            let expected = if atomic {
+                vec![vec!["webhook_attempts", "webhook_deliveries", "webhook_endpoint_states"]]
+            } else {
+                vec![vec!["webhook_attempts", "webhook_endpoint_states"], vec!["webhook_deliveries"]]
+            };
+            assert_eq!(tables_of(faulty.take_recorded()), expected, "atomic writes: {atomic}");
+
+            // A record that cannot be written takes its removal with it.
+            faulty.fail_table("webhook_attempts");
+            let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 8);
+            let (recorded, removed) =
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), store.delivery_done_row(&due));
+            assert!(recorded.written().await.is_err());
+            assert!(removed.written().await.is_err(), "atomic writes: {atomic}");
+            assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");
+        }
     }
 }

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use recap_readmodel::webhooks::WebhookStore;
 use recap_readmodel::Driver;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::client::{ClientConfig, SafeClient};
 use crate::deliver::{Deliverer, DelivererConfig, Shards};
+use crate::handoff::Handoff;
 use crate::kafka::{KafkaReaderConfig, KafkaReaderError};
 use crate::metrics::Stats;
 use crate::outbox::{OutboxConfig, OutboxReader, EMBEDDED_SHARD};
@@ -40,22 +41,22 @@ impl Runtime {
         }
     }
 
-    fn deliverer(&self, shards: Shards, wake: Arc<Notify>) -> Deliverer {
-        Deliverer::new(self.store.clone(), self.client.clone(), self.clock.clone(), self.stats.clone(), shards, wake, self.deliverer.clone())
+    fn deliverer(&self, shards: Shards, handoff: Handoff) -> Deliverer {
+        Deliverer::new(self.store.clone(), self.client.clone(), self.clock.clone(), self.stats.clone(), shards, handoff, self.deliverer.clone())
     }
 
     /// The embedded edition: tails the outbox and delivers shard `"0"` until `stop`.
     pub async fn run_embedded(self, stop: watch::Receiver<bool>) {
-        let wake = Arc::new(Notify::new());
+        let handoff = Handoff::new(self.deliverer.window);
         let shards = Shards::fixed(&[EMBEDDED_SHARD]);
-        let deliverer = self.deliverer(shards.clone(), wake.clone());
+        let deliverer = self.deliverer(shards.clone(), handoff.clone());
         let reader = OutboxReader {
             shards,
             driver: self.driver.clone(),
             store: self.store.clone(),
             clock: self.clock.clone(),
             stats: self.stats.clone(),
-            wake,
+            handoff,
             config: self.outbox.clone(),
         };
         tokio::join!(reader.run(stop.clone()), deliverer.run(stop));
@@ -64,11 +65,13 @@ impl Runtime {
     /// The distributed edition: consumes the message topic and delivers the shards of
     /// the partitions held until `stop`.
     pub async fn run_distributed(self, kafka: KafkaReaderConfig, stop: watch::Receiver<bool>) -> Result<(), KafkaReaderError> {
-        let wake = Arc::new(Notify::new());
+        let handoff = Handoff::new(self.deliverer.window);
         let shards = Shards::default();
-        let deliverer = self.deliverer(shards.clone(), wake.clone());
-        let (reading, ()) =
-            tokio::join!(crate::kafka::run(kafka, self.store.clone(), self.clock.clone(), self.stats.clone(), shards, wake, stop.clone()), deliverer.run(stop));
+        let deliverer = self.deliverer(shards.clone(), handoff.clone());
+        let (reading, ()) = tokio::join!(
+            crate::kafka::run(kafka, self.store.clone(), self.clock.clone(), self.stats.clone(), shards, handoff, stop.clone()),
+            deliverer.run(stop)
+        );
         reading
     }
 }

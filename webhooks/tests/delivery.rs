@@ -318,16 +318,33 @@ async fn ingesting_a_batch_again_writes_the_same_rows() {
         })
         .collect();
     let stats = recap_webhooks::Stats::default();
-    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
-    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats, &recap_webhooks::Shards::default()).await.unwrap();
+    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
+        .await
+        .unwrap();
+    let again = recap_webhooks::ingest::ingest(
+        &setup.webhooks,
+        &batch,
+        START + 60 * SECOND,
+        &stats,
+        &recap_webhooks::Shards::default(),
+        &recap_webhooks::Handoff::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!((first.appended, first.deliveries), (3, 3));
     assert_eq!(again, first, "a replay of the same seqs claims its own ids again");
     assert_eq!(setup.webhooks.queue("0").await.unwrap(), (3, Some(START - SECOND)), "the same delivery rows, due at the messages' time");
     let twice = vec![batch[0].clone(), recap_webhooks::ingest::LogMessage { seq: 9, ..batch[0].clone() }];
-    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
+    let within =
+        recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
+            .await
+            .unwrap();
     assert_eq!((within.appended, within.duplicates), (1, 1), "a message a batch carries twice keeps its first seq");
     let moved: Vec<_> = batch.iter().map(|entry| recap_webhooks::ingest::LogMessage { seq: entry.seq + 10, ..entry.clone() }).collect();
-    let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats, &recap_webhooks::Shards::default()).await.unwrap();
+    let duplicate =
+        recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
+            .await
+            .unwrap();
     assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
     assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
 }
@@ -368,4 +385,150 @@ async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_wi
     }
     let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap();
     assert_eq!(attempts.iter().filter(|attempt| attempt.outcome == AttemptOutcome::Succeeded).count(), 20, "one recorded success per message");
+}
+
+#[tokio::test]
+async fn a_replay_of_a_batch_whose_deliveries_were_made_schedules_none_again() {
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let batch: Vec<_> = (1..=3)
+        .map(|seq| recap_webhooks::ingest::LogMessage {
+            seq,
+            shard: "0".into(),
+            message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")),
+        })
+        .collect();
+    let stats = recap_webhooks::Stats::default();
+    let none = (recap_webhooks::Shards::default(), recap_webhooks::Handoff::default());
+    recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &none.0, &none.1).await.unwrap();
+    // Delivered: each row removed, as an attempt does once its record is written.
+    let scheduled = setup.webhooks.pending("0", 10).await.unwrap();
+    assert_eq!(scheduled.len(), 3);
+    setup.webhooks.write(scheduled.iter().map(|due| setup.webhooks.delivery_done_row(due)).collect()).await.unwrap();
+
+    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats, &none.0, &none.1).await.unwrap();
+    assert_eq!((again.appended, again.duplicates), (3, 0), "the replay claims its own seqs again");
+    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (0, None), "the rows written again land under the removals");
+}
+
+/// The deliverer as the runtime builds it, over `driver`, on `handoff` and shard "0".
+fn deliverer_over(setup: &Setup, clock: &ManualClock, handoff: &recap_webhooks::Handoff) -> recap_webhooks::Deliverer {
+    let runtime = runtime(setup, clock, Duration::from_secs(5));
+    recap_webhooks::Deliverer::new(
+        runtime.store,
+        runtime.client,
+        runtime.clock,
+        runtime.stats,
+        recap_webhooks::Shards::fixed(&["0"]),
+        handoff.clone(),
+        runtime.deliverer,
+    )
+}
+
+/// Read-your-webhook holds for a first attempt handed over in memory too: it is sent
+/// only once its account's feed head covers it, whoever wrote the head.
+#[tokio::test]
+async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_its_message() {
+    use recap_webhooks::handoff::{FirstAttempt, PreparedEndpoint, PreparedMessage};
+
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+    let store = &setup.webhooks;
+    assert_eq!(store.claim_many(&[("acc_a", 1, &created.message)]).await.unwrap(), vec![recap_readmodel::webhooks::Claimed::New]);
+    let delivery = recap_readmodel::webhooks::Delivery {
+        account_id: "acc_a".into(),
+        endpoint_id: "ep".into(),
+        message_id: created.message.id.clone(),
+        seq: 1,
+        attempt: 1,
+    };
+    let due_at = created.message.created_at.micros();
+    store.write(vec![store.feed_row("acc_a", 1, &created.message), store.first_delivery_row("0", due_at, &delivery)]).await.unwrap();
+    let (endpoint, _) = store.endpoint("acc_a", "ep").await.unwrap().unwrap();
+    let secrets = store.secrets("acc_a", "ep").await.unwrap();
+    let prepared = PreparedEndpoint { endpoint, secrets, read_at: std::time::Instant::now(), changes: store.endpoint_changes() };
+    let first_attempt = FirstAttempt {
+        due: recap_readmodel::webhooks::DueDelivery { shard: "0".into(), due_at, delivery },
+        message: std::sync::Arc::new(PreparedMessage::new(1, &created.message)),
+        endpoint: std::sync::Arc::new(prepared),
+    };
+
+    let clock = ManualClock::at(START);
+    let handoff = recap_webhooks::Handoff::new(100);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(deliverer_over(&setup, &clock, &handoff).run(stopped));
+    assert!(handoff.offer(vec![first_attempt]).is_empty(), "taken in memory");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(receiver.received().is_empty(), "not sent while the feed's head does not cover it");
+    assert_eq!(store.queue("0").await.unwrap().0, 1, "still due");
+
+    store.write(vec![store.head_row("acc_a", 1)]).await.unwrap();
+    let received = receiver.wait_for(|received| !received.is_empty()).await;
+    assert_eq!(received[0].header("webhook-id"), created.message.id);
+    assert_eq!(received[0].body, created.message.to_json(), "the message as the feed serves it");
+    eventually("the delivery is done", || async { store.queue("0").await.unwrap().0 == 0 }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(receiver.received().len(), 1);
+}
+
+/// A delivery's removal lands only after its record: in the record's own write where
+/// the store writes atomically (the embedded one), in a later write where it does not
+/// (ScyllaDB). A process killed after the record and before the removal loses nothing:
+/// the row is still due, and the delivery is made again with the same `webhook-id`.
+#[tokio::test]
+async fn a_delivery_whose_removal_never_landed_before_a_crash_is_made_again_with_the_same_id() {
+    for atomic_store in [true, false] {
+        let setup = setup().await;
+        let faulty = recap_testkit::FaultyDriver::new(setup.driver());
+        let faulty = if atomic_store { faulty } else { faulty.not_atomic() };
+        let atomic = recap_readmodel::Driver::writes_atomically(&faulty);
+        let ids = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        // The receiver answers 200, and from its first request on the store refuses
+        // every write of a delivery row: the removal never lands.
+        let app = {
+            let (ids, faulty) = (ids.clone(), faulty.clone());
+            axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+                let (ids, faulty) = (ids.clone(), faulty.clone());
+                async move {
+                    faulty.fail_table("webhook_deliveries");
+                    ids.lock().unwrap().push(headers.get("webhook-id").and_then(|id| id.to_str().ok()).unwrap_or_default().to_owned());
+                    axum::http::StatusCode::OK
+                }
+            })
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        setup.endpoint("acc_a", "ep", &url, &[], true, 1).await;
+        let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+        setup.outbox(&[(1, created.clone())]).await;
+        let clock = ManualClock::at(START);
+        let mut crashing = runtime(&setup, &clock, Duration::from_secs(5));
+        crashing.driver = std::sync::Arc::new(faulty.clone());
+        crashing.store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+        let (_stop, task) = start(crashing);
+        eventually("the delivery is sent", || async { !ids.lock().unwrap().is_empty() }).await;
+        let recorded = || async { setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap().0.len() };
+        if !atomic {
+            eventually("its record is written", || async { recorded().await > 0 }).await;
+        }
+        // Killed: whatever was under way stops where it is.
+        task.abort();
+        let _ = task.await;
+        assert_eq!(setup.webhooks.queue("0").await.unwrap().0, 1, "atomic store: {atomic}; the delivery is still due");
+        if atomic {
+            assert_eq!(recorded().await, 0, "the record shares the removal's write: neither landed");
+        }
+
+        let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+        eventually("the delivery is made again and done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+        let _ = stop.send(true);
+        task.await.unwrap();
+        let ids = ids.lock().unwrap().clone();
+        assert!(ids.len() >= 2, "sent again after the crash: {ids:?}");
+        assert!(ids.iter().all(|id| *id == created.message.id), "always with the same webhook-id: {ids:?}");
+    }
 }

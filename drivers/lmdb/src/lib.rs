@@ -372,4 +372,9 @@ impl Driver for EmbeddedDriver {
     fn change_count(&self, table: &'static Table) -> Option<u64> {
         Some(self.changes[usize::from(table.id)].load(Ordering::Acquire))
     }
+
+    /// One write transaction a batch.
+    fn writes_atomically(&self) -> bool {
+        true
+    }
 }
