@@ -313,6 +313,12 @@ fn main() {
     pin_current_thread(0);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
+    // `RECAP_BENCH_ONLY=mcp-router` measures the two eras' tools/call in the MCP router
+    // itself, without sockets (see `router_eras`).
+    if std::env::var("RECAP_BENCH_ONLY").is_ok_and(|value| value == "mcp-router") {
+        runtime.block_on(router_eras(dir.path()));
+        return;
+    }
     let (servers, large) = runtime.block_on(async {
         let small = world(dir.path(), 1_000).await;
         let large = world(dir.path(), 100_000).await;
@@ -515,4 +521,68 @@ fn sched_between(before: &std::collections::HashMap<String, (f64, f64)>, after: 
         let then = before.get(thread).copied().unwrap_or((0.0, 0.0));
         (running + now.0 - then.0, waiting + now.1 - then.1)
     })
+}
+
+/// CPU time of the calling thread so far, in seconds (`/proc/thread-self/schedstat`).
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|running| running.parse::<f64>().ok()))
+        .map_or(0.0, |nanoseconds| nanoseconds / 1e9)
+}
+
+/// The two eras of one tools/call through the MCP router as `recap serve` builds it,
+/// called in this thread without sockets, so that the figure is the CPU time of the
+/// server's own code per call (parsing, checks, the tool, the response), out of reach
+/// of the kernel's and the other tenants' share of a socket round trip. Rounds of
+/// `CALLS` calls alternate (handshake era first and last); each modern round is divided
+/// by the mean of the rounds around it, and the median of the ratios is printed.
+async fn router_eras(dir: &std::path::Path) {
+    use tower::ServiceExt as _;
+    const CALLS: usize = 20_000;
+    const ROUNDS: usize = 9;
+    let readmodel = world(dir, 1_000).await;
+    let router =
+        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &recap_mcp::McpConfig::default())));
+    let request = |post: &Post| {
+        let mut builder = axum::http::Request::post("/mcp").header("authorization", format!("Bearer {TOKEN}")).header("content-type", "application/json");
+        for (name, value) in &post.headers {
+            builder = builder.header(*name, value);
+        }
+        builder.body(axum::body::Body::from(post.body.clone())).expect("request")
+    };
+    let round = |post: Post| {
+        let router = router.clone();
+        async move {
+            let started = thread_cpu_seconds();
+            for _ in 0..CALLS {
+                let response = router.clone().oneshot(request(&post)).await.expect("infallible");
+                assert_eq!(response.status(), axum::http::StatusCode::OK);
+                let _ = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+            }
+            (thread_cpu_seconds() - started) / CALLS as f64 * 1e6
+        }
+    };
+    println!("MCP tools/call through the router in this thread, CPU µs per call ({CALLS} calls a round, {ROUNDS} rounds alternating):");
+    for (name, arguments) in [("get_meeting", serde_json::json!({"meeting_id": "mtg_000500"})), ("list_meetings", serde_json::json!({"limit": 20}))] {
+        let legacy = handshake_era_tool_call(name, arguments.clone());
+        let modern = modern_tool_call(name, arguments);
+        let mut legacy_rounds = vec![round(legacy.clone()).await];
+        let (mut modern_rounds, mut ratios) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let cost = round(modern.clone()).await;
+            legacy_rounds.push(round(legacy.clone()).await);
+            let around = (legacy_rounds[legacy_rounds.len() - 2] + legacy_rounds[legacy_rounds.len() - 1]) / 2.0;
+            modern_rounds.push(cost);
+            ratios.push(cost / around);
+        }
+        println!(
+            "  {name:<16} 2025-11-25 {:>6.2} µs   2026-07-28 {:>6.2} µs   modern/handshake-era {:.3} (median of rounds; range {:.3}..{:.3})",
+            stats::median(&mut legacy_rounds.clone()),
+            stats::median(&mut modern_rounds.clone()),
+            stats::median(&mut ratios.clone()),
+            ratios.iter().cloned().fold(f64::INFINITY, f64::min),
+            ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        );
+    }
 }

@@ -317,7 +317,8 @@ pub struct McpRoleConfig {
 /// `recap mcp`: the MCP server and its OAuth authorization server over ScyllaDB until
 /// SIGTERM, then drains. Its OAuth state lives in the store, so any replica serves any
 /// request.
-pub async fn mcp(config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<()> {
+pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<()> {
+    config.mcp.load_development_settings().map_err(anyhow::Error::msg)?;
     let mut shutdown = shutdown_watch();
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;

@@ -167,7 +167,8 @@ fn seed_demo(data_dir: &Path, log: &EventLog) -> anyhow::Result<String> {
     Ok(world.token)
 }
 
-pub async fn run(config: ServeConfig, telemetry: crate::telemetry::Telemetry) -> anyhow::Result<()> {
+pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry) -> anyhow::Result<()> {
+    config.mcp.load_development_settings().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let log = EventLog::new(config.data_dir.join(LOG_FILE));
     let store_path = config.data_dir.join(STORE_FILE);

@@ -1,8 +1,10 @@
 //! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
 //! HTTP with a PAT, then its OAuth client provider end to end, on the handshake-era
 //! protocol and pinned to 2026-07-28), the official TypeScript SDK in its 1.x and 2.x
-//! lines and the official MCP Inspector's CLI in both eras, and headless Chromium
-//! answering the authorization page. They need software from outside the workspace,
+//! lines (2.x also naming itself with a Client ID Metadata Document served over https
+//! with a test CA's certificate) and the official MCP Inspector's CLI in both eras, with
+//! a PAT and through its own OAuth login, and headless Chromium answering the
+//! authorization page. They need software from outside the workspace,
 //! installed by `scripts/setup-python.sh`, `scripts/setup-node.sh` and
 //! `scripts/setup-browser.sh` (idempotent, cached under ~/.cache/recap), so they are
 //! ignored by a plain `cargo test` and run by `make test` and `make test-clients`
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use recap_testkit::events::*;
+use recap_testkit::process::recap_bin;
 use recap_testkit::server::Server;
 
 fn repo() -> PathBuf {
@@ -52,12 +55,14 @@ fn seeded(server: Server) -> Server {
     server
 }
 
-fn run(command: &mut Command, what: &str) {
+/// Runs a client's checks to success; what they printed on standard output.
+fn run(command: &mut Command, what: &str) -> String {
     let output = command.output().unwrap_or_else(|error| panic!("{what}: {error}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{what} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
     eprintln!("{stdout}");
+    stdout
 }
 
 #[test]
@@ -122,16 +127,18 @@ fn node_clients() -> (String, PathBuf) {
 
 /// Runs one of the Node checks (tests/node) against the server, with `args` after it.
 fn run_node(script: &str, args: &[&str], server: &Server, what: &str) {
+    run_node_with(script, args, &[], server, what);
+}
+
+/// [`run_node`] with more environment variables; what the script printed.
+fn run_node_with(script: &str, args: &[&str], envs: &[(&str, &Path)], server: &Server, what: &str) -> String {
     let (dir, node) = node_clients();
-    run(
-        Command::new(node)
-            .arg(repo().join("tests/node").join(script))
-            .args(args)
-            .env("MCP_URL", &server.mcp_url)
-            .env("RECAP_PAT", PAT)
-            .env("RECAP_NODE_CLIENTS", &dir),
-        what,
-    );
+    let mut command = Command::new(node);
+    command.arg(repo().join("tests/node").join(script)).args(args).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT).env("RECAP_NODE_CLIENTS", &dir);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    run(&mut command, what)
 }
 
 /// A seeded server whose debug log says what reached it: one line per request, naming
@@ -211,4 +218,159 @@ fn inspector_cli_in_legacy_era_lists_and_calls_every_tool() {
     assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
     assert_eq!(count(&answered, "initialize"), 12, "each CLI run initializes: {}", lines.join("\n"));
     assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
+}
+
+/// The server's word on an OAuth login: the lines of the one client registered, the
+/// one authorization approved and the one exchange of its code, all naming that client.
+fn assert_one_registered_login(lines: &[String]) {
+    let all = lines.join("\n");
+    let registered: Vec<&String> = lines.iter().filter(|line| line.contains("oauth client registered")).collect();
+    assert_eq!(registered.len(), 1, "{all}");
+    let client_id = registered[0].split("client_id=").nth(1).and_then(|rest| rest.split_whitespace().next()).expect("the line names the client");
+    assert!(client_id.starts_with("mcpc_"), "{client_id}");
+    for message in ["oauth authorization approved", "oauth tokens issued"] {
+        let naming: Vec<&String> = lines.iter().filter(|line| line.contains(message)).collect();
+        assert_eq!(naming.len(), 1, "{message}: {all}");
+        assert!(naming[0].contains(&format!("client_id={client_id} ")), "{}", naming[0]);
+    }
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_modern_era_logs_in_with_oauth_then_calls_every_tool_with_the_stored_tokens() {
+    let server = logged_world();
+    run_node("inspector_cli_test.mjs", &["modern", "oauth"], &server, "the MCP Inspector CLI OAuth checks of 2026-07-28");
+    let (lines, answered) = answered_requests(&server);
+    assert_one_registered_login(&lines);
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // The login run's first attempt had no token; every later request had the stored one.
+    let all = lines.join("\n");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert!(count(&answered, "tools/list") >= 1 && count(&answered, "tools/call") >= 11, "{all}");
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_legacy_era_logs_in_with_oauth_then_calls_every_tool_with_the_stored_tokens() {
+    let server = logged_world();
+    run_node("inspector_cli_test.mjs", &["legacy", "oauth"], &server, "the MCP Inspector CLI OAuth checks of the handshake era");
+    let (lines, answered) = answered_requests(&server);
+    assert_one_registered_login(&lines);
+    let all = lines.join("\n");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert!(count(&answered, "initialize") >= 12 && count(&answered, "tools/call") >= 11, "{all}");
+}
+
+/// A test CA, and a certificate it signed for 127.0.0.1 with its key, as PEM files.
+struct TestCa {
+    _dir: tempfile::TempDir,
+    ca: PathBuf,
+    certificate: PathBuf,
+    key: PathBuf,
+}
+
+fn test_ca() -> TestCa {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "recap real-client test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let certificate = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = |name: &str, pem: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    };
+    TestCa {
+        ca: written("ca.pem", pem("CERTIFICATE", ca.der())),
+        certificate: written("document.pem", pem("CERTIFICATE", certificate.der())),
+        key: written("document-key.pem", pem("PRIVATE KEY", &key.serialize_der())),
+        _dir: dir,
+    }
+}
+
+/// DER as a PEM block of `label`.
+fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = text.as_bytes().chunks(64).map(|line| std::str::from_utf8(line).unwrap()).collect();
+    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+}
+
+/// `recap serve` with `--mcp-cimd-extra-ca-file` naming `file`: its exit status and
+/// standard error, when it stops by itself within 30 s.
+fn serve_refusing(file: &Path) -> (std::process::ExitStatus, String) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let output = Command::new(recap_bin())
+        .args(["serve", "--rest-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir.path())
+        .arg("--mcp-cimd-extra-ca-file")
+        .arg(file)
+        .env("RECAP_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_registers() {
+    let ca = test_ca();
+    // The development flag reads its file at startup: one without a certificate (here
+    // the key) stops the start, naming the flag, rather than failing the first fetch.
+    let (status, stderr) = serve_refusing(&ca.key);
+    assert!(!status.success(), "serve started with an extra CA file holding no certificate");
+    assert!(stderr.contains("--mcp-cimd-extra-ca-file") && stderr.contains("holds no CERTIFICATE block"), "{stderr}");
+
+    // The document is https, with a certificate of the test CA, which the server trusts
+    // through the flag; it is served from 127.0.0.1, which only
+    // --mcp-cimd-allow-insecure lets the server fetch from.
+    let server = seeded(
+        Server::builder()
+            .embedded()
+            .capture_stderr()
+            .env("RECAP_LOG", "error,recap_mcp=debug")
+            .env("RECAP_MCP_CIMD_EXTRA_CA_FILE", &ca.ca.to_string_lossy())
+            .env("RECAP_MCP_CIMD_ALLOW_INSECURE", "true")
+            .start(),
+    );
+    let printed = run_node_with(
+        "sdk2_cimd_test.mjs",
+        &[],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the TypeScript SDK 2.x metadata document checks",
+    );
+    let client_id = printed.lines().find_map(|line| line.strip_prefix("client_id ")).expect("the script names its client_id").trim().to_string();
+    assert!(client_id.starts_with("https://127.0.0.1:") && client_id.ends_with("/oauth/recap-cimd-client.json"), "{client_id}");
+
+    let (lines, answered) = answered_requests(&server);
+    let all = lines.join("\n");
+    assert!(lines.iter().any(|line| line.contains("loopback and private addresses (--mcp-cimd-allow-insecure)")), "no warning: {all}");
+    assert!(lines.iter().any(|line| line.contains("extra CA certificates") && line.contains("certificates=1")), "no warning: {all}");
+    // The server fetched the document once (it keeps it for its max-age through the
+    // page, the approval and the token request) and accepted it.
+    let fetches: Vec<&String> = lines.iter().filter(|line| line.contains("client metadata document client_id=")).collect();
+    assert_eq!(fetches.len(), 1, "{all}");
+    assert!(fetches[0].contains(&format!(r#"client_id="{client_id}""#)) && fetches[0].contains(r#"outcome="ok""#), "{}", fetches[0]);
+    // The code was approved for, and the tokens issued to, the URL; no client registered.
+    let naming = |message: &str| lines.iter().filter(|line| line.contains(message) && line.contains(&format!("client_id={client_id}"))).count();
+    assert_eq!(naming("oauth authorization approved"), 1, "{all}");
+    assert_eq!(naming("oauth tokens issued"), 1, "{all}");
+    assert!(!all.contains("oauth client registered"), "a client registered: {all}");
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    assert_eq!(count(&answered, "server/discover"), 1, "{all}");
+    assert!(count(&answered, "tools/call") >= 11, "{all}");
 }

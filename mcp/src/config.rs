@@ -102,8 +102,19 @@ pub struct McpConfig {
     #[arg(id = "mcp_cimd_timeout_ms", value_name = "MCP_CIMD_TIMEOUT_MS", long = "mcp-cimd-timeout-ms", env = "RECAP_MCP_CIMD_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub cimd_timeout_ms: u64,
 
+    /// Development and tests only: a PEM file of one or more CA certificates trusted,
+    /// besides the Mozilla roots, for fetching Client ID Metadata Documents, so that a
+    /// document served with a certificate of a local test CA can be fetched. Warned
+    /// about at startup; a file that cannot be read, holds no certificate or one that
+    /// is not usable stops the start. It changes nothing else: only `https` to public
+    /// addresses is fetched unless `--mcp-cimd-allow-insecure` also says otherwise.
+    #[arg(long = "mcp-cimd-extra-ca-file", env = "RECAP_MCP_CIMD_EXTRA_CA_FILE", value_name = "PATH")]
+    pub cimd_extra_ca_file: Option<std::path::PathBuf>,
+
     /// Root certificates (DER) trusted for metadata documents besides the Mozilla
-    /// roots: for tests with their own CA. Not a flag; empty in production.
+    /// roots: the certificates of `--mcp-cimd-extra-ca-file` once
+    /// [`McpConfig::load_development_settings`] has read it, or a test's own CA. Not a
+    /// flag; empty in production.
     #[arg(skip)]
     pub cimd_extra_roots: Vec<Vec<u8>>,
 }
@@ -126,13 +137,114 @@ impl Default for McpConfig {
             token_cache_ms: 0,
             cimd_allow_insecure: false,
             cimd_timeout_ms: 5000,
+            cimd_extra_ca_file: None,
             cimd_extra_roots: Vec::new(),
         }
     }
 }
 
 impl McpConfig {
+    /// Reads the files the development flags name and warns, once at startup, about
+    /// every development setting in force: a server started with them by mistake says
+    /// so in its log. An extra CA file that cannot be used is an error, never skipped:
+    /// a start that silently ignores it would fail only at the first authorization.
+    pub fn load_development_settings(&mut self) -> Result<(), String> {
+        if self.cimd_allow_insecure {
+            tracing::warn!(
+                "client metadata documents may be fetched over http and from loopback and private addresses (--mcp-cimd-allow-insecure): development and tests only"
+            );
+        }
+        let Some(path) = &self.cimd_extra_ca_file else { return Ok(()) };
+        let roots = extra_roots(path)?;
+        tracing::warn!(
+            file = %path.display(),
+            certificates = roots.len(),
+            "client metadata documents are fetched trusting extra CA certificates besides the Mozilla roots (--mcp-cimd-extra-ca-file): development and tests only"
+        );
+        self.cimd_extra_roots.extend(roots);
+        Ok(())
+    }
+
     pub(crate) fn store_timeout(&self) -> Option<Duration> {
         self.store_timeout_ms.map(Duration::from_millis)
+    }
+}
+
+/// The DER certificates of a PEM file, each one checked to be usable as a trust anchor.
+fn extra_roots(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::CertificateDer;
+    let named = |what: String| format!("--mcp-cimd-extra-ca-file {}: {what}", path.display());
+    let pem = std::fs::read(path).map_err(|error| named(format!("cannot be read ({error})")))?;
+    let certificates: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&pem).collect::<Result<_, _>>().map_err(|error| named(format!("is not PEM ({error})")))?;
+    if certificates.is_empty() {
+        return Err(named("holds no CERTIFICATE block".into()));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (index, certificate) in certificates.iter().enumerate() {
+        store.add(certificate.clone()).map_err(|error| named(format!("certificate {} is not usable ({error})", index + 1)))?;
+    }
+    Ok(certificates.into_iter().map(|certificate| certificate.to_vec()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(name: &str, text: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("recap-mcp-config-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write a temporary file");
+        path
+    }
+
+    #[test]
+    fn an_extra_ca_file_that_cannot_be_used_stops_the_start() {
+        let missing = McpConfig { cimd_extra_ca_file: Some("/nonexistent/recap-ca.pem".into()), ..McpConfig::default() };
+        let error = missing.clone().load_development_settings().unwrap_err();
+        assert!(error.starts_with("--mcp-cimd-extra-ca-file /nonexistent/recap-ca.pem: cannot be read"), "{error}");
+
+        let empty = written("empty.pem", "no certificate here\n");
+        let mut config = McpConfig { cimd_extra_ca_file: Some(empty.clone()), ..McpConfig::default() };
+        assert!(config.load_development_settings().unwrap_err().ends_with("holds no CERTIFICATE block"));
+
+        let garbage = written("garbage.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+        let mut config = McpConfig { cimd_extra_ca_file: Some(garbage.clone()), ..McpConfig::default() };
+        assert!(config.load_development_settings().unwrap_err().contains("certificate 1 is not usable"));
+        assert!(config.cimd_extra_roots.is_empty());
+        for path in [empty, garbage] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn every_certificate_of_an_extra_ca_file_becomes_a_root() {
+        let authority = |name: &str| {
+            let key = rcgen::KeyPair::generate().expect("a key");
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.distinguished_name.push(rcgen::DnType::CommonName, name);
+            params.self_signed(&key).expect("a certificate")
+        };
+        let (first, second) = (authority("recap test CA 1"), authority("recap test CA 2"));
+        let pem = |der: &[u8]| {
+            use base64::Engine as _;
+            let text = base64::engine::general_purpose::STANDARD.encode(der);
+            let lines: Vec<&str> = text.as_bytes().chunks(64).map(|line| std::str::from_utf8(line).unwrap_or_default()).collect();
+            format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
+        };
+        // A comment line between the blocks, as bundles have.
+        let path = written("two.pem", &format!("{}# the second\n{}", pem(first.der()), pem(second.der())));
+        let mut config = McpConfig { cimd_extra_ca_file: Some(path.clone()), ..McpConfig::default() };
+        config.load_development_settings().expect("two usable certificates");
+        assert_eq!(config.cimd_extra_roots, vec![first.der().to_vec(), second.der().to_vec()]);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn without_the_flag_nothing_is_trusted_besides_the_mozilla_roots() {
+        let mut config = McpConfig::default();
+        config.load_development_settings().expect("nothing to load");
+        assert!(config.cimd_extra_roots.is_empty());
     }
 }

@@ -25,9 +25,10 @@
 //! Header values are compared exactly (case-sensitive) after trimming spaces and tabs
 //! around them, as HTTP field values are read.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use base64::Engine as _;
 use rmcp::model::{CacheScope, DiscoverResult, Implementation, ProtocolVersion, ServerCapabilities, ToolsCapability};
 use serde_json::{Map, Value};
@@ -42,8 +43,14 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// with a release of the server, and an hour bounds how long a client misses a new tool.
 pub const TTL_MS: u64 = 3_600_000;
 
+/// The routing headers, as names built once: a lookup by a `&str` name parses it on
+/// every request.
+pub const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
+
 /// The routing headers, which must each come once.
-const ROUTING_HEADERS: [&str; 3] = ["mcp-protocol-version", "mcp-method", "mcp-name"];
+const ROUTING_HEADERS: [HeaderName; 3] = [PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER];
 
 /// Who answers, in initialize results and in every modern result's `_meta`.
 pub fn server_info() -> Implementation {
@@ -77,7 +84,7 @@ pub fn discover_result(instructions: &str) -> &'static str {
 /// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).
 /// `requested` is its `MCP-Protocol-Version` header.
 pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
-    if let Some(repeated) = ROUTING_HEADERS.iter().find(|name| headers.get_all(**name).iter().count() > 1) {
+    if let Some(repeated) = ROUTING_HEADERS.iter().find(|name| headers.get_all(*name).iter().nth(1).is_some()) {
         return Err(RpcError::HeaderMismatch(format!("the {repeated} header appears more than once")));
     }
     if requested != MODERN_VERSION {
@@ -88,7 +95,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
     if body_version != requested {
         return Err(mismatch("MCP-Protocol-Version", requested, body_version));
     }
-    match header(headers, "mcp-method")? {
+    match header(headers, &METHOD_HEADER)? {
         None => return Err(RpcError::HeaderMismatch("the Mcp-Method header is required".into())),
         Some(value) if value != method => return Err(mismatch("Mcp-Method", value, method)),
         Some(_) => {}
@@ -97,7 +104,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
         let Some(name) = params.and_then(|params| params.get("name")).and_then(Value::as_str) else {
             return Err(RpcError::InvalidParams("tools/call needs params.name, a string".into()));
         };
-        let Some(value) = header(headers, "mcp-name")? else {
+        let Some(value) = header(headers, &NAME_HEADER)? else {
             return Err(RpcError::HeaderMismatch("the Mcp-Name header is required on tools/call".into()));
         };
         match decode(value) {
@@ -125,7 +132,7 @@ fn envelope(meta: Option<&Map<String, Value>>) -> Result<&str, RpcError> {
 }
 
 /// A header's value without the spaces and tabs around it; `None` when absent.
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, RpcError> {
+fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, RpcError> {
     match headers.get(name) {
         None => Ok(None),
         Some(value) => match value.to_str() {
@@ -142,13 +149,13 @@ fn mismatch(header: &str, header_value: &str, body_value: &str) -> RpcError {
 /// A header value as its sender meant it: the UTF-8 inside `=?base64?<b64>?=` (the form
 /// for values a header cannot carry as they are), else the value itself. `None` for a
 /// malformed encoded form (bad or non-canonical base64, not UTF-8), which then matches
-/// nothing.
-pub fn decode(value: &str) -> Option<String> {
+/// nothing. A plain value is borrowed, not copied.
+pub fn decode(value: &str) -> Option<Cow<'_, str>> {
     let Some(payload) = value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) else {
-        return Some(value.to_string());
+        return Some(Cow::Borrowed(value));
     };
     let bytes = base64::engine::general_purpose::STANDARD.decode(payload).ok()?;
-    String::from_utf8(bytes).ok()
+    String::from_utf8(bytes).ok().map(Cow::Owned)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The version a client gets when it asks for one this server does not know, and the
 /// version assumed for requests without an `MCP-Protocol-Version` header.
@@ -138,13 +138,14 @@ fn parse_request(body: &[u8]) -> Option<Incoming> {
         id: &'a RawValue,
         method: String,
         #[serde(default, deserialize_with = "present")]
-        params: Option<Value>,
+        params: Option<ParamsObject>,
     }
-    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-        Value::deserialize(deserializer).map(Some)
+    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<ParamsObject>, D::Error> {
+        ParamsObject::deserialize(deserializer).map(Some)
     }
+    // Params that are not an object fail to deserialize here: the general path says so.
     let request: Request = serde_json::from_slice(body).ok()?;
-    if request.jsonrpc != "2.0" || !matches!(request.params, None | Some(Value::Object(_))) {
+    if request.jsonrpc != "2.0" {
         return None;
     }
     let raw = request.id.get();
@@ -158,7 +159,173 @@ fn parse_request(body: &[u8]) -> Option<Incoming> {
         }
         NumberOrString::Number(raw.parse().ok()?)
     };
-    Some(Incoming::Request { id, method: request.method, params: request.params })
+    Some(Incoming::Request { id, method: request.method, params: request.params.map(|params| Value::Object(params.0)) })
+}
+
+/// The members of `params._meta` the server reads: the 2026-07-28 envelope
+/// (`modern.rs`) and the trace context (`transport.rs`). The others (a client's
+/// `clientInfo`, anything it adds) are read as JSON and dropped, never built into values:
+/// they are most of a 2026-07-28 request's `_meta`, and nothing reads them.
+const META_KEYS_READ: [&str; 4] = [crate::modern::PROTOCOL_VERSION_KEY, crate::modern::CLIENT_CAPABILITIES_KEY, "traceparent", "tracestate"];
+
+/// `_meta` as the server keeps it: an object with only [`META_KEYS_READ`], any other
+/// value as it is. The general path's equivalent of [`MetaValue`].
+fn kept_meta(meta: Value) -> Value {
+    match meta {
+        Value::Object(mut members) => {
+            members.retain(|key, _| META_KEYS_READ.contains(&key.as_str()));
+            Value::Object(members)
+        }
+        other => other,
+    }
+}
+
+/// A params object, read as a `Value` would be but for `_meta` ([`MetaValue`]).
+struct ParamsObject(Map<String, Value>);
+
+impl<'de> Deserialize<'de> for ParamsObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = ParamsObject;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<ParamsObject, A::Error> {
+                let mut members = Map::new();
+                // A repeated member: the last one wins, as in a `Value`.
+                while let Some(key) = access.next_key::<String>()? {
+                    let value = if key == "_meta" { access.next_value::<MetaValue>()?.0 } else { access.next_value::<Value>()? };
+                    members.insert(key, value);
+                }
+                Ok(ParamsObject(members))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// `params._meta` read as [`kept_meta`] keeps it: an object's members outside
+/// [`META_KEYS_READ`] are checked as JSON ([`Checked`]) but not kept; any other value is
+/// read whole.
+struct MetaValue(Value);
+
+impl<'de> Deserialize<'de> for MetaValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Meta;
+        impl<'de> serde::de::Visitor<'de> for Meta {
+            type Value = MetaValue;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<MetaValue, A::Error> {
+                let mut kept = Map::new();
+                while let Some(key) = access.next_key::<Key<'de>>()? {
+                    if META_KEYS_READ.contains(&key.0.as_ref()) {
+                        kept.insert(key.0.into_owned(), access.next_value::<Value>()?);
+                    } else {
+                        access.next_value::<Checked>()?;
+                    }
+                }
+                Ok(MetaValue(Value::Object(kept)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<MetaValue, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = access.next_element::<Value>()? {
+                    items.push(item);
+                }
+                Ok(MetaValue(Value::Array(items)))
+            }
+            fn visit_unit<E>(self) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::Null))
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::Bool(value)))
+            }
+            fn visit_i64<E>(self, value: i64) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::from(value)))
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::from(value)))
+            }
+            fn visit_f64<E>(self, value: f64) -> Result<MetaValue, E> {
+                Ok(MetaValue(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)))
+            }
+            fn visit_str<E>(self, value: &str) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::String(value.to_string())))
+            }
+            fn visit_string<E>(self, value: String) -> Result<MetaValue, E> {
+                Ok(MetaValue(Value::String(value)))
+            }
+        }
+        deserializer.deserialize_any(Meta)
+    }
+}
+
+/// A member name, borrowed from the body unless it has escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl<'de> serde::de::Visitor<'de> for Name {
+            type Value = Key<'de>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(name)))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(name.to_string())))
+            }
+        }
+        deserializer.deserialize_str(Name)
+    }
+}
+
+/// Any JSON value, read with the rules a `Value` is read with (a number outside the
+/// range of an f64 is refused, as it is anywhere else in the body) but kept nowhere:
+/// serde's `IgnoredAny` skips numbers without reading them.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Any;
+        impl<'de> serde::de::Visitor<'de> for Any {
+            type Value = Checked;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Checked, A::Error> {
+                while access.next_entry::<Checked, Checked>()?.is_some() {}
+                Ok(Checked)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<Checked, A::Error> {
+                while access.next_element::<Checked>()?.is_some() {}
+                Ok(Checked)
+            }
+            fn visit_unit<E>(self) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+        }
+        deserializer.deserialize_any(Any)
+    }
 }
 
 /// Reads and classifies any message.
@@ -185,10 +352,16 @@ fn parse_any(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
         None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => return Ok(Incoming::Response),
         None => return Err((id, RpcError::InvalidRequest("method is missing"))),
     };
-    let params = object.remove("params");
-    if !matches!(params, None | Some(Value::Object(_))) {
-        return Err((id, RpcError::InvalidRequest("params must be an object")));
-    }
+    let params = match object.remove("params") {
+        Some(Value::Object(mut params)) => {
+            if let Some(meta) = params.remove("_meta") {
+                params.insert("_meta".to_string(), kept_meta(meta));
+            }
+            Some(Value::Object(params))
+        }
+        None => None,
+        Some(_) => return Err((id, RpcError::InvalidRequest("params must be an object"))),
+    };
     match id {
         None => Ok(Incoming::Notification),
         Some(id) => Ok(Incoming::Request { id, method, params }),
@@ -302,6 +475,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","extra":{"x":[1,2]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","x":[1,{"y":null}],"z":1.5e3}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"b","n\u0061me":"\u00e9"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"tracestate":"a"},"_meta":{"traceparent":"b"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":null}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":[1,"a",{"b":true}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":-5.25}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"clientInfo":{"n":1e400}}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"\ud800"}}}"#,
         ];
         for message in messages {
             let general = format!("{:?}", parse_any(message.as_bytes()));
@@ -313,6 +494,26 @@ mod tests {
         // The common request does take the fast path.
         assert!(parse_request(messages[0].as_bytes()).is_some());
         assert!(parse_request(messages[1].as_bytes()).is_some());
+    }
+
+    // `_meta` keeps only the members the server reads; the others are still read as a
+    // `Value` would be, so a number it cannot hold makes the whole body unreadable.
+    #[test]
+    fn meta_keeps_the_members_read_and_checks_the_others() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"traceparent":"t","tracestate":"s","progressToken":7}}}"#;
+        let Ok(Incoming::Request { params: Some(params), .. }) = parse(body.as_bytes()) else { panic!("a request") };
+        assert_eq!(
+            params["_meta"],
+            serde_json::json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "traceparent": "t",
+                "tracestate": "s",
+            })
+        );
+        assert_eq!(params["name"], "x");
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"build":1e400}}}}"#), -32700);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"x":"\u0000\q"}}}"#), -32700);
     }
 
     #[test]

@@ -77,10 +77,10 @@ pub fn is_loopback_origin(origin: &str) -> bool {
 /// other value, the modern path (`modern.rs`), which answers a version it does not
 /// know with -32022 and the list of those it does, so that a client on either era
 /// recognises a dual-era server.
-enum Era {
+enum Era<'a> {
     Legacy(&'static str),
     /// The header's value, spaces and tabs around it trimmed.
-    Modern(String),
+    Modern(Cow<'a, str>),
 }
 
 pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
@@ -103,11 +103,14 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
         Err(error) => return log.refused(error),
     };
     // No header: the client speaks 2025-03-26 (as the transport spec says to assume).
-    let era = match headers.get("mcp-protocol-version") {
+    let era = match headers.get(&modern::PROTOCOL_VERSION_HEADER) {
         None => Era::Legacy(rpc::DEFAULT_VERSION),
         Some(value) => match value.to_str().ok().and_then(rpc::supported) {
             Some(version) => Era::Legacy(version),
-            None => Era::Modern(String::from_utf8_lossy(value.as_bytes()).trim_matches([' ', '\t']).to_string()),
+            None => Era::Modern(match String::from_utf8_lossy(value.as_bytes()) {
+                Cow::Borrowed(text) => Cow::Borrowed(text.trim_matches([' ', '\t'])),
+                Cow::Owned(text) => Cow::Owned(text.trim_matches([' ', '\t']).to_string()),
+            }),
         },
     };
     let body = match body {
@@ -134,10 +137,10 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
     log.request(&id, &method);
     let body = match method.as_str() {
         "initialize" => {
-            traced(info_span!("initialize", mcp.method.name = "initialize"), params.as_ref()).in_scope(|| initialize(id, params.as_ref())).into_bytes()
+            traced(info_span!("initialize", mcp.method.name = "initialize"), meta(params.as_ref())).in_scope(|| initialize(id, params.as_ref())).into_bytes()
         }
-        "ping" => traced(info_span!("ping", mcp.method.name = "ping"), params.as_ref()).in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
-        "tools/list" => traced(info_span!("tools/list", mcp.method.name = "tools/list"), params.as_ref()).in_scope(|| {
+        "ping" => traced(info_span!("ping", mcp.method.name = "ping"), meta(params.as_ref())).in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
+        "tools/list" => traced(info_span!("tools/list", mcp.method.name = "tools/list"), meta(params.as_ref())).in_scope(|| {
             let catalog = &state.inner.catalog;
             let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
             rpc::respond_raw(&id, list).into_bytes()
@@ -148,7 +151,7 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
         },
         other => {
             let error = RpcError::MethodNotFound(other.to_string());
-            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), params.as_ref())
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), meta(params.as_ref()))
                 .in_scope(|| log.error_response(StatusCode::OK, Some(id), &error));
         }
     };
@@ -172,10 +175,10 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
         return log.error_response(error.modern_status(), Some(id), &error);
     }
     let body = match method.as_str() {
-        "server/discover" => traced(info_span!("server/discover", mcp.method.name = "server/discover"), params.as_ref())
+        "server/discover" => traced(info_span!("server/discover", mcp.method.name = "server/discover"), meta(params.as_ref()))
             .in_scope(|| rpc::respond_raw(&id, modern::discover_result(INSTRUCTIONS)).into_bytes()),
         "tools/list" => {
-            let span = traced(info_span!("tools/list", mcp.method.name = "tools/list"), params.as_ref());
+            let span = traced(info_span!("tools/list", mcp.method.name = "tools/list"), meta(params.as_ref()));
             // The list is one page, so no cursor is one this server gave.
             if params.as_ref().and_then(|params| params.get("cursor")).is_some_and(|cursor| !cursor.is_null()) {
                 let error = RpcError::InvalidParams("invalid cursor: tools/list has a single page".into());
@@ -189,7 +192,7 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
         },
         other => {
             let error = RpcError::MethodNotFound(other.to_string());
-            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), params.as_ref())
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), meta(params.as_ref()))
                 .in_scope(|| log.error_response(error.modern_status(), Some(id), &error));
         }
     };
@@ -224,12 +227,31 @@ async fn call_tool(
     params: Option<Value>,
     log: &mut RequestLog,
 ) -> Result<Vec<u8>, RpcError> {
+    // `_meta` is taken out of the params (moved, not copied) for the span, and the rest
+    // is read by moving its values into rmcp's type rather than copying them: `_meta`
+    // is all of the difference of a 2026-07-28 call, so it is read once. rmcp's own rule
+    // for it, an object or null, is kept.
+    let (meta, call) = match params {
+        Some(Value::Object(mut members)) => {
+            let meta = members.remove("_meta");
+            let read = match &meta {
+                None | Some(Value::Null | Value::Object(_)) => CallToolRequestParams::deserialize(Value::Object(members)).ok(),
+                Some(_) => None,
+            };
+            (meta, read)
+        }
+        _ => (None, None),
+    };
+    let meta = match &meta {
+        Some(Value::Object(meta)) => Some(meta),
+        _ => None,
+    };
     let refused = |message: String| {
-        let span = traced(info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty), params.as_ref());
+        let span = traced(info_span!("tools/call", mcp.method.name = "tools/call", error.type = tracing::field::Empty), meta);
         span.record("error.type", "-32602");
         RpcError::InvalidParams(message)
     };
-    let Some(Ok(call)) = params.as_ref().map(CallToolRequestParams::deserialize) else {
+    let Some(call) = call else {
         return Err(refused("tools/call needs params {name, arguments}".into()));
     };
     log.tool(&call.name);
@@ -247,7 +269,7 @@ async fn call_tool(
             gen_ai.operation.name = "execute_tool",
             error.type = tracing::field::Empty,
         ),
-        params.as_ref(),
+        meta,
     );
     // The name is formatted only for a span that is recorded (tracing on).
     if !span.is_disabled() {
@@ -279,11 +301,11 @@ async fn call_tool(
 /// client's context for this message, where the header's is the HTTP hop's (a proxy's
 /// or an HTTP library's). The HTTP span stays in the header's trace and is linked. Read
 /// only when spans are recorded; a malformed value is ignored.
-fn traced(span: Span, params: Option<&Value>) -> Span {
+fn traced(span: Span, meta: Option<&serde_json::Map<String, Value>>) -> Span {
     if span.is_disabled() {
         return span;
     }
-    let Some(meta) = params.and_then(|params| params.get("_meta")).and_then(Value::as_object) else { return span };
+    let Some(meta) = meta else { return span };
     if !meta.contains_key("traceparent") {
         return span;
     }
@@ -296,6 +318,11 @@ fn traced(span: Span, params: Option<&Value>) -> Span {
         }
     }
     span
+}
+
+/// A request's `params._meta`, when it is an object.
+fn meta(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
+    params.and_then(|params| params.get("_meta")).and_then(Value::as_object)
 }
 
 struct MetaExtractor<'a>(&'a serde_json::Map<String, Value>);

@@ -1146,3 +1146,33 @@ async fn oversized_token_and_revocation_requests_are_413_oauth_errors() {
         assert_oauth_error(&reply, StatusCode::PAYLOAD_TOO_LARGE, "invalid_request");
     }
 }
+
+// A consent form over the router's bound (256 KiB) gets the authorization error page
+// (413, HTML, no-store, naming invalid_request) like every other refusal before the
+// user's decision: never axum's text/plain rejection, and never a redirect, since the
+// unread form names no redirect URI to trust.
+#[tokio::test]
+async fn an_oversized_consent_form_is_a_413_error_page_and_never_redirects() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let query = authorize_query(&client_id, REDIRECT_URI, &[]);
+    let mut form: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    form.push(("pat".into(), FLOW_PAT.into()));
+    form.push(("decision".into(), "approve".into()));
+    form.push(("padding".into(), "p".repeat(300 * 1024)));
+    let pairs: Vec<(&str, &str)> = form.iter().map(|(key, value)| (key.as_str(), value.as_str())).collect();
+    for path in ["/mcp/authorize", "/authorize"] {
+        let reply = world.post_form(path, &pairs).await;
+        assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        assert_eq!(reply.header("location"), None, "{path}");
+        assert_eq!(reply.header("content-type"), Some("text/html; charset=utf-8"), "{path}");
+        assert_eq!(reply.header("cache-control"), Some("no-store"), "{path}");
+        assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{path}");
+        assert!(reply.body.contains("<code id=\"error\">invalid_request</code>: the authorization form may be 262144 bytes at most"), "{path}: {}", reply.body);
+        assert!(!reply.body.contains("id=\"return\""), "no link back: the form named no redirect URI to trust");
+    }
+    // The same form within the bound is approved.
+    let within: Vec<(&str, &str)> = pairs.iter().copied().filter(|(key, _)| *key != "padding").collect();
+    let reply = world.post_form("/mcp/authorize", &within).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+}

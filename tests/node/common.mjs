@@ -108,8 +108,11 @@ export function readForm(html) {
   return { action, method, fields, inputs };
 }
 
-/** Answers the authorization page as a user would: open it, type the PAT, approve. */
-export async function approve(authorizationUrl) {
+/**
+ * Answers the authorization page as a user would: open it, type the PAT, approve. The
+ * approval must send the browser to `redirectUri` (the client's callback, with the code).
+ */
+export async function approve(authorizationUrl, redirectUri = REDIRECT_URI) {
   const page = await fetch(authorizationUrl, { redirect: "manual" });
   const text = await page.text();
   check(page.status === 200, `authorize page: ${page.status} ${text.slice(0, 300)}`);
@@ -123,7 +126,7 @@ export async function approve(authorizationUrl) {
   });
   check(answer.status === 302 || answer.status === 303, `approval redirects: ${answer.status} ${(await answer.text()).slice(0, 300)}`);
   const location = answer.headers.get("location");
-  check(location.startsWith(REDIRECT_URI + "?"), `redirected to the registered URI: ${location}`);
+  check(location?.startsWith(redirectUri + "?"), `redirected to the registered URI: ${location}`);
   return new URL(location);
 }
 

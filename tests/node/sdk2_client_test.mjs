@@ -17,8 +17,8 @@
 //    exchanged with PKCE, every tool called with the svc_oat_ token.
 //
 // That no initialize reached the server is checked from the server's side, by the Rust
-// test reading the server's debug log. (Client ID Metadata Documents are not tried
-// here: the document needs an https URL, which mcp/tests/cimd.rs serves instead.)
+// test reading the server's debug log. Client ID Metadata Documents are
+// sdk2_cimd_test.mjs's.
 
 import { MCP_URL, MemoryOAuthProvider, PAT, callEveryTool, check, load, main } from "./common.mjs";
 

@@ -16,6 +16,7 @@
 //! document's, and a document that cannot be used is an error page (`invalid_client`).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -243,7 +244,17 @@ pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(qu
     }
 }
 
-pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    // A form that could not be read names no redirect URI to trust: an error page, as
+    // every other refusal before the user's decision is, never axum's plain text.
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let description = format!("the authorization form may be {} bytes at most", crate::MAX_BODY_BYTES);
+            return page::request_error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request", &description, None);
+        }
+        Err(_) => return page::request_error(StatusCode::BAD_REQUEST, "invalid_request", "the authorization form could not be read", None),
+    };
     let urls = PublicUrls::of(&state.inner.config, &headers);
     let params = Params::parse(&body);
     let request = match validate(&state, &params).await {

@@ -11,7 +11,8 @@
 //! - `GET` with `Accept: application/json`; only a 200 counts, a 3xx is not followed;
 //! - at most [`MAX_DOCUMENT_BYTES`] of body, and one deadline for resolving,
 //!   connecting, TLS and the whole answer (`--mcp-cimd-timeout-ms`, 5 s by default);
-//! - TLS by rustls with the Mozilla roots (plus roots a test adds);
+//! - TLS by rustls with the Mozilla roots (plus the CA certificates of
+//!   `--mcp-cimd-extra-ca-file`, development and tests only, or roots a test adds);
 //! - at most 32 fetches at once per process; more wait within their deadline.
 //!
 //! `--mcp-cimd-allow-insecure` (development and tests only) also allows `http` and
