@@ -3,8 +3,24 @@
 # measures). What the benchmarks print is also saved, with the commit and the machine, to
 # docs/bench-results/<UTC date and time>.md: the record to commit with the change it
 # measured.
+# usage: scripts/bench.sh [SECTION...]   every section when none is named, else only those
+# named (embedded http peers webhooks distributed soak), recorded the same way in
+# docs/bench-results/<UTC date and time>-<sections>.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sections=("$@")
+for section in "${sections[@]}"; do
+  case "$section" in
+    embedded | http | peers | webhooks | distributed | soak) ;;
+    *) echo "usage: $0 [embedded|http|peers|webhooks|distributed|soak ...]" >&2; exit 2 ;;
+  esac
+done
+wants() {
+  [ ${#sections[@]} -eq 0 ] && return 0
+  local section
+  for section in "${sections[@]}"; do [ "$section" = "$1" ] && return 0; done
+  return 1
+}
 if ! command -v wrk >/dev/null 2>&1; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
@@ -12,44 +28,65 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 
 benchmarks() {
-  echo "== embedded edition: projector, memory, page cost =="
-  cargo bench --bench embedded
-  echo
-  echo "== embedded edition: REST and MCP under load =="
-  cargo bench --bench http
-  echo
-  echo "== embedded edition side by side with read APIs over PostgreSQL 15: axum + tokio-postgres, FastAPI + asyncpg =="
-  # Installs (once) PostgreSQL 15, the peers' Python environment and builds the axum peer;
-  # see scripts/peers/setup.sh.
-  scripts/peers/bench.sh
-  echo
-  echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, feed page cost =="
-  # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_FEED_MESSAGES:
-  # the large feed (a million by default).
-  cargo bench --bench webhooks
-  echo
-  echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
-  # Idempotent: starts Kafka, Cassandra and Redis on loopback unless they already run.
-  scripts/engines/up.sh
-  # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
-  # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
-  RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
-  echo
-  echo "== distributed edition soak: mixed REST and MCP reads at half the maximum, events throughout, a projector and a query-api restart =="
-  # RECAP_BENCH_SOAK_MINUTES: its length (15 by default); RECAP_BENCH_SOAK_EVENTS_PER_SECOND
-  # (50) and RECAP_BENCH_SOAK_WORKERS (32, the threads sending reads).
-  cargo bench --bench distributed soak
+  if wants embedded; then
+    echo "== embedded edition: projector, memory, page cost =="
+    cargo bench --bench embedded
+    echo
+  fi
+  if wants http; then
+    echo "== embedded edition: REST and MCP under load =="
+    cargo bench --bench http
+    echo
+  fi
+  # The engines (idempotent: Kafka, Cassandra and Redis on loopback unless they already
+  # run) serve the distributed edition in the comparison and the distributed benchmarks;
+  # without them the comparison leaves the distributed edition out and says so.
+  engines_up=0
+  if wants peers; then
+    echo "== both editions side by side with read APIs over PostgreSQL 15: axum + tokio-postgres, FastAPI + asyncpg =="
+    engines_up=1
+    scripts/engines/up.sh || engines_up=0
+    # Installs (once) PostgreSQL 15, the peers' Python environment and builds the axum
+    # peer; see scripts/peers/setup.sh.
+    scripts/peers/bench.sh
+    echo
+  fi
+  if wants webhooks; then
+    echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, feed page cost =="
+    # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_FEED_MESSAGES:
+    # the large feed (a million by default).
+    cargo bench --bench webhooks
+    echo
+  fi
+  if wants distributed || wants soak; then
+    [ "$engines_up" = 1 ] || scripts/engines/up.sh
+  fi
+  if wants distributed; then
+    echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
+    # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
+    # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
+    RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
+    echo
+  fi
+  if wants soak; then
+    echo "== distributed edition soak: mixed REST and MCP reads at half the maximum, events throughout, a projector and a query-api restart =="
+    # RECAP_BENCH_SOAK_MINUTES: its length (15 by default); RECAP_BENCH_SOAK_EVENTS_PER_SECOND
+    # (50) and RECAP_BENCH_SOAK_WORKERS (32, the threads sending reads).
+    cargo bench --bench distributed soak
+  fi
 }
 
 results=docs/bench-results
 mkdir -p "$results"
 started=$(date -u +%Y-%m-%dT%H%M%SZ)
-record="$results/$started.md"
+suffix=""
+[ ${#sections[@]} -eq 0 ] || suffix="-$(IFS=-; echo "${sections[*]}")"
+record="$results/$started$suffix.md"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")
 git diff --quiet HEAD 2>/dev/null || commit="$commit with uncommitted changes"
 memory=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 {
-  echo "# make bench, $started"
+  echo "# make bench${sections[*]:+ (${sections[*]})}, $started"
   echo
   echo "Commit $commit; $(nproc) cores, $memory of memory, $(uname -sr)."
   echo "RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000}${RECAP_BENCH_RATIO_EVENTS:+ RECAP_BENCH_RATIO_EVENTS=$RECAP_BENCH_RATIO_EVENTS}${RECAP_BENCH_WEBHOOK_EVENTS:+ RECAP_BENCH_WEBHOOK_EVENTS=$RECAP_BENCH_WEBHOOK_EVENTS}${RECAP_BENCH_LATENCY_SECONDS:+ RECAP_BENCH_LATENCY_SECONDS=$RECAP_BENCH_LATENCY_SECONDS}${RECAP_BENCH_FEED_MESSAGES:+ RECAP_BENCH_FEED_MESSAGES=$RECAP_BENCH_FEED_MESSAGES}${RECAP_BENCH_SOAK_MINUTES:+ RECAP_BENCH_SOAK_MINUTES=$RECAP_BENCH_SOAK_MINUTES}."

@@ -9,6 +9,9 @@
 #        kafka.sh topics             the topics, one per line
 #        kafka.sh sweep              deletes the topics of test and benchmark runs that
 #                                    are gone (common.sh, left_by_gone_runs)
+#        kafka.sh create-run PREFIX  creates recap's topics under PREFIX (a run's own set,
+#                                    named so that `sweep` recognises it, e.g. bench<pid>_x.)
+#        kafka.sh delete-run PREFIX  deletes the topics under PREFIX
 set -euo pipefail
 ENGINE=kafka
 # shellcheck source=common.sh
@@ -193,6 +196,23 @@ sweep() {
   log "deleted $count topics"
 }
 
+# A run's own set of recap's topics: the ones `start` creates, under a prefix. For
+# scripts without a Kafka client of their own (the Rust benches and tests create theirs
+# with the admin API).
+create_run() {
+  local prefix=$1 entry
+  [[ $prefix =~ ^(t|bench|lagtest)[0-9]+_[A-Za-z0-9_]*\.$ ]] || die "a run's prefix is <kind><pid>_<name>. (see sweep), not '$prefix'"
+  for entry in "${TOPICS[@]}"; do
+    admin --create --if-not-exists --topic "$prefix${entry%%:*}" --partitions "${entry##*:}" --replication-factor 1 >/dev/null
+  done
+}
+
+delete_run() {
+  local prefix=$1
+  [[ $prefix =~ ^(t|bench|lagtest)[0-9]+_[A-Za-z0-9_]*\.$ ]] || die "a run's prefix is <kind><pid>_<name>. (see sweep), not '$prefix'"
+  admin --delete --if-exists --topic "${prefix//./\\.}.*" >/dev/null
+}
+
 launch() {
   refuse_foreign_ports
   configure
@@ -237,5 +257,7 @@ case "${1:-}" in
   resume) resume_engine ;;
   topics) admin --list ;;
   sweep) sweep ;;
+  create-run) create_run "${2:?usage: kafka.sh create-run PREFIX}" ;;
+  delete-run) delete_run "${2:?usage: kafka.sh delete-run PREFIX}" ;;
   *) engine_usage ;;
 esac

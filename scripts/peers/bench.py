@@ -1,12 +1,17 @@
-"""recap's embedded edition side by side with the read APIs one would otherwise write over
+"""recap's two editions side by side with the read APIs one would otherwise write over
 PostgreSQL 15 (peers/axum-postgres, peers/fastapi), on the same data and the same load.
 Run by scripts/peers/bench.sh (which prepares everything first); docs/performance.md
 ("Side by side with a Postgres read API") says what it measures and how.
 
 Placement: each service runs on SERVER_CORE with its database (recap's LMDB is in its
-process; PostgreSQL's postmaster and backends are pinned to the same core), the load
-generators on LOAD_CORE: every service gets one core for all its serving work.
+process; PostgreSQL's postmaster and backends are pinned to the same core; the
+distributed edition's query-api starts there, and Cassandra's and Redis's threads are
+held there during its rounds only, since other users of the machine share those
+engines), the load generators on LOAD_CORE: every service gets one core for all its
+serving work. The distributed edition is measured when the engines of `make up` run on
+this machine, and skipped (saying why) otherwise.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +38,11 @@ CACHE = os.path.expanduser("~/.cache/recap/peers")
 DATA_VERSION = "1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 DATABASE_URL = f"postgresql://recap@127.0.0.1:{PG_PORT}/recap"
+ENGINES_ENV = os.path.expanduser("~/.cache/recap/engines/env")
+# Named as the engines' sweep recognises a run's leftovers (scripts/engines/common.sh,
+# left_by_gone_runs): what a killed run leaves, the next `make up` deletes.
+RUN_ID = f"bench{os.getpid()}_peers"
+DISTRIBUTED = "recap-dist"
 children = []
 
 
@@ -98,9 +108,13 @@ def start_postgres(data):
     psql("SELECT count(*) FROM (SELECT note, summaries, participants, action_items FROM meetings) AS everything")
 
 
-def spawn(command, env=None, cwd=None):
-    process = subprocess.Popen(["taskset", "-c", SERVER_CORE] + command, env={**os.environ, **(env or {})}, cwd=cwd,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+def spawn(command, log_file, env=None, cwd=None):
+    """Starts a service on SERVER_CORE. Its standard error goes to `log_file`: a pipe
+    nobody reads stalls a service once it is full (a driver warning on every reconnect
+    fills it in minutes)."""
+    with open(log_file, "ab") as errors:
+        process = subprocess.Popen(["taskset", "-c", SERVER_CORE] + command, env={**os.environ, **(env or {})}, cwd=cwd,
+                                   stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
     children.append(process)
     return process
 
@@ -206,6 +220,250 @@ def open_loop(base, path, token, rate, seconds):
     return json.loads(out)
 
 
+def engines_settings():
+    """The engines' addresses: RECAP_* variables, else the file `make up` writes."""
+    values = {}
+    try:
+        with open(ENGINES_ENV) as lines:
+            for line in lines:
+                key, _, value = line.strip().removeprefix("export ").partition("=")
+                if value:
+                    values[key.strip()] = value.strip().strip("'\"")
+    except OSError:
+        pass
+    names = ("RECAP_KAFKA_BROKERS", "RECAP_SCYLLA_NODES", "RECAP_REDIS_URL")
+    return {name: os.environ.get(name) or values.get(name) for name in names}
+
+
+def host_port(address):
+    host, _, port = address.removeprefix("redis://").split("/")[0].rsplit("@", 1)[-1].partition(":")
+    return host, int(port)
+
+
+def process_of(marker):
+    """The process whose command line contains `marker` (the engines of `make up`)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if marker in cmdline.read().replace(b"\0", b" ").decode(errors="replace"):
+                        return int(entry)
+            except OSError:
+                pass
+    return None
+
+
+def local_engines():
+    """The engines' settings and the Cassandra and Redis processes, when `make up`'s
+    engines answer and run on this machine (their threads are pinned for the rounds);
+    otherwise the reason the distributed edition is not measured."""
+    settings = engines_settings()
+    if not all(settings.values()):
+        return None, f"no engine addresses ({ENGINES_ENV} is missing; `make up` writes it)"
+    for name, address in settings.items():
+        try:
+            socket.create_connection(host_port(address.split(",")[0]), timeout=2).close()
+        except (OSError, ValueError):
+            return None, f"nothing answers at {address} ({name}; `make up` starts the engines)"
+    missing = [name for name, pid in engine_pids(settings).items() if pid is None]
+    if missing:
+        return None, f"{' and '.join(missing)} does not run on this machine, so it cannot share the query-api's core"
+    return settings, None
+
+
+def engine_pids(settings):
+    """Cassandra's and Redis's processes now: looked up at each use, since other users of
+    the machine may restart an engine (fault tests do) and it comes back as another
+    process."""
+    redis_port = host_port(settings["RECAP_REDIS_URL"])[1]
+    return {"cassandra": process_of("CassandraDaemon"), "redis": process_of(f"redis-server 127.0.0.1:{redis_port}")}
+
+
+def thread_affinities(pid):
+    """Each thread's allowed cores (Cpus_allowed_list)."""
+    cores = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as status:
+                cores[int(tid)] = next(line.split(":", 1)[1].strip() for line in status if line.startswith("Cpus_allowed_list:"))
+        except (OSError, StopIteration):
+            pass
+    return cores
+
+
+class EnginesOnCore:
+    """Every thread of Cassandra and Redis held to SERVER_CORE while inside, each given
+    its own cores back after, whether the block finished or failed: the engines are shared
+    with other users of the machine and outlive the run (`make up` also gives an engine
+    it adopts every core back). Threads started meanwhile get the process's cores."""
+
+    def __init__(self, pids):
+        self.pids = pids
+
+    def __enter__(self):
+        self.saved = {pid: thread_affinities(pid) for pid in self.pids}
+        for pid in self.pids:
+            # A thread exiting while taskset walks them fails it partway: once more.
+            if subprocess.run(["taskset", "-a", "-cp", SERVER_CORE, str(pid)], capture_output=True).returncode != 0:
+                run(["taskset", "-a", "-cp", SERVER_CORE, str(pid)], capture_output=True)
+        return self
+
+    def __exit__(self, *exc):
+        for pid, threads in self.saved.items():
+            process_cores = threads.get(pid)
+            if process_cores:
+                subprocess.run(["taskset", "-a", "-cp", process_cores, str(pid)], capture_output=True)
+            for tid, cores in threads.items():
+                if cores != process_cores:
+                    subprocess.run(["taskset", "-cp", cores, str(tid)], capture_output=True)
+        return False
+
+
+def thread_cpu(pid):
+    """CPU seconds of each thread of a process, by thread name with its numbering
+    dropped (Cassandra's pools: `ReadStage-3`, `Native-Transport-Requests-12`, ...)."""
+    groups = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")].rstrip("0123456789#-: ").strip() or "?"
+        fields = text.rsplit(")", 1)[1].split()
+        groups[(name, int(tid))] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return groups
+
+
+def cpu_by_thread_group(before, after):
+    used = {}
+    for key, seconds in after.items():
+        if key in before:
+            used[key[0]] = used.get(key[0], 0.0) + seconds - before[key]
+    return used
+
+
+def redis_cli(url, *args):
+    host, port = host_port(url)
+    return run(["redis-cli", "-h", host, "-p", str(port), *args], capture_output=True, text=True).stdout
+
+
+def redis_used_mib(url):
+    info = redis_cli(url, "INFO", "memory")
+    return next((int(line.split(":")[1]) / 1048576 for line in info.splitlines() if line.startswith("used_memory:")), float("nan"))
+
+
+class DistributedEdition:
+    """recap's distributed edition on the engines of `make up`, under names of this run
+    only (topic prefix, keyspace, consumer group, Redis key prefix), all deleted at the
+    end: the events produced to Kafka with `recap events append --kafka`, drained by one
+    `recap projector` into the run's keyspace (`recap migrate`), read by one
+    `recap query-api` started on SERVER_CORE."""
+
+    def __init__(self, settings, work, secret_text):
+        self.settings, self.work = settings, work
+        self.prefix, self.keyspace = f"{RUN_ID}.", f"recap_{RUN_ID}"
+        self.topics_made = self.migrated = False
+        self.env = {
+            "RECAP_KAFKA_BROKERS": settings["RECAP_KAFKA_BROKERS"],
+            "RECAP_KAFKA_TOPIC_PREFIX": self.prefix,
+            "RECAP_KAFKA_GROUP": f"{self.prefix}projector",
+            "RECAP_SCYLLA_NODES": settings["RECAP_SCYLLA_NODES"],
+            "RECAP_SCYLLA_KEYSPACE": self.keyspace,
+            "RECAP_REDIS_URL": settings["RECAP_REDIS_URL"],
+            "RECAP_REDIS_KEY_PREFIX": f"{RUN_ID}:",
+            "RECAP_CURSOR_SECRET": secret_text,
+            "RECAP_REST_RATE_LIMIT_PER_MINUTE": "1000000000",
+            # As the peers keep a lookup, and as the chart's production values run it.
+            "RECAP_TOKEN_CACHE_MS": "1000",
+            "RECAP_LOG": "warn",
+        }
+
+    def load(self, events):
+        """Topics, keyspace, the events produced and projected; returns the seconds the
+        projector took from its start to the last meeting readable."""
+        run(["bash", os.path.join(ROOT, "scripts/engines/kafka.sh"), "create-run", self.prefix])
+        self.topics_made = True
+        self.migrated = True
+        # Another user of the engines may be restarting Cassandra (fault tests do): a
+        # few tries, as the roles themselves retry their store at start.
+        for attempt in range(10):
+            migrate = subprocess.run([RECAP, "migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"],
+                                     env={**os.environ, **self.env}, capture_output=True, text=True)
+            if migrate.returncode == 0:
+                break
+            log(f"  recap migrate failed (attempt {attempt + 1}), trying again in 10 s: {migrate.stderr.strip().splitlines()[-1:]}")
+            time.sleep(10)
+        else:
+            raise SystemExit(f"recap migrate failed:\n{migrate.stderr}")
+        run([RECAP, "events", "append", "--kafka", self.settings["RECAP_KAFKA_BROKERS"], "--topic-prefix", self.prefix, events], stdout=subprocess.DEVNULL)
+        projector_admin, rest, admin = free_ports(3)
+        # Not pinned: loading is not measured. Its warnings go to a file (a pipe nobody
+        # reads would stall it once full).
+        with open(os.path.join(self.work, "projector.log"), "wb") as projector_log:
+            self.projector = subprocess.Popen([RECAP, "projector"], env={**os.environ, **self.env, "RECAP_ADMIN_LISTEN": f"127.0.0.1:{projector_admin}"},
+                                              stdout=subprocess.DEVNULL, stderr=projector_log, start_new_session=True)
+        children.append(self.projector)
+        self.projector_admin = f"http://127.0.0.1:{projector_admin}"
+        self.query_api = spawn([RECAP, "query-api"], os.path.join(self.work, "query-api.log"), env={**self.env, "RECAP_REST_LISTEN": f"127.0.0.1:{rest}", "RECAP_ADMIN_LISTEN": f"127.0.0.1:{admin}"})
+        self.base = f"http://127.0.0.1:{rest}"
+        return self.base
+
+    def accounted(self):
+        """Events the projector accounted for (applied, stale, skipped, dead-lettered)."""
+        try:
+            with urllib.request.urlopen(self.projector_admin + "/progress", timeout=5) as response:
+                progress = json.loads(response.read())
+        except (OSError, ValueError):
+            return 0
+        return sum(progress.get(key) or 0 for key in ("applied", "stale", "skipped_unknown", "dead_lettered"))
+
+    def wait_projected(self, events, seconds=1800):
+        deadline = time.time() + seconds
+        while self.accounted() < events:
+            if self.projector.poll() is not None:
+                raise SystemExit(f"recap projector exited with status {self.projector.returncode}; its log: {os.path.join(self.work, 'projector.log')}")
+            if time.time() > deadline:
+                raise SystemExit(f"the projector accounted for {self.accounted()} of {events} events within {seconds} s")
+            time.sleep(1)
+
+    def stop_projector(self):
+        """SIGTERM (it commits its position), then waits: not a part of the reads."""
+        self.projector.send_signal(signal.SIGTERM)
+        try:
+            self.projector.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.projector.kill()
+
+    def processes(self):
+        return {"query-api": self.query_api.pid, **self.engines()}
+
+    def engines(self):
+        """Cassandra's and Redis's processes (see engine_pids); a missing one stops the run."""
+        pids = engine_pids(self.settings)
+        for name, pid in pids.items():
+            if pid is None:
+                raise SystemExit(f"{name} stopped during the run (another user of the engines restarted it?)")
+        return pids
+
+    def on_core(self):
+        return EnginesOnCore(list(self.engines().values()))
+
+    def remove(self):
+        """The run's keyspace, topics and Redis keys go, whatever happened before."""
+        if self.migrated:
+            subprocess.run(["bash", os.path.join(ROOT, "scripts/engines/cassandra.sh"), "cql", f'DROP KEYSPACE IF EXISTS "{self.keyspace}"'],
+                           capture_output=True)
+        if self.topics_made:
+            subprocess.run(["bash", os.path.join(ROOT, "scripts/engines/kafka.sh"), "delete-run", self.prefix], capture_output=True)
+        try:
+            keys = redis_cli(self.settings["RECAP_REDIS_URL"], "--scan", "--pattern", f"{RUN_ID}:*").split()
+            for start in range(0, len(keys), 500):
+                redis_cli(self.settings["RECAP_REDIS_URL"], "DEL", *keys[start:start + 500])
+        except (OSError, subprocess.CalledProcessError):
+            pass
+
+
 def canonical(body):
     """The JSON, keys sorted; of an error, what clients branch on (docs/rest.md: the
     code and its extra fields; `message` may change)."""
@@ -253,16 +511,41 @@ def verify(services, accounts):
     return checked, identical
 
 
+def settle(pids, what, most=0.3, seconds=180):
+    """Until the processes together used under `most` of a core for 2 s, or `seconds`
+    passed (then says so): Cassandra flushes and compacts for a while after a load, and
+    that work is not the reads'. Other users of the engines may keep it busier."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        before = cpu_seconds(pids)
+        time.sleep(2)
+        used = (cpu_seconds(pids) - before) / 2
+        if used < most:
+            return used
+    log(f"  {what} still used {used * 100:.0f}% of a core after {seconds} s; measuring anyway")
+    return used
+
+
 def main():
+    # A TERM ends the run through the `finally` below: the engines get their cores back
+    # and the run's keyspace and topics go.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     data = data_dir()
     with open(os.path.join(data, "tokens.json")) as tokens:
         accounts = json.load(tokens)
+    with open(os.path.join(data, "events.jsonl"), "rb") as events_file:
+        event_count = sum(1 for _ in events_file)
     start_postgres(data)
+    engines, engines_missing = local_engines()
     work = tempfile.mkdtemp(prefix="recap-peers-")
+    distributed = None
     try:
+        # Text, so that the query-api (RECAP_CURSOR_SECRET) signs with the same key bytes
+        # as recap serve and the peers (read from the file).
+        secret_text = os.urandom(32).hex()
         secret = os.path.join(work, "cursor-secret")
-        with open(secret, "wb") as out:
-            out.write(os.urandom(32))
+        with open(secret, "w") as out:
+            out.write(secret_text)
         os.chmod(secret, 0o600)
         log("appending the events to recap's log and projecting them")
         run([RECAP, "events", "append", "--data-dir", work, os.path.join(data, "events.jsonl")], stdout=subprocess.DEVNULL)
@@ -270,14 +553,19 @@ def main():
         started = time.time()
         rest, mcp, admin, axum_port, fastapi_port = free_ports(5)
         spawn([RECAP, "serve", "--data-dir", work, "--rest-listen", f"127.0.0.1:{rest}", "--mcp-listen", f"127.0.0.1:{mcp}", "--admin-listen",
-               f"127.0.0.1:{admin}", "--rest-rate-limit-per-minute", unlimited], env={"RUST_LOG": "warn"})
-        services = {"recap": {"base": f"http://127.0.0.1:{rest}", "pid": children[-1].pid, "db": False}}
+               f"127.0.0.1:{admin}", "--rest-rate-limit-per-minute", unlimited], os.path.join(work, "serve.log"), env={"RUST_LOG": "warn"})
+        recap_pid = children[-1].pid
+        services = {"recap": {"base": f"http://127.0.0.1:{rest}", "parts": lambda: {"service": [recap_pid]}}}
         peer_env = {"DATABASE_URL": DATABASE_URL, "CURSOR_SECRET_FILE": secret, "RATE_LIMIT_PER_MINUTE": unlimited}
-        spawn([os.path.join(TARGET, "peer-axum-postgres")], env={**peer_env, "LISTEN": f"127.0.0.1:{axum_port}"})
-        services["axum+pg"] = {"base": f"http://127.0.0.1:{axum_port}", "pid": children[-1].pid, "db": True}
+        spawn([os.path.join(TARGET, "peer-axum-postgres")], os.path.join(work, "axum.log"), env={**peer_env, "LISTEN": f"127.0.0.1:{axum_port}"})
+        axum_pid = children[-1].pid
+        services["axum+pg"] = {"base": f"http://127.0.0.1:{axum_port}", "parts": lambda: {"service": [axum_pid], "postgres": postgres_pids()}}
         spawn([os.path.join(VENV, "bin", "uvicorn"), "app:app", "--app-dir", os.path.join(ROOT, "peers/fastapi"), "--host", "127.0.0.1", "--port", str(fastapi_port),
-               "--no-access-log", "--log-level", "warning", "--loop", "uvloop", "--http", "httptools"], env=peer_env)
-        services["fastapi+pg"] = {"base": f"http://127.0.0.1:{fastapi_port}", "pid": children[-1].pid, "db": True}
+               "--no-access-log", "--log-level", "warning", "--loop", "uvloop", "--http", "httptools"], os.path.join(work, "fastapi.log"), env=peer_env)
+        fastapi_pid = children[-1].pid
+        services["fastapi+pg"] = {"base": f"http://127.0.0.1:{fastapi_port}", "parts": lambda: {"service": [fastapi_pid], "postgres": postgres_pids()}}
+        for service in services.values():
+            service["pid"] = service["parts"]()["service"][0]
         large = accounts["acc_large"]
         last = f"/v1/meetings/{large['prefix']}{large['meetings'] - 1:06d}"
         wait_for(services["recap"]["base"], last, large["token"], "recap serve")
@@ -287,8 +575,28 @@ def main():
         wait_idle(services["recap"]["pid"], "recap serve")
         log(f"  recap serve idle {time.time() - started:.0f} s after its start")
 
+        if engines is None:
+            print(f"distributed edition: not measured in this run: {engines_missing}")
+        else:
+            log(f"the distributed edition: producing the events to Kafka (topics {RUN_ID}.*), projecting them into keyspace recap_{RUN_ID}")
+            distributed = DistributedEdition(engines, work, secret_text)
+            started = time.time()
+            base = distributed.load(os.path.join(data, "events.jsonl"))
+            wait_for(base, last, large["token"], "recap query-api", 1800)
+            distributed.wait_projected(event_count)
+            wait_idle(distributed.projector.pid, "recap projector")
+            log(f"  recap projector drained {event_count} events from Kafka in {time.time() - started:.0f} s (topics created and the keyspace migrated first)")
+            distributed.stop_projector()
+            settle([distributed.engines()["cassandra"]], "Cassandra")
+            services[DISTRIBUTED] = {"base": base, "pid": distributed.query_api.pid,
+                                     "parts": lambda: {"service": [distributed.query_api.pid], **{name: [pid] for name, pid in distributed.engines().items()}}}
+
         checked, identical = verify(services, accounts)
-        print(f"same answers: {checked} responses of the peers compared with recap's, all JSON-equal ({identical} byte-identical)")
+        print(f"same answers: {checked} responses of the other services compared with recap serve's, all JSON-equal ({identical} byte-identical)")
+
+        def pinned(name):
+            """Cassandra and Redis on the query-api's core for the distributed edition's phases."""
+            return distributed.on_core() if name == DISTRIBUTED else contextlib.nullcontext()
 
         small = accounts["acc_small"]
         routes = [
@@ -301,7 +609,14 @@ def main():
         # Warm every route on every service (connections, prepared statements, caches).
         for _, path, token in routes:
             for name in names:
-                wrk(services[name]["base"] + path, token, 1)
+                with pinned(name):
+                    wrk(services[name]["base"] + path, token, 1)
+        if distributed:
+            with distributed.on_core():
+                background = settle(list(distributed.engines().values()), "Cassandra and Redis", most=1.0, seconds=2)
+            print(f"\nCassandra and Redis with no load from this run, held to core {SERVER_CORE}: {background * 100:.0f}% of the core "
+                  "(their own background work and other users of the shared engines; counted in the distributed edition's figures below)")
+        parts_order = ["service", "postgres", "cassandra", "redis"]
         results = {}
         print(f"\nthroughput: wrk -t1 -c32 on core {LOAD_CORE}, each service and its database on core {SERVER_CORE}; "
               f"{ROUNDS} rounds of {SECONDS} s per route, services alternating (order rotated each round); medians")
@@ -311,35 +626,60 @@ def main():
                 order = names[round_index % len(names):] + names[:round_index % len(names)]
                 for name in order:
                     service = services[name]
-                    pg = postgres_pids()
-                    before_pg, before = cpu_by_pid(pg), (cpu_seconds([service["pid"]]), time.time())
-                    rate, requests = wrk(service["base"] + path, token, SECONDS)
-                    after_pg, after = cpu_by_pid(pg), (cpu_seconds([service["pid"]]), time.time())
-                    pg_seconds = cpu_between(before_pg, after_pg)
-                    before, after = (before[0], 0.0, before[1]), (after[0], pg_seconds, after[1])
-                    share = (after[0] - before[0] + after[1] - before[1]) / (after[2] - before[2])
-                    samples[name].append((rate, (after[0] - before[0]) / requests * 1e6, (after[1] - before[1]) / requests * 1e6, share))
-            results[label] = {name: tuple(statistics.median(sample[i] for sample in samples[name]) for i in range(4)) for name in names}
-        print(f"  {'route':<22} {'service':<11} {'req/s':>7} {'core used':>9} {'CPU µs/req: service':>20} {'postgres':>9} {'total':>7} {'req/CPU-s':>10}   {'recap ÷ this: req/s':>19} {'req/CPU-s':>9}")
+                    with pinned(name):
+                        parts = service["parts"]()
+                        before, started_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
+                        rate, requests = wrk(service["base"] + path, token, SECONDS)
+                        after, ended_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
+                    used = {part: cpu_between(before[part], after[part]) for part in parts}
+                    share = sum(used.values()) / (ended_at - started_at)
+                    samples[name].append((rate, {part: seconds / requests * 1e6 for part, seconds in used.items()}, share))
+            results[label] = {
+                name: (statistics.median(sample[0] for sample in samples[name]),
+                       {part: statistics.median(sample[1][part] for sample in samples[name]) for part in samples[name][0][1]},
+                       statistics.median(sample[2] for sample in samples[name]))
+                for name in names
+            }
+        print(f"  {'route':<22} {'service':<11} {'req/s':>7} {'core used':>9} {'CPU µs/req: service':>20} {'postgres':>9} {'cassandra':>9} {'redis':>6} {'total':>7}"
+              f" {'req/CPU-s':>10}   {'recap ÷ this: req/s':>19} {'req/CPU-s':>9}")
         for label, by_service in results.items():
-            recap_rate, recap_us = by_service["recap"][0], by_service["recap"][1] + by_service["recap"][2]
-            for name, (rate, service_us, pg_us, share) in by_service.items():
-                total = service_us + pg_us
-                print(f"  {label:<22} {name:<11} {rate:>7.0f} {share * 100:>8.0f}% {service_us:>20.1f} {pg_us:>9.1f} {total:>7.1f} {1e6 / total:>10.0f}"
-                      f"   {recap_rate / rate:>18.1f}× {total / recap_us:>8.1f}×")
-        print("  core used: the service's and PostgreSQL's CPU time over the round's wall time (under 100%, something else had the core part of the")
+            recap_rate, recap_us = by_service["recap"][0], sum(by_service["recap"][1].values())
+            for name, (rate, parts, share) in by_service.items():
+                total = sum(parts.values())
+                shown = {part: f"{parts[part]:.1f}" if part in parts else "-" for part in parts_order}
+                print(f"  {label:<22} {name:<11} {rate:>7.0f} {share * 100:>8.0f}% {shown['service']:>20} {shown['postgres']:>9} {shown['cassandra']:>9} {shown['redis']:>6}"
+                      f" {total:>7.1f} {1e6 / total:>10.0f}   {recap_rate / rate:>18.1f}× {total / recap_us:>8.1f}×")
+        print("  core used: the CPU time of the service and its database over the round's wall time (under 100%, something else had the core part of the")
         print("  time); req/CPU-s: requests per second of CPU time of the service and its database, the throughput per core the sharing does not hide")
+        if distributed:
+            print(f"  {DISTRIBUTED}: recap query-api, Cassandra (standing in for ScyllaDB, 1 GiB heap, a node shared with other users of the machine) and Redis"
+                  f" all held to core {SERVER_CORE} during its rounds; Cassandra's and Redis's CPU counts whatever else they did meanwhile")
+
+        if distributed:
+            print(f"\nwhere {DISTRIBUTED}'s CPU goes, one more {SECONDS} s round of each 100k-account route: µs per request by process and thread group")
+            for label, path, token in [routes[1], routes[3]]:
+                with distributed.on_core():
+                    before = {process: thread_cpu(pid) for process, pid in distributed.processes().items()}
+                    _, requests = wrk(services[DISTRIBUTED]["base"] + path, token, SECONDS)
+                    after = {process: thread_cpu(pid) for process, pid in distributed.processes().items()}
+                for process in before:
+                    groups = cpu_by_thread_group(before[process], after[process])
+                    total = sum(groups.values())
+                    top = sorted(groups.items(), key=lambda item: -item[1])[:6]
+                    print(f"  {label:<22} {process:<10} {total / requests * 1e6:>7.1f} µs: "
+                          + ", ".join(f"{name} {seconds / requests * 1e6:.1f}" for name, seconds in top if seconds > 0))
 
         print(f"\nlatency, open loop ({LATENCY_SECONDS} s, 64 connections, each request timed from its scheduled instant), at fixed offered rates:")
-        print("half of each Postgres peer's maximum above, offered to every service that reaches twice that rate, and half of recap's own")
+        print("half of each service's maximum above, offered to every service that reaches twice that rate")
         for label, path, token in [routes[1], routes[3]]:
             maxima = {name: results[label][name][0] for name in names}
-            rates = sorted({round(maxima["fastapi+pg"] / 2), round(maxima["axum+pg"] / 2), round(maxima["recap"] / 2)})
+            rates = sorted({round(maximum / 2) for maximum in maxima.values()})
             for rate in rates:
                 for name in names:
                     if rate > maxima[name] / 2 * 1.01:
                         continue
-                    latency = open_loop(services[name]["base"], path, token, rate, LATENCY_SECONDS)
+                    with pinned(name):
+                        latency = open_loop(services[name]["base"], path, token, rate, LATENCY_SECONDS)
                     lost = f", {latency['scheduled'] - latency['answered']} unanswered" if latency["answered"] < latency["scheduled"] else ""
                     print(f"  {label:<22} at {rate:>6} req/s  {name:<11} p50 {latency['p50']:>7.2f} ms  p99 {latency['p99']:>7.2f} ms  max {latency['max']:>7.2f} ms"
                           f"{lost}{', ' + str(latency['non_200']) + ' not 200' if latency['non_200'] else ''}")
@@ -348,18 +688,45 @@ def main():
         print("\nmemory after the load: " + ", ".join(f"{name} {memory_mib(services[name]['pid']):.0f} MiB RSS" for name in names)
               + f"; PostgreSQL (postmaster and backends) {pg_pss:.0f} MiB PSS (shared_buffers 512 MB, the data loaded in it);"
               " recap's RSS counts the pages of its memory-mapped store it touched")
-        recap_list, axum_list = results["list, 100k account"]["recap"], results["list, 100k account"]["axum+pg"]
-        recap_detail, axum_detail = results["detail, 100k account"]["recap"], results["detail, 100k account"]["axum+pg"]
-        print(f"\nrecap ÷ axum+pg, 100k account: requests per CPU-second {(axum_list[1] + axum_list[2]) / (recap_list[1] + recap_list[2]):.1f}× (list),"
-              f" {(axum_detail[1] + axum_detail[2]) / (recap_detail[1] + recap_detail[2]):.1f}× (detail) (target ≥ 10×);"
-              f" requests/s on the shared core {recap_list[0] / axum_list[0]:.1f}× / {recap_detail[0] / axum_detail[0]:.1f}×")
+        if distributed:
+            print(f"  {DISTRIBUTED}: the query-api above; Cassandra {memory_mib(distributed.engines()['cassandra']):.0f} MiB RSS (the whole shared node, 1 GiB heap),"
+                  f" Redis used_memory {redis_used_mib(engines['RECAP_REDIS_URL']):.1f} MiB (every user's keys)")
+
+        def per_cpu_second(name, label):
+            return 1e6 / sum(results[label][name][1].values())
+
+        def ratios(numerator, denominator):
+            return [(per_cpu_second(numerator, label) / per_cpu_second(denominator, label), results[label][numerator][0] / results[label][denominator][0])
+                    for label in ("list, 100k account", "detail, 100k account")]
+
+        (list_cpu, list_rate), (detail_cpu, detail_rate) = ratios("recap", "axum+pg")
+        print(f"\nrecap ÷ axum+pg, 100k account: requests per CPU-second {list_cpu:.1f}× (list), {detail_cpu:.1f}× (detail) (target ≥ 10×);"
+              f" requests/s on the shared core {list_rate:.1f}× / {detail_rate:.1f}×")
+        if distributed:
+            (list_cpu, list_rate), (detail_cpu, detail_rate) = ratios(DISTRIBUTED, "axum+pg")
+            print(f"{DISTRIBUTED} ÷ axum+pg, 100k account: requests per CPU-second {list_cpu:.2f}× (list), {detail_cpu:.2f}× (detail) (target > 1×);"
+                  f" requests/s on the shared core {list_rate:.2f}× / {detail_rate:.2f}×")
+    except BaseException:
+        # The services' own words on what went wrong, before their directory goes.
+        for name in sorted(os.listdir(work)):
+            if name.endswith(".log"):
+                with open(os.path.join(work, name), errors="replace") as lines:
+                    tail = lines.readlines()[-5:]
+                if tail:
+                    log(f"the end of {name}:\n" + "".join(tail))
+        raise
     finally:
         for process in children:
             try:
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(timeout=20)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
+            except ProcessLookupError:
                 pass
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if distributed:
+            distributed.remove()
         shutil.rmtree(work, ignore_errors=True)
 
 

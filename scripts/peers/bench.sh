@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# recap's embedded edition side by side with an axum/tokio-postgres read API and a
+# recap's two editions side by side with an axum/tokio-postgres read API and a
 # FastAPI/asyncpg one over PostgreSQL 15, on the same data and load (scripts/peers/bench.py;
 # docs/performance.md, "Side by side with a Postgres read API"). Part of `make bench`.
+# The distributed edition (recap query-api over Cassandra and Redis, loaded through
+# Kafka) is measured when the engines of `make up` run on this machine, skipped otherwise.
 # RECAP_BIN: the recap release binary (default: the one `make bench` built).
 # PEER_BENCH_ROUNDS (3), PEER_BENCH_SECONDS (3), PEER_BENCH_LATENCY_SECONDS (5).
 # The PostgreSQL cluster is stopped at the end unless PEER_PG_KEEP=1.

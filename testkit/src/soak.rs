@@ -94,6 +94,10 @@ pub struct Window {
     pub roles: Vec<Process>,
     pub cassandra_rss_mib: f64,
     pub redis_used_mib: f64,
+    /// Whether the Cassandra of `make up` was another process at the end of this window
+    /// than at the end of the one before: restarted by another user of the shared
+    /// engines (fault tests do), which no soak target can be judged through.
+    pub cassandra_restarted: bool,
     /// The roles restarted in this window.
     pub restart: Option<String>,
 }
@@ -360,6 +364,7 @@ fn processes(cluster: &Cluster) -> Vec<Process> {
 struct Gathered {
     end: Duration,
     roles: Vec<Process>,
+    cassandra_pid: Option<u32>,
     cassandra_rss_mib: f64,
     redis_used_mib: f64,
 }
@@ -411,13 +416,17 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
         })
     };
 
-    let cassandra = cassandra_pid();
+    let started_with_cassandra = cassandra_pid();
     let redis_url = cluster.engines.redis_url.clone();
-    let gather = |cluster: &Cluster, end: Duration| Gathered {
-        end,
-        roles: processes(cluster),
-        cassandra_rss_mib: cassandra.map_or(f64::NAN, rss_mib),
-        redis_used_mib: redis_used_mib(&redis_url),
+    let gather = |cluster: &Cluster, end: Duration| {
+        let cassandra = cassandra_pid();
+        Gathered {
+            end,
+            roles: processes(cluster),
+            cassandra_pid: cassandra,
+            cassandra_rss_mib: cassandra.map_or(f64::NAN, rss_mib),
+            redis_used_mib: redis_used_mib(&redis_url),
+        }
     };
     let mut gathered: Vec<Gathered> = Vec::new();
     let mut lags: Vec<(Duration, i64)> = Vec::new();
@@ -502,7 +511,10 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
     let in_restart = |at: Duration| restarts.iter().any(|restart| at >= restart.began && at < restart.ready + Duration::from_secs(2));
     let mut windows = Vec::new();
     let mut window_start = Duration::ZERO;
+    let mut cassandra_before = started_with_cassandra;
     for figures in gathered {
+        let cassandra_restarted = figures.cassandra_pid != cassandra_before;
+        cassandra_before = figures.cassandra_pid;
         let inside: Vec<&Sample> = samples.iter().filter(|sample| sample.at >= window_start && sample.at < figures.end).collect();
         let mut latencies: Vec<f64> = inside.iter().filter(|sample| sample.ok).map(|sample| sample.latency_ms).collect();
         latencies.sort_by(|a, b| a.total_cmp(b));
@@ -526,6 +538,7 @@ pub fn run(cluster: &mut Cluster, plan: &Plan, prepared: Prepared) -> Report {
             roles: figures.roles,
             cassandra_rss_mib: figures.cassandra_rss_mib,
             redis_used_mib: figures.redis_used_mib,
+            cassandra_restarted,
             restart,
         });
         window_start = figures.end;
@@ -664,6 +677,9 @@ impl Report {
             out.push_str(&format!(" {:>13.0} {:>9.1}", window.cassandra_rss_mib, window.redis_used_mib));
             if let Some(role) = &window.restart {
                 out.push_str(&format!("  ({role} restarted)"));
+            }
+            if window.cassandra_restarted {
+                out.push_str("  (Cassandra restarted by another user of the engines)");
             }
             out.push('\n');
         }
