@@ -79,17 +79,17 @@ pub fn discover_result(instructions: &str) -> &'static str {
 }
 
 /// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).
-/// `requested` is its `MCP-Protocol-Version` header. Each routing header is looked up
-/// once (its first value and whether a second follows), and `_meta`'s keys once each:
-/// these checks are all a 2026-07-28 call does beyond a handshake-era one of the same
-/// bytes, on every call.
+/// `requested` is its `MCP-Protocol-Version` header. `Mcp-Method` and `Mcp-Name` are
+/// looked up once, for their values, the copies of all three only when some header of
+/// the request comes twice, and `_meta`'s keys once each: these checks are all a
+/// 2026-07-28 call does beyond a handshake-era one of the same bytes, on every call.
 pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
-    let (_, version_repeated) = routing_header(headers, &PROTOCOL_VERSION_HEADER);
-    let (method_header, method_repeated) = routing_header(headers, &METHOD_HEADER);
-    let (name_header, name_repeated) = routing_header(headers, &NAME_HEADER);
-    let repeated = [(version_repeated, &PROTOCOL_VERSION_HEADER), (method_repeated, &METHOD_HEADER), (name_repeated, &NAME_HEADER)];
-    if let Some((_, name)) = repeated.iter().find(|(repeated, _)| *repeated) {
-        return Err(RpcError::HeaderMismatch(format!("the {name} header appears more than once")));
+    // As many values as names: no header at all comes twice, and the copies need no
+    // lookup of their own.
+    if headers.len() != headers.keys_len() {
+        if let Some(repeated) = [PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER].iter().find(|name| headers.get_all(*name).iter().nth(1).is_some()) {
+            return Err(RpcError::HeaderMismatch(format!("the {repeated} header appears more than once")));
+        }
     }
     if requested != MODERN_VERSION {
         return Err(RpcError::UnsupportedProtocolVersion { requested: requested.to_string() });
@@ -99,7 +99,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
     if body_version != requested {
         return Err(mismatch("MCP-Protocol-Version", requested, body_version));
     }
-    match header_text(method_header, &METHOD_HEADER)? {
+    match header_text(headers.get(&METHOD_HEADER), &METHOD_HEADER)? {
         None => return Err(RpcError::HeaderMismatch("the Mcp-Method header is required".into())),
         Some(value) if value != method => return Err(mismatch("Mcp-Method", value, method)),
         Some(_) => {}
@@ -108,7 +108,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
         let Some(name) = params.and_then(|params| params.get("name")).and_then(Value::as_str) else {
             return Err(RpcError::InvalidParams("tools/call needs params.name, a string".into()));
         };
-        let Some(value) = header_text(name_header, &NAME_HEADER)? else {
+        let Some(value) = header_text(headers.get(&NAME_HEADER), &NAME_HEADER)? else {
             return Err(RpcError::HeaderMismatch("the Mcp-Name header is required on tools/call".into()));
         };
         match decode(value) {
@@ -139,13 +139,6 @@ fn envelope(meta: Option<&Map<String, Value>>) -> Result<&str, RpcError> {
         return Err(RpcError::InvalidParams(format!("params._meta.{CLIENT_CAPABILITIES_KEY} must be an object")));
     }
     version.as_str().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
-}
-
-/// A routing header's first value, and whether another copy follows it.
-fn routing_header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> (Option<&'a HeaderValue>, bool) {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next();
-    (first, first.is_some() && values.next().is_some())
 }
 
 /// A header's value without the spaces and tabs around it; `None` when absent.
