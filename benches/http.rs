@@ -531,58 +531,144 @@ fn thread_cpu_seconds() -> f64 {
         .map_or(0.0, |nanoseconds| nanoseconds / 1e9)
 }
 
-/// The two eras of one tools/call through the MCP router as `recap serve` builds it,
-/// called in this thread without sockets, so that the figure is the CPU time of the
-/// server's own code per call (parsing, checks, the tool, the response), out of reach
-/// of the kernel's and the other tenants' share of a socket round trip. Rounds of
-/// `CALLS` calls alternate (handshake era first and last); each modern round is divided
-/// by the mean of the rounds around it, and the median of the ratios is printed.
-async fn router_eras(dir: &std::path::Path) {
+/// One tools/call as the router is timed with it: the handshake-era call, the same call
+/// padded to the modern one's bytes, and the modern call.
+#[derive(Clone, Copy)]
+enum Form {
+    HandshakeEra,
+    Padded,
+    Modern,
+}
+
+impl Form {
+    fn post(self, name: &str, arguments: serde_json::Value) -> Post {
+        match self {
+            Form::HandshakeEra => handshake_era_tool_call(name, arguments),
+            Form::Padded => padded_handshake_era_tool_call(name, arguments),
+            Form::Modern => modern_tool_call(name, arguments),
+        }
+    }
+
+    fn named(name: &str) -> Option<Form> {
+        match name {
+            "legacy" => Some(Form::HandshakeEra),
+            "padded" => Some(Form::Padded),
+            "modern" => Some(Form::Modern),
+            _ => None,
+        }
+    }
+}
+
+/// The handshake-era call carrying every byte the modern one carries: the same body
+/// (`_meta` included, which that era reads only for trace context) and the same headers,
+/// but for `MCP-Protocol-Version`, which names 2025-11-25 (as long as 2026-07-28). What a
+/// modern call costs beyond it is what the modern rules cost; what it costs beyond the
+/// plain handshake-era call is what the modern bytes cost, which the revision forces.
+fn padded_handshake_era_tool_call(name: &str, arguments: serde_json::Value) -> Post {
+    let mut post = modern_tool_call(name, arguments);
+    for (header, value) in &mut post.headers {
+        if *header == "MCP-Protocol-Version" {
+            *value = LATEST_HANDSHAKE_ERA.to_string();
+        }
+    }
+    post
+}
+
+/// Requests of one form, as hyper hands them to the router (names and values parsed).
+/// Built before a batch is timed, so the figure is the server's own code.
+#[inline(never)]
+fn build_requests(post: &Post, count: usize) -> Vec<axum::http::Request<axum::body::Body>> {
+    (0..count)
+        .map(|_| {
+            let mut builder = axum::http::Request::post("/mcp").header("authorization", format!("Bearer {TOKEN}")).header("content-type", "application/json");
+            for (name, value) in &post.headers {
+                builder = builder.header(*name, value);
+            }
+            builder.body(axum::body::Body::from(post.body.clone())).expect("request")
+        })
+        .collect()
+}
+
+/// Calls the router with each request in turn, reading each answer whole.
+async fn serve_requests(router: &axum::Router, requests: Vec<axum::http::Request<axum::body::Body>>) {
     use tower::ServiceExt as _;
+    for request in requests {
+        let response = router.clone().oneshot(request).await.expect("infallible");
+        assert_eq!(response.status(), axum::http::StatusCode::OK);
+        let _ = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+    }
+}
+
+/// One tools/call through the MCP router as `recap serve` builds it, called in this
+/// thread without sockets, so that the figure is the CPU time of the server's own code
+/// per call (parsing, checks, the tool, the response), out of reach of the kernel's and
+/// the other tenants' share of a socket round trip; requests are built in batches of
+/// `BATCH` outside the timed part. Three forms: the handshake-era call, the same call
+/// padded to the modern bytes, and the modern call. A block runs one round of `CALLS`
+/// calls of each form, then again in the reverse order (so a drift of the machine
+/// weighs on every form alike); each block gives the modern call's ratio to each of the
+/// two others, and the medians over `BLOCKS` blocks are printed.
+///
+/// `RECAP_BENCH_MCP_FORM=legacy|padded|modern` runs only `RECAP_BENCH_CALLS` (2,000)
+/// calls of that form of `RECAP_BENCH_MCP_TOOL` (get_meeting), for a profiler: under
+/// `valgrind --tool=callgrind`, the difference between two forms' counts is the
+/// difference between their calls, the setup being the same.
+async fn router_eras(dir: &std::path::Path) {
     const CALLS: usize = 20_000;
-    const ROUNDS: usize = 9;
+    const BATCH: usize = 500;
+    const BLOCKS: usize = 7;
     let readmodel = world(dir, 1_000).await;
     let router =
         recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &recap_mcp::McpConfig::default())));
-    let request = |post: &Post| {
-        let mut builder = axum::http::Request::post("/mcp").header("authorization", format!("Bearer {TOKEN}")).header("content-type", "application/json");
-        for (name, value) in &post.headers {
-            builder = builder.header(*name, value);
-        }
-        builder.body(axum::body::Body::from(post.body.clone())).expect("request")
+    let arguments_of = |tool: &str| match tool {
+        "list_meetings" => serde_json::json!({"limit": 20}),
+        _ => serde_json::json!({"meeting_id": "mtg_000500"}),
     };
-    let round = |post: Post| {
-        let router = router.clone();
+    if let Ok(form) = std::env::var("RECAP_BENCH_MCP_FORM") {
+        let form = Form::named(&form).expect("RECAP_BENCH_MCP_FORM: legacy, padded or modern");
+        let tool = std::env::var("RECAP_BENCH_MCP_TOOL").unwrap_or_else(|_| "get_meeting".into());
+        let calls = std::env::var("RECAP_BENCH_CALLS").ok().and_then(|calls| calls.parse().ok()).unwrap_or(2_000);
+        let requests = build_requests(&form.post(&tool, arguments_of(&tool)), calls);
+        serve_requests(&router, requests).await;
+        return;
+    }
+    let round = |post: &Post| {
+        let (router, post) = (router.clone(), post.clone());
         async move {
-            let started = thread_cpu_seconds();
-            for _ in 0..CALLS {
-                let response = router.clone().oneshot(request(&post)).await.expect("infallible");
-                assert_eq!(response.status(), axum::http::StatusCode::OK);
-                let _ = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+            let mut seconds = 0.0;
+            for _ in 0..CALLS / BATCH {
+                let requests = build_requests(&post, BATCH);
+                let started = thread_cpu_seconds();
+                serve_requests(&router, requests).await;
+                seconds += thread_cpu_seconds() - started;
             }
-            (thread_cpu_seconds() - started) / CALLS as f64 * 1e6
+            seconds / CALLS as f64 * 1e6
         }
     };
-    println!("MCP tools/call through the router in this thread, CPU µs per call ({CALLS} calls a round, {ROUNDS} rounds alternating):");
-    for (name, arguments) in [("get_meeting", serde_json::json!({"meeting_id": "mtg_000500"})), ("list_meetings", serde_json::json!({"limit": 20}))] {
-        let legacy = handshake_era_tool_call(name, arguments.clone());
-        let modern = modern_tool_call(name, arguments);
-        let mut legacy_rounds = vec![round(legacy.clone()).await];
-        let (mut modern_rounds, mut ratios) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
-            let cost = round(modern.clone()).await;
-            legacy_rounds.push(round(legacy.clone()).await);
-            let around = (legacy_rounds[legacy_rounds.len() - 2] + legacy_rounds[legacy_rounds.len() - 1]) / 2.0;
-            modern_rounds.push(cost);
-            ratios.push(cost / around);
+    println!("MCP tools/call through the router in this thread, CPU µs per call ({CALLS} calls a round, {BLOCKS} blocks of a round of each form and back):");
+    for tool in ["get_meeting", "list_meetings"] {
+        let posts = [Form::HandshakeEra, Form::Padded, Form::Modern].map(|form| form.post(tool, arguments_of(tool)));
+        let (mut costs, mut to_legacy, mut to_padded) = ([Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new());
+        for _ in 0..BLOCKS {
+            let mut block = [0.0; 3];
+            for index in [0, 1, 2, 2, 1, 0] {
+                block[index] += round(&posts[index]).await / 2.0;
+            }
+            for (index, cost) in block.iter().enumerate() {
+                costs[index].push(*cost);
+            }
+            to_legacy.push(block[2] / block[0]);
+            to_padded.push(block[2] / block[1]);
         }
+        let range = |ratios: &[f64]| (ratios.iter().cloned().fold(f64::INFINITY, f64::min), ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+        let ((legacy_low, legacy_high), (padded_low, padded_high)) = (range(&to_legacy), range(&to_padded));
         println!(
-            "  {name:<16} 2025-11-25 {:>6.2} µs   2026-07-28 {:>6.2} µs   modern/handshake-era {:.3} (median of rounds; range {:.3}..{:.3})",
-            stats::median(&mut legacy_rounds.clone()),
-            stats::median(&mut modern_rounds.clone()),
-            stats::median(&mut ratios.clone()),
-            ratios.iter().cloned().fold(f64::INFINITY, f64::min),
-            ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            "  {tool:<14} 2025-11-25 {:>6.2} µs   padded {:>6.2} µs   2026-07-28 {:>6.2} µs   modern/handshake-era {:.3} ({legacy_low:.3}..{legacy_high:.3})   modern/padded {:.3} ({padded_low:.3}..{padded_high:.3})",
+            stats::median(&mut costs[0].clone()),
+            stats::median(&mut costs[1].clone()),
+            stats::median(&mut costs[2].clone()),
+            stats::median(&mut to_legacy.clone()),
+            stats::median(&mut to_padded.clone()),
         );
     }
 }

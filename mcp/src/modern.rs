@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use axum::http::{HeaderMap, HeaderName};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use base64::Engine as _;
 use rmcp::model::{CacheScope, DiscoverResult, Implementation, ProtocolVersion, ServerCapabilities, ToolsCapability};
 use serde_json::{Map, Value};
@@ -48,9 +48,6 @@ pub const TTL_MS: u64 = 3_600_000;
 pub const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
-
-/// The routing headers, which must each come once.
-const ROUTING_HEADERS: [HeaderName; 3] = [PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER];
 
 /// Who answers, in initialize results and in every modern result's `_meta`.
 pub fn server_info() -> Implementation {
@@ -82,10 +79,17 @@ pub fn discover_result(instructions: &str) -> &'static str {
 }
 
 /// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).
-/// `requested` is its `MCP-Protocol-Version` header.
+/// `requested` is its `MCP-Protocol-Version` header. `Mcp-Method` and `Mcp-Name` are
+/// looked up once, for their values, the copies of all three only when some header of
+/// the request comes twice, and `_meta`'s keys once each: these checks are all a
+/// 2026-07-28 call does beyond a handshake-era one of the same bytes, on every call.
 pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
-    if let Some(repeated) = ROUTING_HEADERS.iter().find(|name| headers.get_all(*name).iter().nth(1).is_some()) {
-        return Err(RpcError::HeaderMismatch(format!("the {repeated} header appears more than once")));
+    // As many values as names: no header at all comes twice, and the copies need no
+    // lookup of their own.
+    if headers.len() != headers.keys_len() {
+        if let Some(repeated) = [PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER].iter().find(|name| headers.get_all(*name).iter().nth(1).is_some()) {
+            return Err(RpcError::HeaderMismatch(format!("the {repeated} header appears more than once")));
+        }
     }
     if requested != MODERN_VERSION {
         return Err(RpcError::UnsupportedProtocolVersion { requested: requested.to_string() });
@@ -95,7 +99,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
     if body_version != requested {
         return Err(mismatch("MCP-Protocol-Version", requested, body_version));
     }
-    match header(headers, &METHOD_HEADER)? {
+    match header_text(headers.get(&METHOD_HEADER), &METHOD_HEADER)? {
         None => return Err(RpcError::HeaderMismatch("the Mcp-Method header is required".into())),
         Some(value) if value != method => return Err(mismatch("Mcp-Method", value, method)),
         Some(_) => {}
@@ -104,7 +108,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
         let Some(name) = params.and_then(|params| params.get("name")).and_then(Value::as_str) else {
             return Err(RpcError::InvalidParams("tools/call needs params.name, a string".into()));
         };
-        let Some(value) = header(headers, &NAME_HEADER)? else {
+        let Some(value) = header_text(headers.get(&NAME_HEADER), &NAME_HEADER)? else {
             return Err(RpcError::HeaderMismatch("the Mcp-Name header is required on tools/call".into()));
         };
         match decode(value) {
@@ -121,19 +125,25 @@ fn envelope(meta: Option<&Map<String, Value>>) -> Result<&str, RpcError> {
     let Some(meta) = meta else {
         return Err(RpcError::InvalidParams(format!("params._meta is required, with {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}")));
     };
-    let missing: Vec<&str> = [PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY].into_iter().filter(|key| !meta.contains_key(*key)).collect();
-    if !missing.is_empty() {
-        return Err(RpcError::InvalidParams(format!("params._meta is missing the required key(s): {}", missing.join(", "))));
-    }
-    if !meta[CLIENT_CAPABILITIES_KEY].is_object() {
+    let (version, capabilities) = match (meta.get(PROTOCOL_VERSION_KEY), meta.get(CLIENT_CAPABILITIES_KEY)) {
+        (Some(version), Some(capabilities)) => (version, capabilities),
+        (version, capabilities) => {
+            let missing: Vec<&str> = [(version, PROTOCOL_VERSION_KEY), (capabilities, CLIENT_CAPABILITIES_KEY)]
+                .into_iter()
+                .filter_map(|(value, key)| value.is_none().then_some(key))
+                .collect();
+            return Err(RpcError::InvalidParams(format!("params._meta is missing the required key(s): {}", missing.join(", "))));
+        }
+    };
+    if !capabilities.is_object() {
         return Err(RpcError::InvalidParams(format!("params._meta.{CLIENT_CAPABILITIES_KEY} must be an object")));
     }
-    meta[PROTOCOL_VERSION_KEY].as_str().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
+    version.as_str().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
 }
 
 /// A header's value without the spaces and tabs around it; `None` when absent.
-fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, RpcError> {
-    match headers.get(name) {
+fn header_text<'a>(value: Option<&'a HeaderValue>, name: &HeaderName) -> Result<Option<&'a str>, RpcError> {
+    match value {
         None => Ok(None),
         Some(value) => match value.to_str() {
             Ok(text) => Ok(Some(text.trim_matches([' ', '\t']))),

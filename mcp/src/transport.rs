@@ -13,7 +13,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{FromRequest as _, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::borrow::Cow;
@@ -83,9 +83,16 @@ enum Era<'a> {
     Modern(Cow<'a, str>),
 }
 
-pub async fn post(State(state): State<McpState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+/// Takes the request whole: axum's `HeaderMap` extractor clones the map (every name and
+/// value), and a 2026-07-28 request carries more headers than a handshake-era one. The
+/// headers are moved out instead, and the body read as the `Bytes` extractor reads it
+/// (the same limit, the same rejections).
+pub async fn post(State(state): State<McpState>, request: Request) -> Response {
     let started = Instant::now();
     let mut log = RequestLog::new();
+    let (mut parts, body) = request.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
+    let body = Bytes::from_request(Request::from_parts(parts, body), &()).await;
     let response = answer(&state, &headers, body, &mut log).await;
     log.write(response.status(), started);
     response
