@@ -157,7 +157,8 @@ fn write_statement(keyspace: &str, mutation: &Mutation) -> (String, Vec<CqlValue
             }
             (cql, values)
         }
-        Op::Delete => {
+        // CQL cannot remove a row without a tombstone, as in the ScyllaDriver.
+        Op::Delete | Op::Purge => {
             values.push(CqlValue::BigInt(mutation.ts));
             values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
             let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();

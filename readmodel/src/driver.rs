@@ -148,6 +148,13 @@ pub enum Op {
     Put { body: String, expires_at: Option<i64> },
     /// A tombstone.
     Delete,
+    /// Removes the row outright where the store can (the embedded driver keeps no
+    /// tombstone, so its key is gone); a tombstone at `ts` where it cannot (CQL). Only
+    /// for rows nothing older can be written to again once removed: a queue's rows,
+    /// each key written once and removed once (`webhook_retries`, `message_outbox`
+    /// behind its reader's position). A later write of the key, whatever its
+    /// timestamp, lands on the embedded store.
+    Purge,
 }
 
 impl Op {
@@ -160,7 +167,7 @@ impl Op {
     /// decided by a conditional write, [`Driver::insert_if_absent`], not by a tie).
     pub fn precedence(&self, ts: i64) -> (i64, bool, &[u8]) {
         match self {
-            Op::Delete => (ts, true, b""),
+            Op::Delete | Op::Purge => (ts, true, b""),
             Op::Put { body, .. } => (ts, false, body.as_bytes()),
         }
     }

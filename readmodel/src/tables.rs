@@ -8,6 +8,10 @@ const fn text(name: &'static str) -> Column {
     Column { name, kind: ColumnType::Text }
 }
 
+const fn bigint(name: &'static str) -> Column {
+    Column { name, kind: ColumnType::BigInt }
+}
+
 const fn newest(name: &'static str) -> Clustering {
     Clustering { name, kind: ColumnType::BigInt, order: Order::Desc }
 }
@@ -315,7 +319,7 @@ pub static FEED_HEADS: Table = Table {
 pub static MESSAGES_BY_ID: Table = Table {
     id: 33,
     name: "messages_by_id",
-    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq, message}",
+    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq} (the message is the feed row at that seq; claims written before also held the message)",
     partition: &[text("account_id"), text("message_id")],
     clustering: &[],
     clock: Clock::FirstWriteWins,
@@ -324,7 +328,7 @@ pub static MESSAGES_BY_ID: Table = Table {
 pub static WEBHOOK_DELIVERIES: Table = Table {
     id: 34,
     name: "webhook_deliveries",
-    doc: "delivery: the pending deliveries of one shard, soonest due first; body {account_id, endpoint_id, message_id, seq, attempt}",
+    doc: "delivery, before webhook_retries: the pending deliveries of one shard, soonest due first, read once by the first runtime that holds the shard after the upgrade, which moves them into webhook_retries; body {account_id, endpoint_id, message_id, seq, attempt}",
     partition: &[text("shard")],
     clustering: &[seq("due_at"), id_asc("delivery_id")],
     clock: Clock::Wall,
@@ -344,6 +348,24 @@ pub static WEBHOOK_ENDPOINT_STATES: Table = Table {
     name: "webhook_endpoint_states",
     doc: "GET /webhook-endpoints and delivery: an endpoint's delivery state (failing since, disabled at which version, last attempt and success); body = the state",
     partition: &[text("account_id"), text("endpoint_id")],
+    clustering: &[],
+    clock: Clock::Wall,
+};
+
+pub static WEBHOOK_RETRIES: Table = Table {
+    id: 37,
+    name: "webhook_retries",
+    doc: "delivery: the deliveries of one shard waiting for their time (retries, and first attempts not made at once), one partition per minute of due time, soonest first; rows expire after the feed's retention; body {account_id, endpoint_id, message_id, seq, attempt}",
+    partition: &[text("shard"), bigint("minute")],
+    clustering: &[seq("due_at"), id_asc("delivery_id")],
+    clock: Clock::Wall,
+};
+
+pub static WEBHOOK_SHARDS: Table = Table {
+    id: 38,
+    name: "webhook_shards",
+    doc: "delivery: per shard, the first minute of webhook_retries that may hold a row (no scan reads an earlier one), and whether its webhook_deliveries rows were moved; body {low_minute, legacy_moved}",
+    partition: &[text("shard")],
     clustering: &[],
     clock: Clock::Wall,
 };
@@ -390,6 +412,8 @@ pub static ALL: &[&Table] = &[
     &WEBHOOK_DELIVERIES,
     &WEBHOOK_ATTEMPTS,
     &WEBHOOK_ENDPOINT_STATES,
+    &WEBHOOK_RETRIES,
+    &WEBHOOK_SHARDS,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {

@@ -10,7 +10,8 @@
 //!   its `recap.messages.v1` partition in the distributed one, where an account's
 //!   messages all travel in one partition);
 //! - a message enters the feed once: its id is claimed by the first seq that carries
-//!   it ([`Driver::insert_if_absent`] on `messages_by_id`); a replay of the same seq
+//!   it ([`Driver::insert_if_absent`] on `messages_by_id`, a claim holding the seq
+//!   only, the feed row at that seq being the message); a replay of the same seq
 //!   finds its own claim and writes the same rows again, a duplicate at another seq
 //!   (the projector replaying a batch) finds another's claim and is dropped;
 //! - readers see the feed up to its head (`feed_heads`), which is written only once
@@ -24,10 +25,13 @@ use std::sync::Arc;
 use recap_schemas::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{now_micros, ConditionalRow, Driver, Mutation, Op, ScanRange, StoreError};
+use crate::driver::{now_micros, ConditionalRow, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::messages::{AccountMessage, Message, MessageKind};
 use crate::table::{Table, Val};
-use crate::tables::{FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_SECRETS};
+use crate::tables::{
+    FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_RETRIES, WEBHOOK_SECRETS,
+    WEBHOOK_SHARDS,
+};
 
 /// How long a feed message, its id and an attempt are kept unless configured otherwise.
 pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
@@ -153,8 +157,9 @@ pub struct AttemptRecord {
     pub next_attempt_at: Option<Timestamp>,
 }
 
-/// A pending delivery of one message to one endpoint. The body of a
-/// `webhook_deliveries` row, keyed by shard, due time and [`Delivery::id`].
+/// A pending delivery of one message to one endpoint. The body of a `webhook_retries`
+/// row, keyed by shard, minute, due time and [`Delivery::id`] (and of a row of
+/// `webhook_deliveries`, the table before it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     pub account_id: String,
@@ -180,6 +185,18 @@ pub struct DueDelivery {
     pub shard: String,
     pub due_at: i64,
     pub delivery: Delivery,
+}
+
+/// What the store keeps of one shard's queue (the body of its `webhook_shards` row).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardState {
+    /// The first minute of `webhook_retries` that may hold a row of the shard: every
+    /// earlier one is past and was found empty, and nothing is written to a past
+    /// minute, so no scan reads one again.
+    pub low_minute: i64,
+    /// Whether the shard's rows of `webhook_deliveries` were moved to `webhook_retries`.
+    #[serde(default)]
+    pub legacy_moved: bool,
 }
 
 /// What claiming a message's id for a seq found.
@@ -212,11 +229,11 @@ pub struct FeedPage {
     pub has_more: bool,
 }
 
-/// A message of the feed by id, as claimed.
+/// A message's claim: the seq whose feed row is the message. (Claims written before
+/// held the message too, which reads ignore.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Claim {
     seq: i64,
-    message: Message,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -239,6 +256,39 @@ fn encode<T: Serialize>(value: &T) -> String {
 
 fn micros(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Microseconds of due time in one partition of `webhook_retries`.
+pub const RETRY_MINUTE: i64 = 60_000_000;
+
+/// Partitions of `webhook_retries` a scan reads concurrently.
+const MINUTES_READ_AT_ONCE: i64 = 16;
+
+/// The minute (since the epoch) whose partition holds a delivery due at `due_at`.
+pub fn minute_of(due_at: i64) -> i64 {
+    due_at.div_euclid(RETRY_MINUTE)
+}
+
+/// When `minute` begins, in microseconds.
+pub fn minute_start(minute: i64) -> i64 {
+    minute.saturating_mul(RETRY_MINUTE)
+}
+
+fn retry_partition(shard: &str, minute: i64) -> [Val; 2] {
+    [Val::text(shard), Val::Int(minute)]
+}
+
+fn due_range(from: i64, to: i64) -> ScanRange {
+    ScanRange { start: std::ops::Bound::Included(vec![Val::Int(from)]), end: std::ops::Bound::Included(vec![Val::Int(to)]) }
+}
+
+fn decode_due(shard: &str, rows: Vec<Row>) -> Result<Vec<DueDelivery>, StoreError> {
+    let mut due = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(due_at) = row.clustering.first().and_then(Val::as_int) else { continue };
+        due.push(DueDelivery { shard: shard.to_owned(), due_at, delivery: decode(&WEBHOOK_RETRIES, &row.body)? });
+    }
+    Ok(due)
 }
 
 /// The webhooks' records in the read model's store.
@@ -331,44 +381,45 @@ impl WebhookStore {
     }
 
     /// [`WebhookStore::claim`] of each `(account id, seq, message)`, told in their
-    /// order (and whether this seq held it before: a replay), with one conditional write for all of them (one commit on the embedded
-    /// store). Each message at most once a call: of two seqs of one id in one call,
-    /// which wins is not decided here.
+    /// order (and whether this seq held it before: a replay), with one conditional write
+    /// for all of them (one commit on the embedded store). Each message at most once a
+    /// call: of two seqs of one id in one call, which wins is not decided here.
     pub async fn claim_many(&self, claims: &[(&str, i64, &Message)]) -> Result<Vec<Claimed>, StoreError> {
-        let claims: Vec<(&str, i64, &str, String)> =
-            claims.iter().map(|(account_id, seq, message)| (*account_id, *seq, message.id.as_str(), message.to_json())).collect();
-        self.claim_many_json(&claims).await
+        let claims: Vec<(&str, i64, &str)> = claims.iter().map(|(account_id, seq, message)| (*account_id, *seq, message.id.as_str())).collect();
+        self.claim_ids(&claims).await
     }
 
-    /// [`WebhookStore::claim_many`] of `(account id, seq, message id, message JSON)`,
-    /// the JSON being [`Message::to_json`]'s, for a caller that has it made already.
-    pub async fn claim_many_json(&self, claims: &[(&str, i64, &str, String)]) -> Result<Vec<Claimed>, StoreError> {
+    /// [`WebhookStore::claim_many`] of `(account id, seq, message id)`. A claim holds
+    /// the seq only: the message itself is the feed row at that seq.
+    pub async fn claim_ids(&self, claims: &[(&str, i64, &str)]) -> Result<Vec<Claimed>, StoreError> {
         let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
         let rows = claims
             .iter()
-            .map(|(account_id, seq, message_id, json)| ConditionalRow {
+            .map(|(account_id, seq, message_id)| ConditionalRow {
                 partition: vec![Val::text(*account_id), Val::text(*message_id)],
                 clustering: vec![],
-                // A claim's body, `{"seq", "message"}`, around the message's JSON as made.
-                body: format!("{{\"seq\":{seq},\"message\":{json}}}"),
+                body: format!("{{\"seq\":{seq}}}"),
                 expires_at,
             })
             .collect();
         let won = self.driver.insert_if_absent_many(&MESSAGES_BY_ID, rows).await?;
         let mut told = Vec::with_capacity(won.len());
-        for ((account_id, seq, message_id, _), won) in claims.iter().zip(won) {
+        for ((account_id, seq, message_id), won) in claims.iter().zip(won) {
             if won {
                 told.push(Claimed::New);
                 continue;
             }
             // Held already: by this very seq in an earlier run (a replay), or another.
-            let holder = match self.driver.get(&MESSAGES_BY_ID, &[Val::text(*account_id), Val::text(*message_id)], &[]).await? {
-                Some(row) => Some(decode::<Claim>(&MESSAGES_BY_ID, &row.body)?.seq),
-                None => None,
-            };
+            let holder = self.claimed_seq(account_id, message_id).await?;
             told.push(if holder == Some(*seq) { Claimed::Again } else { Claimed::Elsewhere });
         }
         Ok(told)
+    }
+
+    /// The seq that claimed the account's message, while the claim is kept.
+    async fn claimed_seq(&self, account_id: &str, message_id: &str) -> Result<Option<i64>, StoreError> {
+        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
+        Ok(Some(decode::<Claim>(&MESSAGES_BY_ID, &row.body)?.seq))
     }
 
     /// The feed row of a claimed message, to write with the other rows of its batch.
@@ -436,70 +487,138 @@ impl WebhookStore {
     }
 
     /// One message of the account's feed by id, while it is kept and once its seq is
-    /// within the head.
+    /// within the head: its claim names the seq, the feed row at that seq is the message.
     pub async fn message(&self, account_id: &str, message_id: &str) -> Result<Option<(i64, Message)>, StoreError> {
-        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
-        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
-        if self.head(account_id).await?.is_none_or(|head| claim.seq > head) {
+        let Some(seq) = self.claimed_seq(account_id, message_id).await? else { return Ok(None) };
+        if self.head(account_id).await?.is_none_or(|head| seq > head) {
             return Ok(None);
         }
-        Ok(Some((claim.seq, claim.message)))
+        Ok(self.feed_message(account_id, seq).await?.map(|(message, _)| (seq, message)))
     }
 
-    /// One message of the account by id as claimed, whether or not the head covers its
-    /// seq yet (the deliverer waits for the head itself); None once it expired.
-    pub async fn claimed(&self, account_id: &str, message_id: &str) -> Result<Option<(i64, Message)>, StoreError> {
-        let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
-        let claim: Claim = decode(&MESSAGES_BY_ID, &row.body)?;
-        Ok(Some((claim.seq, claim.message)))
+    /// The message at `seq` of the account's feed, with its JSON as stored (what a
+    /// delivery sends), whether or not the head covers it yet (the deliverer waits for
+    /// the head itself); None once it expired.
+    pub async fn feed_message(&self, account_id: &str, seq: i64) -> Result<Option<(Message, String)>, StoreError> {
+        let Some(row) = self.driver.get(&FEED, &[Val::text(account_id)], &[Val::Int(seq)]).await? else { return Ok(None) };
+        Ok(Some((decode(&FEED, &row.body)?, row.body)))
     }
 
     // ---- deliveries and attempts --------------------------------------------------
 
-    /// The row that schedules `delivery` in `shard` at `due_at` (microseconds).
-    pub fn delivery_row(&self, shard: &str, due_at: i64, delivery: &Delivery) -> Mutation {
+    /// The row that schedules `delivery` in `shard` at `due_at` (microseconds), in the
+    /// partition of its minute. It expires after the feed's retention from then: its
+    /// message is gone by that time, and so an old minute's partition disappears even
+    /// should a row of it never be removed.
+    pub fn retry_row(&self, shard: &str, due_at: i64, delivery: &Delivery) -> Mutation {
         Mutation {
-            table: &WEBHOOK_DELIVERIES,
-            partition: vec![Val::text(shard)],
+            table: &WEBHOOK_RETRIES,
+            partition: vec![Val::text(shard), Val::Int(minute_of(due_at))],
             clustering: vec![Val::Int(due_at), Val::text(delivery.id())],
-            op: Op::Put { body: encode(delivery), expires_at: None },
+            op: Op::Put { body: encode(delivery), expires_at: Some(due_at.max(now_micros()).saturating_add(micros(self.retention))) },
             ts: now_micros(),
         }
     }
 
-    /// The row that schedules a message's first attempt, `due_at` being the message's
-    /// time (or the time it was read, when earlier). Written at that time (or now, if
-    /// the clock is behind it) rather than now: a replay of the ingest after the
-    /// delivery was made writes it again at the same time, older than the removal's
-    /// tombstone, which shadows it (on ScyllaDB until the tombstone is purged, after
-    /// `gc_grace_seconds`; a replay later than that delivers again, as at least once
-    /// allows).
-    pub fn first_delivery_row(&self, shard: &str, due_at: i64, delivery: &Delivery) -> Mutation {
-        Mutation { ts: due_at.min(now_micros()), ..self.delivery_row(shard, due_at, delivery) }
-    }
-
-    /// The tombstone of a scheduled delivery (done, or moved to another due time).
-    pub fn delivery_done_row(&self, due: &DueDelivery) -> Mutation {
+    /// The removal of a scheduled delivery (done, or moved to another due time): gone
+    /// outright on the embedded store, a tombstone on ScyllaDB, in a minute no scan
+    /// reads once it is past.
+    pub fn retry_done_row(&self, due: &DueDelivery) -> Mutation {
         Mutation {
-            table: &WEBHOOK_DELIVERIES,
-            partition: vec![Val::text(&due.shard)],
+            table: &WEBHOOK_RETRIES,
+            partition: vec![Val::text(&due.shard), Val::Int(minute_of(due.due_at))],
             clustering: vec![Val::Int(due.due_at), Val::text(due.delivery.id())],
-            op: Op::Delete,
+            op: Op::Purge,
             ts: now_micros(),
         }
     }
 
-    /// Up to `limit` deliveries of `shard` due at or before `now`, soonest first.
-    pub async fn due(&self, shard: &str, now: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
-        self.due_from(shard, i64::MIN, now, limit).await
+    /// Up to `limit` deliveries of `shard` due from `from` to `to` (microseconds, both
+    /// included), soonest first: the minutes' partitions are read in order, each from
+    /// `from` on, [`MINUTES_READ_AT_ONCE`] at a time (a scan after a long stop, or of a
+    /// shard newly held, spans hours of mostly empty minutes), until `limit` rows are
+    /// found.
+    pub async fn due_between(&self, shard: &str, from: i64, to: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        let mut due = Vec::new();
+        let mut minute = minute_of(from);
+        let last = minute_of(to);
+        while minute <= last && due.len() < limit {
+            let until = (minute + MINUTES_READ_AT_ONCE - 1).min(last);
+            let wanted = limit - due.len();
+            let range = due_range(from, to);
+            let reads = (minute..=until).map(|read| {
+                let range = range.clone();
+                async move { self.driver.scan(&WEBHOOK_RETRIES, &retry_partition(shard, read), &range, wanted).await }
+            });
+            let pages: Vec<Vec<Row>> = futures::stream::iter(reads).buffered(MINUTES_READ_AT_ONCE as usize).try_collect().await?;
+            for rows in pages {
+                let left = limit - due.len();
+                due.extend(decode_due(shard, rows.into_iter().take(left).collect())?);
+            }
+            minute = until + 1;
+        }
+        Ok(due)
     }
 
-    /// [`WebhookStore::due`] of the rows due at or after `from` only (the scan starts
-    /// there, not at the partition's start).
-    pub async fn due_from(&self, shard: &str, from: i64, now: i64, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
-        let start = if from == i64::MIN { std::ops::Bound::Unbounded } else { std::ops::Bound::Included(vec![Val::Int(from)]) };
-        let range = ScanRange { start, end: std::ops::Bound::Included(vec![Val::Int(now)]) };
-        let rows = self.driver.scan(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &range, limit).await?;
+    /// Every delivery of `shard` scheduled from `from` to `to`, soonest first, the
+    /// minutes' partitions read several at once (tests and tools: a span of days is
+    /// thousands of partitions).
+    pub async fn scheduled(&self, shard: &str, from: i64, to: i64) -> Result<Vec<DueDelivery>, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        let range = due_range(from, to);
+        let reads = (minute_of(from)..=minute_of(to)).map(|minute| {
+            let range = range.clone();
+            async move { self.driver.scan(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &range, usize::MAX).await }
+        });
+        let pages: Vec<Vec<Row>> = futures::stream::iter(reads).buffered(32).try_collect().await?;
+        let mut due = Vec::new();
+        for rows in pages {
+            due.extend(decode_due(shard, rows)?);
+        }
+        Ok(due)
+    }
+
+    /// Whether the partition of `shard`'s `minute` holds no delivery.
+    pub async fn minute_is_empty(&self, shard: &str, minute: i64) -> Result<bool, StoreError> {
+        Ok(self.driver.scan(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &ScanRange::all(), 1).await?.is_empty())
+    }
+
+    /// How many deliveries of `shard` are due from `from` to `to`, and the soonest's
+    /// due time (the queue figures).
+    pub async fn count_due(&self, shard: &str, from: i64, to: i64) -> Result<(usize, Option<i64>), StoreError> {
+        let (mut count, mut soonest) = (0, None);
+        for minute in minute_of(from)..=minute_of(to) {
+            let (first, found) = self.driver.scan_counted(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &due_range(from, to), 1).await?;
+            soonest = soonest.or_else(|| first.first().and_then(|row| row.clustering.first()).and_then(Val::as_int));
+            count += found;
+        }
+        Ok((count, soonest))
+    }
+
+    /// What the store keeps of `shard`'s queue; None before any process held it.
+    pub async fn shard_state(&self, shard: &str) -> Result<Option<ShardState>, StoreError> {
+        let row = self.driver.get(&WEBHOOK_SHARDS, &[Val::text(shard)], &[]).await?;
+        row.map(|row| decode(&WEBHOOK_SHARDS, &row.body)).transpose()
+    }
+
+    /// The row of `shard`'s queue state, written now (the newest wins).
+    pub fn shard_state_row(&self, shard: &str, state: &ShardState) -> Mutation {
+        Mutation {
+            table: &WEBHOOK_SHARDS,
+            partition: vec![Val::text(shard)],
+            clustering: vec![],
+            op: Op::Put { body: encode(state), expires_at: None },
+            ts: now_micros(),
+        }
+    }
+
+    /// Up to `limit` deliveries of `shard` in `webhook_deliveries`, the table before
+    /// `webhook_retries`, soonest first, after the one keyed `after` (due time and
+    /// delivery id): read once a shard, page after page, to move them.
+    pub async fn legacy_deliveries(&self, shard: &str, after: Option<&(i64, String)>, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        let cursor = after.map(|(due_at, id)| vec![Val::Int(*due_at), Val::text(id)]);
+        let rows = self.driver.scan(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &ScanRange::after(cursor.as_deref()), limit).await?;
         let mut due = Vec::with_capacity(rows.len());
         for row in rows {
             let Some(due_at) = row.clustering.first().and_then(Val::as_int) else { continue };
@@ -508,18 +627,15 @@ impl WebhookStore {
         Ok(due)
     }
 
-    /// Every pending delivery of `shard` (for queue depth and the oldest pending age),
-    /// up to `limit`.
-    pub async fn pending(&self, shard: &str, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
-        self.due(shard, i64::MAX, limit).await
-    }
-
-    /// How many deliveries `shard` holds and when the soonest is due (queue depth and
-    /// the oldest pending age).
-    pub async fn queue(&self, shard: &str) -> Result<(usize, Option<i64>), StoreError> {
-        let depth = self.driver.count(&WEBHOOK_DELIVERIES, &[Val::text(shard)], &ScanRange::all()).await?;
-        let soonest = self.due(shard, i64::MAX, 1).await?.first().map(|due| due.due_at);
-        Ok((depth, soonest))
+    /// The removal of a moved `webhook_deliveries` row.
+    pub fn legacy_done_row(&self, due: &DueDelivery) -> Mutation {
+        Mutation {
+            table: &WEBHOOK_DELIVERIES,
+            partition: vec![Val::text(&due.shard)],
+            clustering: vec![Val::Int(due.due_at), Val::text(due.delivery.id())],
+            op: Op::Purge,
+            ts: now_micros(),
+        }
     }
 
     /// The row recording an attempt, kept for the retention.

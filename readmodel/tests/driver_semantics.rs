@@ -1,5 +1,5 @@
 //! The semantics every driver keeps (driver.rs): newest timestamp wins per row, a
-//! tombstone shadows older writes and wins a tie, rows expire, scans follow the
+//! tombstone shadows older writes and wins a tie, a purged row is gone, rows expire, scans follow the
 //! clustering order within bounds; a conditional insert writes only where no live row
 //! is, exactly one of racing inserts wins, and each table takes only its own kind of
 //! write. The same cases run against each driver.
@@ -51,6 +51,19 @@ async fn tombstones_shadow_older_writes_and_win_ties(driver: Arc<dyn Driver>) {
     assert_eq!(body(&driver, 1, "m").await, None, "an older write stays shadowed");
     driver.write(vec![put("acc", 1, "m", "v6", 6)]).await.unwrap();
     assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v6"), "a newer write brings it back");
+}
+
+/// A purge (a queue's removal, `Op::Purge`) removes the row from reads and scans on
+/// every driver: outright on the embedded store, which keeps no tombstone for later
+/// scans to step over, as a tombstone under CQL. A newer write of the key lands on both.
+async fn a_purged_row_is_gone_from_reads_and_scans(driver: Arc<dyn Driver>) {
+    driver.write(vec![put("acc", 1, "m", "v5", 5), put("acc", 2, "n", "w5", 5)]).await.unwrap();
+    driver.write(vec![Mutation { op: Op::Purge, ..put("acc", 1, "m", "", 6) }]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await, None, "a purged row reads as absent");
+    let scanned = driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 10).await.unwrap();
+    assert_eq!(scanned.into_iter().map(|row| row.body).collect::<Vec<_>>(), vec!["w5".to_owned()], "and a scan skips it");
+    driver.write(vec![put("acc", 1, "m", "v7", 7)]).await.unwrap();
+    assert_eq!(body(&driver, 1, "m").await.as_deref(), Some("v7"), "a newer write of the key lands");
 }
 
 /// Two rows of one key written at one timestamp (two entities writing one row, the
@@ -400,6 +413,7 @@ macro_rules! for_each_driver {
 for_each_driver!(
     last_write_wins,
     tombstones_shadow_older_writes_and_win_ties,
+    a_purged_row_is_gone_from_reads_and_scans,
     a_tie_between_writes_keeps_the_greater_body,
     scans_follow_clustering_order_and_bounds,
     rows_expire,

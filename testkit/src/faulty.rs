@@ -1,7 +1,8 @@
 //! The one driver wrapper the suites and benches use: [`FaultyDriver`] answers like the
 //! driver it wraps until a test tells it otherwise. It fails (Unavailable) or stalls the
 //! tables named or every call, reports corruption on scans, counts gets, scans and
-//! writes, records written batches, holds writes behind a gate, hides or reports change
+//! writes, records written batches and the partitions and ranges scanned, holds writes
+//! behind a gate, hides or reports change
 //! counts, reports a bound of its own, and forwards the trait's optional methods or
 //! leaves them to the trait's default implementations. A fault reaches every method
 //! that reaches the store, whichever of them a caller uses.
@@ -58,8 +59,39 @@ struct Shared {
     scans: AtomicU64,
     writes: AtomicU64,
     recorded: Mutex<Option<Vec<Vec<Mutation>>>>,
+    scanned: Mutex<Option<Vec<Scanned>>>,
     /// True while writes are held.
     held: watch::Sender<bool>,
+    /// Writes that land before every later one fails (a process killed there).
+    writes_until_crash: AtomicU64,
+}
+
+/// One scan of any kind, as it was asked for.
+#[derive(Clone, Debug)]
+pub struct Scanned {
+    pub table: &'static Table,
+    pub partition: Vec<Val>,
+    pub range: ScanRange,
+}
+
+impl Scanned {
+    /// Whether the clustering key `clustering` lies in the scanned range (a bound is a
+    /// prefix of the key, as in CQL).
+    pub fn covers(&self, clustering: &[Val]) -> bool {
+        use std::ops::Bound;
+        let prefix = |bound: &[Val]| &clustering[..bound.len().min(clustering.len())];
+        let after_start = match &self.range.start {
+            Bound::Unbounded => true,
+            Bound::Included(bound) => prefix(bound) >= bound.as_slice(),
+            Bound::Excluded(bound) => prefix(bound) > bound.as_slice(),
+        };
+        let before_end = match &self.range.end {
+            Bound::Unbounded => true,
+            Bound::Included(bound) => prefix(bound) <= bound.as_slice(),
+            Bound::Excluded(bound) => prefix(bound) < bound.as_slice(),
+        };
+        after_start && before_end
+    }
 }
 
 /// The kinds of call, for what a fault does to them.
@@ -87,6 +119,10 @@ impl Shared {
         };
         if call == Call::Write {
             self.held.subscribe().wait_for(|held| !*held).await.map_err(|_| StoreError::Unavailable("the write gate is gone".into()))?;
+            // Counted above: the write numbered past the crash point never lands.
+            if self.writes.load(Ordering::SeqCst) > self.writes_until_crash.load(Ordering::SeqCst) {
+                return Err(StoreError::Unavailable("the process died here".into()));
+            }
         }
         if !self.troubled.load(Ordering::SeqCst) {
             return Ok(());
@@ -107,6 +143,12 @@ impl Shared {
         Ok(())
     }
 
+    fn record_scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange) {
+        if let Some(scans) = lock(&self.scanned).as_mut() {
+            scans.push(Scanned { table, partition: partition.to_vec(), range: range.clone() });
+        }
+    }
+
     fn record(&self, batch: impl FnOnce() -> Vec<Mutation>) {
         if let Some(batches) = lock(&self.recorded).as_mut() {
             batches.push(batch());
@@ -120,6 +162,7 @@ impl Shared {
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.enter(Call::Scan, &[table]).await?;
+        self.record_scan(table, partition, range);
         self.inner.scan(table, partition, range, limit).await
     }
 
@@ -175,7 +218,9 @@ impl FaultyDriver {
             scans: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             recorded: Mutex::new(None),
+            scanned: Mutex::new(None),
             held: watch::Sender::new(false),
+            writes_until_crash: AtomicU64::new(u64::MAX),
         };
         FaultyDriver { shared: Arc::new(shared), timeout: None, reports_change_counts: true, reports_atomic_writes: true, trait_defaults: false }
     }
@@ -220,6 +265,18 @@ impl FaultyDriver {
         change(&mut faults);
         let troubled = !(faults.unavailable.is_empty() && faults.stalled.is_empty() && faults.corrupt_scans.is_empty());
         self.shared.troubled.store(troubled, Ordering::SeqCst);
+    }
+
+    /// The next `writes` writes (plain or conditional) land and every later one fails,
+    /// as the writes of a process killed at that instant: a test then stops the process
+    /// where it is and starts another over the inner store.
+    pub fn crash_after_writes(&self, writes: u64) {
+        self.shared.writes_until_crash.store(self.shared.writes.load(Ordering::SeqCst).saturating_add(writes), Ordering::SeqCst);
+    }
+
+    /// Whether a write past the crash point was refused.
+    pub fn crashed(&self) -> bool {
+        self.shared.writes.load(Ordering::SeqCst) > self.shared.writes_until_crash.load(Ordering::SeqCst)
     }
 
     /// Every call, the readiness ping too, fails as an unreachable store does.
@@ -287,6 +344,17 @@ impl FaultyDriver {
     /// The batches recorded since [`FaultyDriver::record_writes`] or the last call, in order.
     pub fn take_recorded(&self) -> Vec<Vec<Mutation>> {
         lock(&self.shared.recorded).as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// From now on, keeps every scan of any kind (`scan`, `scan_bodies`, `scan_counted`,
+    /// `count`): its table, partition and range.
+    pub fn record_scans(&self) {
+        lock(&self.shared.scanned).get_or_insert_with(Vec::new);
+    }
+
+    /// The scans recorded since [`FaultyDriver::record_scans`] or the last call, in order.
+    pub fn take_scans(&self) -> Vec<Scanned> {
+        lock(&self.shared.scanned).as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Writes of any kind wait from now on until [`FaultyDriver::release_writes`].
@@ -359,6 +427,7 @@ impl Driver for FaultyDriver {
             return self.defaults().scan_bodies(table, partition, range, skip, limit, out).await;
         }
         self.shared.enter(Call::Scan, &[table]).await?;
+        self.shared.record_scan(table, partition, range);
         self.shared.inner.scan_bodies(table, partition, range, skip, limit, out).await
     }
 
@@ -367,6 +436,7 @@ impl Driver for FaultyDriver {
             return self.defaults().scan_counted(table, partition, range, limit).await;
         }
         self.shared.enter(Call::Scan, &[table]).await?;
+        self.shared.record_scan(table, partition, range);
         self.shared.inner.scan_counted(table, partition, range, limit).await
     }
 
@@ -375,6 +445,7 @@ impl Driver for FaultyDriver {
             return self.defaults().count(table, partition, range).await;
         }
         self.shared.enter(Call::Scan, &[table]).await?;
+        self.shared.record_scan(table, partition, range);
         self.shared.inner.count(table, partition, range).await
     }
 

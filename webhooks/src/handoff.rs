@@ -1,16 +1,19 @@
-//! What the log reader hands the deliverer in memory, besides the rows it writes: the
-//! first attempt of each delivery it scheduled, prepared (the message's body as the
-//! feed stores it, the endpoint and its secrets as the batch read them), and the feed
-//! heads it wrote. A first attempt so handed over reads nothing from the store before
-//! it sends: not the message's claim, not the endpoint, its secrets or the head.
+//! What the log reader hands the deliverer in memory: the first attempt of each
+//! delivery of the messages it appended to the feed, prepared (the message's body as
+//! the feed stores it, the endpoint and its secrets as the batch read them), the feed
+//! heads it wrote, and the [`Ledger`] of the first attempts not yet settled. A first
+//! attempt so handed over has no row in the store and reads nothing from it before it
+//! sends: not the message, the endpoint, its secrets or the head.
 //!
-//! The store stays the truth, the hand-off only a shortcut: every delivery handed over
-//! has its row written first, so a process killed with deliveries in memory finds them
-//! again on its next scan. What the deliverer holds in memory is bounded
-//! ([`Handoff::new`]): past the bound a first attempt is refused, and the ingest lowers
-//! its shard's scan mark instead, so the scan finds its row.
+//! The message log is the queue of first attempts: the reader commits its position
+//! (the outbox position, the Kafka offsets) only up to the messages whose first
+//! attempts are all settled, that is recorded (a failure's record carrying its retry
+//! row) or turned into a row of `webhook_retries`, so a process killed with first
+//! attempts in memory reads their messages again on its next start and makes them
+//! again. What the deliverer holds in memory is bounded ([`Handoff::new`]): past the
+//! bound the ingest writes a first attempt as a row, due at once, instead.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -60,6 +63,121 @@ pub struct FirstAttempt {
     pub due: DueDelivery,
     pub message: Arc<PreparedMessage>,
     pub endpoint: Arc<PreparedEndpoint>,
+    /// Its message in the [`Ledger`]: settled once the attempt is recorded or written
+    /// as a row.
+    pub ticket: Ticket,
+}
+
+/// A message whose first attempts are in memory, as the [`Ledger`] knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub shard: String,
+    pub seq: i64,
+    /// The holding of the shard it was registered in: a shard given up and held again
+    /// starts a new ledger, which a ticket of the old one leaves alone.
+    generation: u64,
+}
+
+/// The first attempts in memory of each shard held, by the seq of their message, and
+/// how far each shard's log has been read: what the log position may be committed up
+/// to. A message is settled once each of its first attempts is recorded (a failure's
+/// record carries its retry row), dropped, or written as a row of `webhook_retries`;
+/// the position covers every message up to the first one not settled, never further
+/// than what was read. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Ledger(Arc<Mutex<LedgerShards>>);
+
+#[derive(Default)]
+struct LedgerShards {
+    by_shard: HashMap<String, ShardLedger>,
+    generations: u64,
+}
+
+struct ShardLedger {
+    generation: u64,
+    /// The last seq read, appended and handed over.
+    read_to: Option<i64>,
+    /// Messages with first attempts not settled: how many, and since when (the
+    /// clock's microseconds when they were handed over).
+    unsettled: BTreeMap<i64, (usize, i64)>,
+}
+
+impl Ledger {
+    fn shard<'a>(shards: &'a mut LedgerShards, shard: &str) -> &'a mut ShardLedger {
+        if !shards.by_shard.contains_key(shard) {
+            shards.generations += 1;
+            let generation = shards.generations;
+            shards.by_shard.insert(shard.to_owned(), ShardLedger { generation, read_to: None, unsettled: BTreeMap::new() });
+        }
+        // Inserted just above when absent.
+        shards.by_shard.get_mut(shard).expect("the shard's ledger")
+    }
+
+    /// `count` first attempts of the message at `seq` go into memory at `now`.
+    pub fn register(&self, shard: &str, seq: i64, count: usize, now: i64) -> Ticket {
+        let Ok(mut shards) = self.0.lock() else { return Ticket { shard: shard.to_owned(), seq, generation: 0 } };
+        let ledger = Ledger::shard(&mut shards, shard);
+        let entry = ledger.unsettled.entry(seq).or_insert((0, now));
+        entry.0 += count;
+        Ticket { shard: shard.to_owned(), seq, generation: ledger.generation }
+    }
+
+    /// The shard's log is read, appended and handed over up to `seq`.
+    pub fn read_to(&self, shard: &str, seq: i64) {
+        if let Ok(mut shards) = self.0.lock() {
+            let ledger = Ledger::shard(&mut shards, shard);
+            ledger.read_to = Some(ledger.read_to.map_or(seq, |read_to| read_to.max(seq)));
+        }
+    }
+
+    /// One first attempt of the ticket's message is settled.
+    pub fn settle(&self, ticket: &Ticket) {
+        let Ok(mut shards) = self.0.lock() else { return };
+        let Some(ledger) = shards.by_shard.get_mut(&ticket.shard).filter(|ledger| ledger.generation == ticket.generation) else { return };
+        if let Some(entry) = ledger.unsettled.get_mut(&ticket.seq) {
+            entry.0 = entry.0.saturating_sub(1);
+            if entry.0 == 0 {
+                ledger.unsettled.remove(&ticket.seq);
+            }
+        }
+    }
+
+    /// The last seq of the shard's log whose messages, and every earlier one read, are
+    /// settled: where its position may be committed. None before anything was read.
+    pub fn position(&self, shard: &str) -> Option<i64> {
+        let shards = self.0.lock().ok()?;
+        let ledger = shards.by_shard.get(shard)?;
+        let read_to = ledger.read_to?;
+        Some(ledger.unsettled.keys().next().map_or(read_to, |first| (first - 1).min(read_to)))
+    }
+
+    /// The shard is given up: its tickets settle nothing any more.
+    pub fn forget(&self, shard: &str) {
+        if let Ok(mut shards) = self.0.lock() {
+            shards.by_shard.remove(shard);
+        }
+    }
+
+    /// How many first attempts are unsettled, and since when the oldest is (queue figures).
+    pub fn unsettled(&self) -> (usize, Option<i64>) {
+        let Ok(shards) = self.0.lock() else { return (0, None) };
+        let mut count = 0;
+        let mut oldest: Option<i64> = None;
+        for ledger in shards.by_shard.values() {
+            for (left, since) in ledger.unsettled.values() {
+                count += left;
+                oldest = Some(oldest.map_or(*since, |oldest| oldest.min(*since)));
+            }
+        }
+        (count, oldest)
+    }
+
+    /// When the oldest message whose first attempts are unsettled was handed over.
+    pub fn oldest_since(&self) -> Option<i64> {
+        let shards = self.0.lock().ok()?;
+        // Per shard, the lowest seq was handed over first.
+        shards.by_shard.values().filter_map(|ledger| ledger.unsettled.values().next().map(|(_, since)| *since)).min()
+    }
 }
 
 /// Accounts whose heads are remembered, at most: past it the memory starts over (a
@@ -78,6 +196,10 @@ struct Shared {
     /// Rings when there is something to take, or to scan.
     ready: Notify,
     scan_wanted: AtomicBool,
+    ledger: Ledger,
+    /// Set once the deliverer stopped and its attempts in flight ended.
+    delivering_ended: AtomicBool,
+    ended: Notify,
 }
 
 /// The channel from the log reader to the deliverer of one process. Cheap to clone.
@@ -92,8 +214,19 @@ impl Handoff {
         Handoff(Arc::new(Shared { bound, ..Shared::default() }))
     }
 
-    /// Offers first attempts whose rows and feed heads are written; what is refused
-    /// (past the bound) is the caller's to make findable by a scan.
+    /// The first attempts not settled, shared by the log reader and the deliverer.
+    pub fn ledger(&self) -> &Ledger {
+        &self.0.ledger
+    }
+
+    /// How many more deliveries fit in memory now (only the deliverer frees room, so
+    /// an offer of that many right after is taken whole).
+    pub fn room(&self) -> usize {
+        self.0.bound.saturating_sub(self.0.queued.load(Ordering::Acquire))
+    }
+
+    /// Offers first attempts whose feed rows and heads are written, registered in the
+    /// ledger; what is refused (past the bound) is the caller's to write as rows.
     pub fn offer(&self, attempts: Vec<FirstAttempt>) -> Vec<FirstAttempt> {
         if attempts.is_empty() {
             return attempts;
@@ -152,6 +285,26 @@ impl Handoff {
         self.0.ready.notify_one();
     }
 
+    /// The deliverer stopped, and its attempts in flight ended (each settled, or left
+    /// unsettled to be made again).
+    pub(crate) fn delivering_ended(&self) {
+        self.0.delivering_ended.store(true, Ordering::Release);
+        self.0.ended.notify_waiters();
+    }
+
+    /// Waits until [`Handoff::delivering_ended`]: a reader's last commit follows it, so
+    /// that a clean stop covers every first attempt that settled and nothing is read
+    /// again.
+    pub(crate) async fn delivering_has_ended(&self) {
+        loop {
+            let ended = self.0.ended.notified();
+            if self.0.delivering_ended.load(Ordering::Acquire) {
+                return;
+            }
+            ended.await;
+        }
+    }
+
     pub(crate) async fn ready(&self) {
         self.0.ready.notified().await
     }
@@ -190,6 +343,7 @@ mod tests {
             },
             message: Arc::new(PreparedMessage::new(seq, &message)),
             endpoint: Arc::new(PreparedEndpoint { endpoint, secrets: SecretsRecord::default(), read_at: Instant::now(), changes: None }),
+            ticket: Ledger::default().register("0", seq, 1, 0),
         }
     }
 
@@ -203,6 +357,34 @@ mod tests {
         handoff.release(2);
         assert_eq!(handoff.offer(vec![first_attempt(6), first_attempt(7), first_attempt(8)]).len(), 1);
         assert_eq!(Handoff::default().offer(vec![first_attempt(1)]).len(), 1, "the default holds nothing");
+    }
+
+    #[test]
+    fn the_position_stops_before_the_first_message_whose_first_attempts_are_not_all_settled() {
+        let ledger = Ledger::default();
+        assert_eq!(ledger.position("0"), None, "nothing read yet");
+        let two = ledger.register("0", 2, 2, 10);
+        let five = ledger.register("0", 5, 1, 20);
+        ledger.read_to("0", 7);
+        assert_eq!(ledger.position("0"), Some(1), "seq 2 holds it");
+        ledger.settle(&two);
+        assert_eq!(ledger.position("0"), Some(1), "one of seq 2's two attempts is settled");
+        assert_eq!(ledger.unsettled(), (2, Some(10)));
+        ledger.settle(&two);
+        assert_eq!(ledger.position("0"), Some(4));
+        ledger.settle(&five);
+        assert_eq!(ledger.position("0"), Some(7), "all settled: up to what was read");
+        ledger.read_to("0", 3);
+        assert_eq!(ledger.position("0"), Some(7), "what was read never shrinks");
+        // A shard given up and held again: tickets of the old holding settle nothing.
+        let old = ledger.register("0", 9, 1, 30);
+        ledger.forget("0");
+        let new = ledger.register("0", 9, 1, 40);
+        ledger.read_to("0", 9);
+        ledger.settle(&old);
+        assert_eq!(ledger.position("0"), Some(8));
+        ledger.settle(&new);
+        assert_eq!(ledger.position("0"), Some(9));
     }
 
     #[test]

@@ -1,14 +1,17 @@
-//! From the message log to the feed and the delivery queue, for one batch: its messages
-//! are claimed in one conditional write (a duplicate at another seq is dropped), then
-//! the feed rows and one delivery per endpoint that wants the message are written, then
-//! the feed heads; then the first attempts are handed over to the deliverer in memory
-//! ([`crate::handoff`]), prepared. The caller commits its log position only after this
-//! returns, so a crash anywhere replays the batch, and replaying writes the same rows
-//! again (the same keys; a delivery first due at the message's time, or at the time it
-//! was read when that lies ahead). A first attempt's row is written at its due time, so
-//! a replay after the delivery was made lands under the removal's tombstone instead of
-//! scheduling it again; what a replay finds live is left to the deliverer's scan, not
-//! handed over.
+//! From the message log to the feed and the deliverer, for one batch: its messages are
+//! claimed in one conditional write (a duplicate at another seq is dropped), the feed
+//! rows and heads are written, then the first attempt of each delivery (one per
+//! endpoint that wants the message) is handed over to the deliverer in memory
+//! ([`crate::handoff`]), prepared, and registered in the [`crate::handoff::Ledger`]. A
+//! first attempt has no row: the message log is its queue, and the reader commits its
+//! position only up to the messages whose first attempts are settled. Only those that
+//! do not fit in memory are written as rows of `webhook_retries`, due at once, in the
+//! write of the feed rows.
+//!
+//! A crash anywhere before the position covers a message reads it again: the same
+//! claim (this seq's), the same feed row and head, and its first attempts handed over
+//! again (made again if they were made before the crash, with the same `webhook-id`:
+//! at least once).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -17,10 +20,10 @@ use std::time::Instant;
 
 use recap_readmodel::messages::AccountMessage;
 use recap_readmodel::webhooks::{Claimed, Delivery, DueDelivery, EndpointRecord, EndpointState, WebhookStore};
-use recap_readmodel::{Mutation, StoreError};
+use recap_readmodel::StoreError;
 
 use crate::deliver::Shards;
-use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage};
+use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
@@ -37,7 +40,11 @@ pub struct LogMessage {
 pub struct Ingested {
     pub appended: usize,
     pub duplicates: usize,
+    /// Deliveries the batch's messages made: first attempts handed over, and those
+    /// written as rows.
     pub deliveries: usize,
+    /// Of them, the first attempts written as rows (past what memory holds).
+    pub written: usize,
 }
 
 /// An account's endpoints as the batch read them: each with its state, and once a
@@ -46,39 +53,30 @@ struct AccountEndpoints {
     endpoints: Vec<(EndpointRecord, EndpointState, Option<Arc<PreparedEndpoint>>)>,
 }
 
-/// Appends `batch` to the feeds, schedules its deliveries and hands their first
-/// attempts to `handoff`; `now` is the clock's time. The shards' scan marks are lowered
-/// to the deliveries written that nothing holds in memory (see [`Shards`]).
-pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats, shards: &Shards, handoff: &Handoff) -> Result<Ingested, StoreError> {
-    ingest_and_commit(store, batch, now, stats, shards, handoff, Vec::new()).await
+/// A first attempt prepared before the batch's writes, registered after them.
+struct Prepared {
+    due: DueDelivery,
+    message: Arc<PreparedMessage>,
+    endpoint: Arc<PreparedEndpoint>,
 }
 
-/// [`ingest`], then `commit` (the reader's position): written with the heads where the
-/// store writes atomically, so that the batch costs two writes (the claims, then
-/// everything else) instead of four; after the heads where it does not.
-pub async fn ingest_and_commit(
-    store: &WebhookStore,
-    batch: &[LogMessage],
-    now: i64,
-    stats: &Stats,
-    shards: &Shards,
-    handoff: &Handoff,
-    commit: Vec<Mutation>,
-) -> Result<Ingested, StoreError> {
+/// Appends `batch` to the feeds and hands the first attempts of its deliveries to
+/// `handoff`; `now` is the clock's time. Messages of shards this process does not hold
+/// are appended but not delivered: the position of such a shard is not this process's
+/// to commit, and its holder reads them again. The caller tells the ledger how far the
+/// log is read once this returns.
+pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats, shards: &Shards, handoff: &Handoff) -> Result<Ingested, StoreError> {
     // A message the batch carries twice is claimed only at its first seq: concurrent
     // claims of one id could otherwise let the later seq win.
     let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
     let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.message.account_id.as_str(), entry.message.message.id.as_str()))).collect();
-    // Each message's JSON, made once: its claim's, its feed row's and its deliveries' body.
-    let mut bodies: Vec<Option<String>> = batch.iter().map(|entry| Some(entry.message.message.to_json())).collect();
-    let pending: Vec<(&str, i64, &str, String)> = batch
+    let pending: Vec<(&str, i64, &str)> = batch
         .iter()
         .zip(&firsts)
-        .zip(&bodies)
-        .filter(|((_, first), _)| **first)
-        .map(|((entry, _), body)| (entry.message.account_id.as_str(), entry.seq, entry.message.message.id.as_str(), body.clone().unwrap_or_default()))
+        .filter(|(_, first)| **first)
+        .map(|(entry, _)| (entry.message.account_id.as_str(), entry.seq, entry.message.message.id.as_str()))
         .collect();
-    let mut told = store.claim_many_json(&pending).await?.into_iter();
+    let mut told = store.claim_ids(&pending).await?.into_iter();
     drop(pending);
     let claims: Vec<Claimed> = firsts.iter().map(|first| if *first { told.next().unwrap_or(Claimed::Elsewhere) } else { Claimed::Elsewhere }).collect();
     // Taken before the endpoints are read: a change counted later means they may be stale.
@@ -87,13 +85,14 @@ pub async fn ingest_and_commit(
     let mut endpoints: HashMap<&str, AccountEndpoints> = HashMap::new();
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = Vec::new();
-    // Per shard, the earliest delivery written that nothing will hold in memory, and
-    // the earliest of all (should the batch fail halfway).
-    let mut unheld: BTreeMap<&str, i64> = BTreeMap::new();
+    // What fits in memory now; only the deliverer frees room meanwhile.
+    let mut room = handoff.room();
+    // Per message (by its index in the batch), the first attempts going into memory.
+    let mut handed: Vec<(usize, Vec<Prepared>)> = Vec::new();
+    // Shards given first attempts as rows: their scans must look soon.
     let mut written: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut first_attempts = Vec::new();
     let mut ingested = Ingested::default();
-    for ((entry, claimed), body) in batch.iter().zip(claims).zip(bodies.iter_mut()) {
+    for (index, (entry, claimed)) in batch.iter().zip(claims).enumerate() {
         let account_id = entry.message.account_id.as_str();
         let message = &entry.message.message;
         if claimed == Claimed::Elsewhere {
@@ -101,34 +100,37 @@ pub async fn ingest_and_commit(
             continue;
         }
         ingested.appended += 1;
-        let body = body.take().unwrap_or_else(|| message.to_json());
+        let body = message.to_json();
         let head = heads.entry(account_id).or_insert(entry.seq);
         *head = (*head).max(entry.seq);
-        if !endpoints.contains_key(account_id) {
+        // A replay of this seq (claimed Again) is handed over again too: whether its
+        // deliveries were made before is what the log position knows, and it is
+        // behind this message.
+        let delivers = shards.holds(&entry.shard);
+        if delivers && !endpoints.contains_key(account_id) {
             let read = store.endpoints(account_id).await?.into_iter().map(|(endpoint, state)| (endpoint, state, None)).collect();
             endpoints.insert(account_id, AccountEndpoints { endpoints: read });
         }
         let due_at = message.created_at.micros().min(now);
-        // Only a message claimed now is handed over: one claimed before (a replay) may
-        // have been delivered already, which only the store knows.
-        let hand_over = claimed == Claimed::New && shards.holds(&entry.shard);
         let mut prepared_message = None;
-        let account = endpoints.get_mut(account_id).map(|account| &mut account.endpoints);
+        let mut in_memory = Vec::new();
+        let account = endpoints.get_mut(account_id).filter(|_| delivers).map(|account| &mut account.endpoints);
         for (endpoint, state, prepared) in account.into_iter().flatten() {
             if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(message.kind) {
                 continue;
             }
             let delivery =
                 Delivery { account_id: account_id.to_owned(), endpoint_id: endpoint.id.clone(), message_id: message.id.clone(), seq: entry.seq, attempt: 1 };
-            rows.push(store.first_delivery_row(&entry.shard, due_at, &delivery));
             ingested.deliveries += 1;
-            let earliest = written.entry(entry.shard.as_str()).or_insert(due_at);
-            *earliest = (*earliest).min(due_at);
-            if !hand_over {
-                let earliest = unheld.entry(entry.shard.as_str()).or_insert(due_at);
-                *earliest = (*earliest).min(due_at);
+            if room == 0 {
+                // Past what memory holds: a row, due at once, which a scan finds.
+                shards.prepare(store, &entry.shard, now).await?;
+                rows.push(store.retry_row(&entry.shard, now, &delivery));
+                written.insert(entry.shard.as_str(), now);
+                ingested.written += 1;
                 continue;
             }
+            room -= 1;
             let endpoint = match prepared {
                 Some(prepared) => prepared.clone(),
                 None => {
@@ -137,38 +139,43 @@ pub async fn ingest_and_commit(
                 }
             };
             let message = prepared_message.get_or_insert_with(|| Arc::new(PreparedMessage::with_body(entry.seq, message, body.clone()))).clone();
-            first_attempts.push(FirstAttempt { due: DueDelivery { shard: entry.shard.clone(), due_at, delivery }, message, endpoint });
+            in_memory.push(Prepared { due: DueDelivery { shard: entry.shard.clone(), due_at, delivery }, message, endpoint });
+        }
+        if !in_memory.is_empty() {
+            handed.push((index, in_memory));
         }
         rows.push(store.feed_row_with_body(account_id, entry.seq, body));
     }
-    let lower = |marks: &BTreeMap<&str, i64>| {
-        for (shard, due_at) in marks {
-            shards.lower(shard, *due_at);
-        }
-    };
     // The heads only once every row at or below them is written (in the same write
-    // where a write lands all or nothing), and the commit after them.
+    // where a write lands all or nothing).
     let head_rows: Vec<_> = heads.iter().map(|(account_id, seq)| store.head_row(account_id, *seq)).collect();
-    let writes = if store.writes_atomically() { vec![rows.into_iter().chain(head_rows).chain(commit).collect()] } else { vec![rows, head_rows, commit] };
+    let writes = if store.writes_atomically() { vec![rows.into_iter().chain(head_rows).collect()] } else { vec![rows, head_rows] };
     for write in writes {
-        if write.is_empty() {
-            continue;
-        }
-        if let Err(error) = store.write(write).await {
-            // Some rows may be written: findable by a scan, whatever becomes of the batch.
-            lower(&written);
-            return Err(error);
+        if !write.is_empty() {
+            store.write(write).await?;
         }
     }
     for (account_id, seq) in &heads {
         handoff.head_written(account_id, *seq);
     }
-    let refused = handoff.offer(first_attempts);
-    for first_attempt in &refused {
-        shards.lower(&first_attempt.due.shard, first_attempt.due.due_at);
+    for (shard, due_at) in &written {
+        shards.lower(shard, *due_at);
     }
-    if !unheld.is_empty() || !refused.is_empty() {
-        lower(&unheld);
+    // Registered before they are offered: a first attempt can settle as soon as it is.
+    let ledger = handoff.ledger();
+    let mut first_attempts = Vec::new();
+    for (index, prepared) in handed {
+        let entry = &batch[index];
+        let ticket: Ticket = ledger.register(&entry.shard, entry.seq, prepared.len(), now);
+        first_attempts.extend(prepared.into_iter().map(|Prepared { due, message, endpoint }| FirstAttempt { due, message, endpoint, ticket: ticket.clone() }));
+    }
+    let refused = handoff.offer(first_attempts);
+    if !refused.is_empty() {
+        // Room only grows between the count and the offer; should it not have, the
+        // refused are written as rows like those past the count.
+        write_as_rows(store, shards, handoff, refused, now).await?;
+    }
+    if !written.is_empty() {
         handoff.wake_scan();
     }
     stats.appended.fetch_add(ingested.appended as u64, Ordering::Relaxed);
@@ -177,4 +184,21 @@ pub async fn ingest_and_commit(
     crate::metrics::record_messages("appended", ingested.appended as u64);
     crate::metrics::record_messages("duplicate", ingested.duplicates as u64);
     Ok(ingested)
+}
+
+/// Writes first attempts as rows of `webhook_retries`, due at `now`, then settles
+/// them: their messages no longer hold the log position.
+pub(crate) async fn write_as_rows(store: &WebhookStore, shards: &Shards, handoff: &Handoff, attempts: Vec<FirstAttempt>, now: i64) -> Result<(), StoreError> {
+    let mut rows = Vec::with_capacity(attempts.len());
+    for attempt in &attempts {
+        shards.prepare(store, &attempt.due.shard, now).await?;
+        rows.push(store.retry_row(&attempt.due.shard, now, &attempt.due.delivery));
+    }
+    store.write(rows).await?;
+    for attempt in &attempts {
+        shards.lower(&attempt.due.shard, now);
+        handoff.ledger().settle(&attempt.ticket);
+    }
+    handoff.wake_scan();
+    Ok(())
 }

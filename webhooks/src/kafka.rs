@@ -6,13 +6,13 @@
 //! shard, so the role scales with the partitions (up to ten replicas) and a rebalance
 //! moves reading and delivering together.
 //!
-//! Offsets are committed by hand, only after [`crate::ingest`] wrote a batch's rows and
-//! heads, so a crash or a rebalance replays, never skips; replaying writes the same
-//! rows. While the store refuses a batch, it is retried with backoff without
-//! committing.
+//! Offsets are committed by hand, up to the messages whose first attempts are settled
+//! ([`crate::handoff::Ledger`]): the topic is the queue of first attempts, so a crash
+//! or a rebalance reads again, never skips, what the offsets do not cover (the same
+//! feed rows, and the first attempts made again). While the store refuses a batch, it
+//! is retried with backoff without committing.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
@@ -23,7 +23,7 @@ use recap_readmodel::webhooks::{decode_account_message, WebhookStore};
 use tokio::sync::watch;
 
 use crate::deliver::Shards;
-use crate::handoff::Handoff;
+use crate::handoff::{Handoff, Ledger};
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
@@ -50,28 +50,29 @@ pub enum KafkaReaderError {
     Client(#[from] rdkafka::error::KafkaError),
 }
 
-/// The offsets written through, committed with every commit.
-#[derive(Default)]
-struct Written(Mutex<BTreeMap<i32, i64>>);
+/// How often the offsets are committed while the topic is idle (first attempts settle
+/// meanwhile).
+const COMMIT_EVERY: Duration = Duration::from_millis(200);
 
-impl Written {
-    fn list(&self, topic: &str) -> Option<TopicPartitionList> {
-        let written = self.0.lock().ok()?;
-        if written.is_empty() {
-            return None;
+/// The offsets the ledger allows for the partitions held: the next offset to read after
+/// each partition's position.
+fn committable(topic: &str, shards: &Shards, ledger: &Ledger, only: Option<&[i32]>) -> Option<TopicPartitionList> {
+    let mut list = TopicPartitionList::new();
+    for shard in shards.held() {
+        let Ok(partition) = shard.parse::<i32>() else { continue };
+        if only.is_some_and(|only| !only.contains(&partition)) {
+            continue;
         }
-        let mut list = TopicPartitionList::new();
-        for (partition, next) in written.iter() {
-            list.add_partition_offset(topic, *partition, Offset::Offset(*next)).ok()?;
-        }
-        Some(list)
+        let Some(position) = ledger.position(&shard) else { continue };
+        list.add_partition_offset(topic, partition, Offset::Offset(position + 1)).ok()?;
     }
+    (list.count() > 0).then_some(list)
 }
 
 struct ShardContext {
     topic: String,
     shards: Shards,
-    written: Arc<Written>,
+    ledger: Ledger,
 }
 
 impl ClientContext for ShardContext {}
@@ -79,16 +80,16 @@ impl ClientContext for ShardContext {}
 impl ConsumerContext for ShardContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
-            if let Some(offsets) = self.written.list(&self.topic) {
+            let revoked: Vec<i32> = partitions.elements().iter().map(|element| element.partition()).collect();
+            if let Some(offsets) = committable(&self.topic, &self.shards, &self.ledger, Some(&revoked)) {
                 if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
-                    tracing::warn!(%error, "committing offsets before a revocation failed; the next holder replays");
+                    tracing::warn!(%error, "committing offsets before a revocation failed; the next holder reads more again");
                 }
             }
-            for element in partitions.elements() {
-                self.shards.remove(&element.partition().to_string());
-                if let Ok(mut written) = self.written.0.lock() {
-                    written.remove(&element.partition());
-                }
+            for partition in revoked {
+                let shard = partition.to_string();
+                self.shards.remove(&shard);
+                self.ledger.forget(&shard);
             }
         }
     }
@@ -114,7 +115,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), KafkaReaderError> {
     let topic = format!("{}{MESSAGES_TOPIC}", config.topic_prefix);
-    let written = Arc::new(Written::default());
+    let ledger = handoff.ledger().clone();
     let consumer: StreamConsumer<ShardContext> = ClientConfig::new()
         .set("bootstrap.servers", &config.brokers)
         .set("group.id", format!("{}{GROUP}", config.topic_prefix))
@@ -124,11 +125,24 @@ pub async fn run(
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
         .set("queued.max.messages.kbytes", "16384")
-        .create_with_context(ShardContext { topic: topic.clone(), shards: shards.clone(), written: written.clone() })?;
+        .create_with_context(ShardContext { topic: topic.clone(), shards: shards.clone(), ledger: ledger.clone() })?;
     consumer.subscribe(&[topic.as_str()])?;
+    let commit = |mode: CommitMode| {
+        if let Some(offsets) = committable(&topic, &shards, &ledger, None) {
+            if let Err(error) = consumer.commit(&offsets, mode) {
+                tracing::warn!(%error, "committing offsets failed; the next commit carries them");
+            }
+        }
+    };
+    let mut commit_tick = tokio::time::interval(COMMIT_EVERY);
+    commit_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     'batches: loop {
         let first = tokio::select! {
             message = consumer.recv() => message,
+            _ = commit_tick.tick() => {
+                commit(CommitMode::Async);
+                continue;
+            }
             _ = stop.changed() => break,
         };
         let mut records = match first {
@@ -163,24 +177,14 @@ pub async fn run(
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
-        // A partition revoked while the batch was read is its next holder's to commit.
-        let held = shards.held();
-        if let Ok(mut next) = written.0.lock() {
-            for record in records.iter().filter(|record| held.contains(&record.partition().to_string())) {
-                let entry = next.entry(record.partition()).or_insert(0);
-                *entry = (*entry).max(record.offset() + 1);
-            }
+        // A partition revoked while the batch was read is its next holder's to read.
+        for record in records.iter().filter(|record| shards.holds(&record.partition().to_string())) {
+            ledger.read_to(&record.partition().to_string(), record.offset());
         }
-        if let Some(offsets) = written.list(&topic) {
-            if let Err(error) = consumer.commit(&offsets, CommitMode::Async) {
-                tracing::warn!(%error, "committing offsets failed; the next commit carries them");
-            }
-        }
+        commit(CommitMode::Async);
     }
-    if let Some(offsets) = written.list(&topic) {
-        if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
-            tracing::warn!(%error, "committing offsets at stop failed; the next holder replays");
-        }
-    }
+    // What settled before the stop, the attempts in flight included, is not read again.
+    handoff.delivering_has_ended().await;
+    commit(CommitMode::Sync);
     Ok(())
 }

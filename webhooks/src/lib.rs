@@ -9,6 +9,7 @@
 //! - [`handoff`]: the first attempts the ingest hands the deliverer in memory;
 //! - [`deliver`], [`recorder`] and [`schedule`]: the attempts, their group-committed
 //!   records, their retry schedule and clock;
+//! - [`shards`]: the shards delivered and where their scans of the retry queue start;
 //! - [`metrics`]: what the runtime reports; [`runtime`]: all of it as the binary runs it.
 
 pub mod client;
@@ -21,12 +22,13 @@ pub mod outbox;
 pub mod recorder;
 pub mod runtime;
 pub mod schedule;
+pub mod shards;
 pub mod signing;
 pub mod target;
 
 pub use client::{ClientConfig, SafeClient, SendError};
 pub use deliver::{Deliverer, DelivererConfig, Shards};
-pub use handoff::Handoff;
+pub use handoff::{Handoff, Ledger};
 pub use metrics::Stats;
 pub use runtime::Runtime;
 pub use schedule::{Clock, ManualClock, RetrySchedule, SystemClock};

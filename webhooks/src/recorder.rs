@@ -1,6 +1,6 @@
 //! Group commit of the deliverer's records: attempts that end together share their
 //! store writes. An attempt hands in the rows of its record (with the endpoint's state)
-//! and the removal of its delivery row, and waits until each is written; the recorder
+//! and, when its delivery has a row, the row's removal, and waits until each is written; the recorder
 //! writes everything handed in while its previous write was under way as one
 //! [`WebhookStore::write`] (one commit on the embedded store, instead of one per attempt
 //! and step).
@@ -71,14 +71,18 @@ impl Recorder {
         Pending(pending)
     }
 
-    /// Hands in an attempt's record (`rows` and the endpoint's `state`) and the removal
-    /// of its delivery row: the first resolves once the record is written, the second
-    /// once the removal is, never before the record.
-    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: (EndpointKey, Mutation), removal: Mutation) -> (Pending, Pending) {
+    /// Hands in an attempt's record (`rows` and the endpoint's `state`) and, for a
+    /// delivery that has a row, the row's removal: the first resolves once the record
+    /// is written, the second once the removal is, never before the record.
+    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: (EndpointKey, Mutation), removal: Option<Mutation>) -> (Pending, Option<Pending>) {
         let (written, record) = oneshot::channel();
+        let Some(removal) = removal else {
+            let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: None });
+            return (Pending(record), None);
+        };
         let (removed, removal_pending) = oneshot::channel();
         let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: Some((removal, removed)) });
-        (Pending(record), Pending(removal_pending))
+        (Pending(record), Some(Pending(removal_pending)))
     }
 
     /// Writes `rows` with the next group and waits for them.
@@ -225,13 +229,13 @@ mod tests {
             };
             let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 7);
             let (recorded, removed) =
-                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), store.delivery_done_row(&due));
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), Some(store.retry_done_row(&due)));
             recorded.written().await.unwrap();
-            removed.written().await.unwrap();
+            removed.unwrap().written().await.unwrap();
             let expected = if atomic {
-                vec![vec!["webhook_attempts", "webhook_deliveries", "webhook_endpoint_states"]]
+                vec![vec!["webhook_attempts", "webhook_retries", "webhook_endpoint_states"]]
             } else {
-                vec![vec!["webhook_attempts", "webhook_endpoint_states"], vec!["webhook_deliveries"]]
+                vec![vec!["webhook_attempts", "webhook_endpoint_states"], vec!["webhook_retries"]]
             };
             assert_eq!(tables_of(faulty.take_recorded()), expected, "atomic writes: {atomic}");
 
@@ -239,9 +243,9 @@ mod tests {
             faulty.fail_table("webhook_attempts");
             let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 8);
             let (recorded, removed) =
-                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), store.delivery_done_row(&due));
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), Some(store.retry_done_row(&due)));
             assert!(recorded.written().await.is_err());
-            assert!(removed.written().await.is_err(), "atomic writes: {atomic}");
+            assert!(removed.unwrap().written().await.is_err(), "atomic writes: {atomic}");
             assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");
         }
     }

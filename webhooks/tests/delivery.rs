@@ -58,8 +58,9 @@ async fn messages_reach_the_feed_once_and_the_endpoints_that_want_them_signed() 
     assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(2));
     assert_eq!(setup.webhooks.head("acc_b").await.unwrap(), None);
     let outbox = setup.driver().scan(&MESSAGE_OUTBOX, &[Val::text("log")], &ScanRange::all(), 10).await.unwrap();
-    assert!(outbox.is_empty(), "consumed outbox rows are removed");
-    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (0, None));
+    assert!(outbox.is_empty(), "outbox rows the position passed are removed");
+    assert_eq!(committed_position(&setup).await, 3);
+    assert!(pending(&setup, &clock).await.is_empty(), "first attempts have no row");
     let (attempts, _) = setup.webhooks.attempts("acc_a", "ep_notes", None, 10).await.unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!((attempts[0].outcome, attempts[0].status, attempts[0].attempt), (AttemptOutcome::Succeeded, Some(200), 1));
@@ -129,7 +130,7 @@ async fn a_failed_delivery_is_retried_after_the_scheduled_delay_with_the_same_id
     receiver.wait_for(|received| received.len() == 2).await;
     clock.advance(Duration::from_secs(300));
     let received = receiver.wait_for(|received| received.len() == 3).await;
-    eventually("the delivery is done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    eventually("the delivery is done", || async { pending(&setup, &clock).await.is_empty() }).await;
     let _ = stop.send(true);
     task.await.unwrap();
 
@@ -188,7 +189,12 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
     setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 7).await;
     setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
     let clock = ManualClock::at(START);
-    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    // One request at a time: when the second message's retry and the first message's
+    // last attempt come due together, the retry (due first) is made first, before the
+    // last attempt disables the endpoint and drops what is left.
+    let mut one_at_a_time = runtime(&setup, &clock, Duration::from_secs(5));
+    one_at_a_time.deliverer.per_endpoint = 1;
+    let (stop, task) = start(one_at_a_time);
     receiver.wait_for(|received| received.len() == 1).await;
     let schedule = recap_webhooks::RetrySchedule::default();
     for (index, delay) in schedule.delays.iter().take(8).enumerate() {
@@ -198,7 +204,7 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
     // A second message while the endpoint fails: tried, then dropped once it is disabled.
     setup.outbox(&[(2, message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1"))]).await;
     receiver.wait_for(|received| received.len() == 10).await;
-    eventually("the second message's first attempt is recorded", || async { setup.webhooks.queue("0").await.unwrap().0 == 2 }).await;
+    eventually("the second message's first attempt is recorded", || async { pending(&setup, &clock).await.len() == 2 }).await;
     // The first message's last attempt and the second's retry.
     clock.advance(schedule.delays[8]);
     receiver.wait_for(|received| received.len() == 12).await;
@@ -209,7 +215,7 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
     assert_eq!(state.failing_since, Some(Timestamp(START)));
     // The second message's next retry comes due: dropped, not sent.
     clock.advance(Duration::from_secs(48 * 3600));
-    eventually("the pending delivery is dropped", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    eventually("the pending delivery is dropped", || async { pending(&setup, &clock).await.is_empty() }).await;
     let sent = receiver.received().len();
     assert_eq!(sent, 12, "ten attempts of the first message, two of the second");
 
@@ -244,11 +250,11 @@ async fn deliveries_to_an_endpoint_deleted_or_disabled_by_its_account_are_droppe
     let clock = ManualClock::at(START);
     let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
     receiver.wait_for(|received| received.len() == 2).await;
-    eventually("both attempts are recorded", || async { setup.webhooks.queue("0").await.unwrap().0 == 2 && all_attempted(&setup).await }).await;
+    eventually("both attempts are recorded", || async { pending(&setup, &clock).await.len() == 2 && all_attempted(&setup).await }).await;
     setup.delete_endpoint("acc_a", "ep_deleted", 2).await;
     setup.endpoint("acc_a", "ep_disabled", &format!("{}/disabled", receiver.url), &[], false, 2).await;
     clock.advance(Duration::from_secs(5));
-    eventually("both retries are dropped", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    eventually("both retries are dropped", || async { pending(&setup, &clock).await.is_empty() }).await;
     let _ = stop.send(true);
     task.await.unwrap();
     assert_eq!(receiver.received().len(), 2, "no retry was sent");
@@ -306,47 +312,60 @@ async fn without_the_development_flag_a_loopback_endpoint_is_refused_and_recorde
     assert!(receiver.received().is_empty());
 }
 
+fn batch_of(seqs: std::ops::RangeInclusive<i64>, meeting: impl Fn(i64) -> String) -> Vec<recap_webhooks::ingest::LogMessage> {
+    seqs.map(|seq| recap_webhooks::ingest::LogMessage {
+        seq,
+        shard: "0".into(),
+        message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &meeting(seq)),
+    })
+    .collect()
+}
+
+/// The message log is the queue of first attempts: a batch read again (after a crash,
+/// before the position covered it) appends the same feed rows and hands its first
+/// attempts over again, in memory, without a row.
 #[tokio::test]
-async fn ingesting_a_batch_again_writes_the_same_rows() {
+async fn ingesting_a_batch_again_appends_the_same_feed_rows_and_hands_its_first_attempts_over_again() {
     let setup = setup().await;
     setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
-    let batch: Vec<_> = (1..=3)
-        .map(|seq| recap_webhooks::ingest::LogMessage {
-            seq,
-            shard: "0".into(),
-            message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), "mtg_1"),
-        })
-        .collect();
+    let batch = batch_of(1..=3, |_| "mtg_1".into());
     let stats = recap_webhooks::Stats::default();
-    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
-        .await
-        .unwrap();
-    let again = recap_webhooks::ingest::ingest(
-        &setup.webhooks,
-        &batch,
-        START + 60 * SECOND,
-        &stats,
-        &recap_webhooks::Shards::default(),
-        &recap_webhooks::Handoff::default(),
-    )
-    .await
-    .unwrap();
-    assert_eq!((first.appended, first.deliveries), (3, 3));
+    let shards = recap_webhooks::Shards::fixed(&["0"]);
+    let handoff = recap_webhooks::Handoff::new(100);
+    let first = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &shards, &handoff).await.unwrap();
+    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats, &shards, &handoff).await.unwrap();
+    assert_eq!((first.appended, first.deliveries, first.written), (3, 3, 0));
     assert_eq!(again, first, "a replay of the same seqs claims its own ids again");
-    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (3, Some(START - SECOND)), "the same delivery rows, due at the messages' time");
+    assert_eq!(handoff.ledger().unsettled().0, 6, "each first attempt handed over twice, in memory");
+    let clock = ManualClock::at(START);
+    assert!(pending(&setup, &clock).await.is_empty(), "no row for a first attempt handed over");
     let twice = vec![batch[0].clone(), recap_webhooks::ingest::LogMessage { seq: 9, ..batch[0].clone() }];
-    let within =
-        recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
-            .await
-            .unwrap();
+    let within = recap_webhooks::ingest::ingest(&setup.webhooks, &twice, START, &stats, &shards, &handoff).await.unwrap();
     assert_eq!((within.appended, within.duplicates), (1, 1), "a message a batch carries twice keeps its first seq");
     let moved: Vec<_> = batch.iter().map(|entry| recap_webhooks::ingest::LogMessage { seq: entry.seq + 10, ..entry.clone() }).collect();
-    let duplicate =
-        recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats, &recap_webhooks::Shards::default(), &recap_webhooks::Handoff::default())
-            .await
-            .unwrap();
+    let duplicate = recap_webhooks::ingest::ingest(&setup.webhooks, &moved, START, &stats, &shards, &handoff).await.unwrap();
     assert_eq!((duplicate.appended, duplicate.duplicates, duplicate.deliveries), (0, 3, 0), "the same messages at other seqs are duplicates");
     assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
+}
+
+/// Memory holds a bounded number of deliveries: the first attempts past the bound are
+/// written as rows, due at once, in the write of the batch's feed rows.
+#[tokio::test]
+async fn first_attempts_past_what_memory_holds_are_written_as_rows_due_at_once() {
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let batch = batch_of(1..=5, |seq| format!("mtg_{seq}"));
+    let handoff = recap_webhooks::Handoff::new(2);
+    let ingested =
+        recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &recap_webhooks::Stats::default(), &recap_webhooks::Shards::fixed(&["0"]), &handoff)
+            .await
+            .unwrap();
+    assert_eq!((ingested.deliveries, ingested.written), (5, 3));
+    assert_eq!(handoff.ledger().unsettled().0, 2, "the first two in memory");
+    let rows = pending(&setup, &ManualClock::at(START)).await;
+    let mut rows: Vec<(i64, i64, u32)> = rows.iter().map(|due| (due.due_at, due.delivery.seq, due.delivery.attempt)).collect();
+    rows.sort();
+    assert_eq!(rows, vec![(START, 3, 1), (START, 4, 1), (START, 5, 1)]);
 }
 
 #[tokio::test]
@@ -374,7 +393,7 @@ async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_wi
     faulty.heal();
     let ids: std::collections::BTreeSet<String> = messages.iter().map(|(_, message)| message.message.id.clone()).collect();
     let received = receiver.wait_for(|received| ids.iter().all(|id| received.iter().any(|r| &r.header("webhook-id") == id))).await;
-    eventually("every delivery is done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+    eventually("every delivery is done", || async { committed_position(&setup).await == 20 && pending(&setup, &clock).await.is_empty() }).await;
     let _ = stop.send(true);
     task.await.unwrap();
     assert!(received.len() > ids.len(), "attempts that could not be recorded were sent again");
@@ -385,30 +404,6 @@ async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_wi
     }
     let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap();
     assert_eq!(attempts.iter().filter(|attempt| attempt.outcome == AttemptOutcome::Succeeded).count(), 20, "one recorded success per message");
-}
-
-#[tokio::test]
-async fn a_replay_of_a_batch_whose_deliveries_were_made_schedules_none_again() {
-    let setup = setup().await;
-    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
-    let batch: Vec<_> = (1..=3)
-        .map(|seq| recap_webhooks::ingest::LogMessage {
-            seq,
-            shard: "0".into(),
-            message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")),
-        })
-        .collect();
-    let stats = recap_webhooks::Stats::default();
-    let none = (recap_webhooks::Shards::default(), recap_webhooks::Handoff::default());
-    recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, &stats, &none.0, &none.1).await.unwrap();
-    // Delivered: each row removed, as an attempt does once its record is written.
-    let scheduled = setup.webhooks.pending("0", 10).await.unwrap();
-    assert_eq!(scheduled.len(), 3);
-    setup.webhooks.write(scheduled.iter().map(|due| setup.webhooks.delivery_done_row(due)).collect()).await.unwrap();
-
-    let again = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START + 60 * SECOND, &stats, &none.0, &none.1).await.unwrap();
-    assert_eq!((again.appended, again.duplicates), (3, 0), "the replay claims its own seqs again");
-    assert_eq!(setup.webhooks.queue("0").await.unwrap(), (0, None), "the rows written again land under the removals");
 }
 
 /// The deliverer as the runtime builds it, over `driver`, on `handoff` and shard "0".
@@ -426,7 +421,8 @@ fn deliverer_over(setup: &Setup, clock: &ManualClock, handoff: &recap_webhooks::
 }
 
 /// Read-your-webhook holds for a first attempt handed over in memory too: it is sent
-/// only once its account's feed head covers it, whoever wrote the head.
+/// only once its account's feed head covers it, whoever wrote the head; until then it
+/// holds its message's position.
 #[tokio::test]
 async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_its_message() {
     use recap_webhooks::handoff::{FirstAttempt, PreparedEndpoint, PreparedMessage};
@@ -444,38 +440,68 @@ async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_
         seq: 1,
         attempt: 1,
     };
-    let due_at = created.message.created_at.micros();
-    store.write(vec![store.feed_row("acc_a", 1, &created.message), store.first_delivery_row("0", due_at, &delivery)]).await.unwrap();
+    store.write(vec![store.feed_row("acc_a", 1, &created.message)]).await.unwrap();
     let (endpoint, _) = store.endpoint("acc_a", "ep").await.unwrap().unwrap();
     let secrets = store.secrets("acc_a", "ep").await.unwrap();
     let prepared = PreparedEndpoint { endpoint, secrets, read_at: std::time::Instant::now(), changes: store.endpoint_changes() };
+    let handoff = recap_webhooks::Handoff::new(100);
+    let ticket = handoff.ledger().register("0", 1, 1, START);
+    handoff.ledger().read_to("0", 1);
     let first_attempt = FirstAttempt {
-        due: recap_readmodel::webhooks::DueDelivery { shard: "0".into(), due_at, delivery },
+        due: recap_readmodel::webhooks::DueDelivery { shard: "0".into(), due_at: created.message.created_at.micros(), delivery },
         message: std::sync::Arc::new(PreparedMessage::new(1, &created.message)),
         endpoint: std::sync::Arc::new(prepared),
+        ticket,
     };
 
     let clock = ManualClock::at(START);
-    let handoff = recap_webhooks::Handoff::new(100);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(deliverer_over(&setup, &clock, &handoff).run(stopped));
     assert!(handoff.offer(vec![first_attempt]).is_empty(), "taken in memory");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(receiver.received().is_empty(), "not sent while the feed's head does not cover it");
-    assert_eq!(store.queue("0").await.unwrap().0, 1, "still due");
+    assert_eq!(handoff.ledger().position("0"), Some(0), "still to make: its message holds the position");
 
     store.write(vec![store.head_row("acc_a", 1)]).await.unwrap();
     let received = receiver.wait_for(|received| !received.is_empty()).await;
     assert_eq!(received[0].header("webhook-id"), created.message.id);
     assert_eq!(received[0].body, created.message.to_json(), "the message as the feed serves it");
-    eventually("the delivery is done", || async { store.queue("0").await.unwrap().0 == 0 }).await;
+    eventually("the first attempt is settled", || async { handoff.ledger().position("0") == Some(1) }).await;
     let _ = stop.send(true);
     task.await.unwrap();
     assert_eq!(receiver.received().len(), 1);
+    assert!(pending(&setup, &clock).await.is_empty());
 }
 
-/// A delivery's removal lands only after its record: in the record's own write where
-/// the store writes atomically (the embedded one), in a later write where it does not
+/// A receiver that answers 500 to a message's first request and 200 to the next ones,
+/// calling `on_success` before each 200; the `webhook-id` of every request, in order.
+async fn failing_once(on_success: impl Fn() + Clone + Send + Sync + 'static) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let ids = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let app = {
+        let ids = ids.clone();
+        axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+            let (ids, on_success) = (ids.clone(), on_success.clone());
+            async move {
+                let id = headers.get("webhook-id").and_then(|id| id.to_str().ok()).unwrap_or_default().to_owned();
+                let mut ids = ids.lock().unwrap();
+                let seen = ids.contains(&id);
+                ids.push(id);
+                if !seen {
+                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                on_success();
+                axum::http::StatusCode::OK
+            }
+        })
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, ids)
+}
+
+/// A row's removal lands only after its record: in the record's own write where the
+/// store writes atomically (the embedded one), in a later write where it does not
 /// (ScyllaDB). A process killed after the record and before the removal loses nothing:
 /// the row is still due, and the delivery is made again with the same `webhook-id`.
 #[tokio::test]
@@ -485,23 +511,14 @@ async fn a_delivery_whose_removal_never_landed_before_a_crash_is_made_again_with
         let faulty = recap_testkit::FaultyDriver::new(setup.driver());
         let faulty = if atomic_store { faulty } else { faulty.not_atomic() };
         let atomic = recap_readmodel::Driver::writes_atomically(&faulty);
-        let ids = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        // The receiver answers 200, and from its first request on the store refuses
-        // every write of a delivery row: the removal never lands.
-        let app = {
-            let (ids, faulty) = (ids.clone(), faulty.clone());
-            axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
-                let (ids, faulty) = (ids.clone(), faulty.clone());
-                async move {
-                    faulty.fail_table("webhook_deliveries");
-                    ids.lock().unwrap().push(headers.get("webhook-id").and_then(|id| id.to_str().ok()).unwrap_or_default().to_owned());
-                    axum::http::StatusCode::OK
-                }
-            })
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        // The first attempt fails (its retry is a row); at the retry the receiver answers
+        // 200, and from then on the store refuses every write of a retry row: the
+        // removal never lands.
+        let (url, ids) = failing_once({
+            let faulty = faulty.clone();
+            move || faulty.fail_table("webhook_retries")
+        })
+        .await;
         setup.endpoint("acc_a", "ep", &url, &[], true, 1).await;
         let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
         setup.outbox(&[(1, created.clone())]).await;
@@ -510,25 +527,27 @@ async fn a_delivery_whose_removal_never_landed_before_a_crash_is_made_again_with
         crashing.driver = std::sync::Arc::new(faulty.clone());
         crashing.store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
         let (_stop, task) = start(crashing);
-        eventually("the delivery is sent", || async { !ids.lock().unwrap().is_empty() }).await;
         let recorded = || async { setup.webhooks.attempts("acc_a", "ep", None, 100).await.unwrap().0.len() };
+        eventually("the first attempt's failure is recorded", || async { recorded().await == 1 }).await;
+        clock.advance(Duration::from_secs(5));
+        eventually("the retry is sent", || async { ids.lock().unwrap().len() == 2 }).await;
         if !atomic {
-            eventually("its record is written", || async { recorded().await > 0 }).await;
+            eventually("its record is written", || async { recorded().await == 2 }).await;
         }
         // Killed: whatever was under way stops where it is.
         task.abort();
         let _ = task.await;
-        assert_eq!(setup.webhooks.queue("0").await.unwrap().0, 1, "atomic store: {atomic}; the delivery is still due");
+        assert_eq!(pending(&setup, &clock).await.len(), 1, "atomic store: {atomic}; the retry is still due");
         if atomic {
-            assert_eq!(recorded().await, 0, "the record shares the removal's write: neither landed");
+            assert_eq!(recorded().await, 1, "the record shares the removal's write: neither landed");
         }
 
         let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
-        eventually("the delivery is made again and done", || async { setup.webhooks.queue("0").await.unwrap().0 == 0 }).await;
+        eventually("the delivery is made again and done", || async { pending(&setup, &clock).await.is_empty() }).await;
         let _ = stop.send(true);
         task.await.unwrap();
         let ids = ids.lock().unwrap().clone();
-        assert!(ids.len() >= 2, "sent again after the crash: {ids:?}");
+        assert!(ids.len() >= 3, "sent again after the crash: {ids:?}");
         assert!(ids.iter().all(|id| *id == created.message.id), "always with the same webhook-id: {ids:?}");
     }
 }

@@ -83,7 +83,10 @@ fn messages_reach_the_feed_at_their_offsets_from_every_partition_and_a_restart_r
         }
         for partition in &partitions {
             let shard = partition.to_string();
-            eventually("every partition's deliveries are done", || async { setup.webhooks.queue(&shard).await.unwrap().0 == 0 }).await;
+            eventually("every partition's deliveries are done", || async {
+                setup.webhooks.scheduled(&shard, START - 3_600_000_000, START + 3_600_000_000).await.unwrap().is_empty()
+            })
+            .await;
         }
         let _ = stop.send(true);
         task.await.unwrap();

@@ -79,7 +79,7 @@ fn decode_value(bytes: &[u8]) -> Result<Stored<'_>, StoreError> {
 fn encode_value(ts: i64, op: &Op) -> Vec<u8> {
     let (tombstone, expires_at, body) = match op {
         Op::Put { body, expires_at } => (0u8, expires_at.unwrap_or(NO_EXPIRY), body.as_bytes()),
-        Op::Delete => (1u8, NO_EXPIRY, &b""[..]),
+        Op::Delete | Op::Purge => (1u8, NO_EXPIRY, &b""[..]),
     };
     let mut value = Vec::with_capacity(HEADER + body.len());
     value.extend_from_slice(&ts.to_be_bytes());
@@ -173,6 +173,11 @@ impl EmbeddedDriver {
             check_plain_write(mutation.table)?;
             touched[usize::from(mutation.table.id)] = true;
             let key = row_key(mutation.table, mutation.partition, mutation.clustering);
+            if *mutation.op == Op::Purge {
+                // Gone outright: no tombstone stays for scans to step over.
+                self.rows.delete(&mut write, &key).map_err(storage)?;
+                continue;
+            }
             let value = encode_value(mutation.ts, mutation.op);
             // A new row is inserted in the same B-tree walk that finds it absent; an
             // existing one comes back from that walk and is replaced only if it loses.

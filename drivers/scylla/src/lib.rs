@@ -488,7 +488,8 @@ impl ScyllaDriver {
                 }
                 cql
             }
-            Op::Delete => {
+            // CQL cannot remove a row without a tombstone.
+            Op::Delete | Op::Purge => {
                 values.push(CqlValue::BigInt(mutation.ts));
                 values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
                 let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();

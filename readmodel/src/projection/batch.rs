@@ -192,7 +192,7 @@ impl Batch {
             if let Some(pending) = layer.get(&key).and_then(|rows| rows.get(clustering)) {
                 return Ok(match &pending.op {
                     Op::Put { body, .. } => Some(body.clone()),
-                    Op::Delete => None,
+                    Op::Delete | Op::Purge => None,
                 });
             }
         }
@@ -211,7 +211,7 @@ impl Batch {
             for (clustering, pending) in layer.get(&key).into_iter().flatten() {
                 match &pending.op {
                     Op::Put { body, .. } => rows.insert(clustering.clone(), body.clone()),
-                    Op::Delete => rows.remove(clustering),
+                    Op::Delete | Op::Purge => rows.remove(clustering),
                 };
             }
         }

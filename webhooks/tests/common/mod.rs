@@ -226,6 +226,21 @@ impl Receiver {
     }
 }
 
+/// The deliveries of shard `"0"` scheduled in `webhook_retries` from an hour before the
+/// clock to a day and an hour after it (past the longest retry delay).
+pub async fn pending(setup: &Setup, clock: &ManualClock) -> Vec<recap_readmodel::webhooks::DueDelivery> {
+    use recap_webhooks::Clock;
+    let now = clock.now_micros();
+    setup.webhooks.scheduled("0", now - 3_600_000_000, now + 25 * 3_600_000_000).await.unwrap()
+}
+
+/// The webhooks position committed in the embedded store (the outbox seq every earlier
+/// message's first attempts are settled up to).
+pub async fn committed_position(setup: &Setup) -> i64 {
+    let row = setup.driver().get(&recap_readmodel::tables::POSITIONS, &[Val::text("webhooks")], &[]).await.unwrap();
+    row.map_or(0, |row| serde_json::from_str::<serde_json::Value>(&row.body).unwrap()["seq"].as_i64().unwrap())
+}
+
 /// Waits until `condition` holds (at most 10 s).
 pub async fn eventually<F, Fut>(what: &str, condition: F)
 where

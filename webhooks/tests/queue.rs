@@ -1,0 +1,383 @@
+//! The delivery queue's rules (docs/webhooks.md, Delivery): first attempts have no row
+//! (the message log is their queue, its position committed once they settle), retries
+//! are rows partitioned by the minute they are due, and no scan reads a past minute
+//! again. Over the embedded store, or a Cassandra keyspace with
+//! `RECAP_TEST_WORLD=cassandra`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use recap_readmodel::messages::{AccountMessage, MessageKind};
+use recap_readmodel::tables::WEBHOOK_DELIVERIES;
+use recap_readmodel::webhooks::{minute_of, minute_start, Delivery, DueDelivery, WebhookStore};
+use recap_readmodel::{Mutation, Op, Val};
+use recap_webhooks::shards::GRACE;
+use recap_webhooks::{ManualClock, Shards};
+
+const SECOND: i64 = 1_000_000;
+const HOUR: i64 = 3_600 * SECOND;
+
+fn delivery(index: usize) -> Delivery {
+    Delivery { account_id: "acc_a".into(), endpoint_id: "ep".into(), message_id: format!("msg_{index:032}"), seq: index as i64, attempt: 2 }
+}
+
+/// The fastest of `rounds` timings of `reads` reads of the shard's queue from its low
+/// minute to `now`, as a scan of a shard newly held (and the queue count) reads it.
+async fn scan_time(store: &WebhookStore, shards: &Shards, shard: &str, now: i64) -> Duration {
+    let low = shards.low(shard).expect("prepared");
+    let mut fastest = Duration::MAX;
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..20 {
+            assert!(store.due_between(shard, minute_start(low), now, 2_000).await.unwrap().is_empty());
+        }
+        fastest = fastest.min(started.elapsed());
+    }
+    fastest
+}
+
+/// Removed deliveries leave nothing a scan steps over: their rows are gone outright
+/// from the embedded store, and on ScyllaDB their tombstones stay in minutes that are
+/// past, which no scan reads once the low minute moved beyond them (a single partition
+/// of 200,000 tombstones would exceed Cassandra's `tombstone_failure_threshold`, and the
+/// read would fail). The scans' times are printed beside an empty shard's, not judged:
+/// what is judged is where the scans start and that they succeed.
+#[tokio::test]
+async fn a_shard_with_200000_removed_deliveries_scans_from_past_all_of_them() {
+    let setup = setup().await;
+    let store = &setup.webhooks;
+    let shards = Shards::fixed(&["busy", "empty"]);
+    let earlier = START - 2 * HOUR;
+    shards.prepare(store, "busy", earlier).await.unwrap();
+    shards.prepare(store, "empty", earlier).await.unwrap();
+    let removed = 200_000;
+    // Scheduled over the hour that followed, then made and removed, as the deliverer
+    // removes a retry once its attempt is recorded.
+    for chunk in (0..removed).step_by(10_000) {
+        let due: Vec<DueDelivery> = (chunk..chunk + 10_000)
+            .map(|index| DueDelivery { shard: "busy".into(), due_at: earlier + index as i64 * (HOUR / removed as i64), delivery: delivery(index) })
+            .collect();
+        store.write(due.iter().map(|due| store.retry_row("busy", due.due_at, &due.delivery)).collect()).await.unwrap();
+        store.write(due.iter().map(|due| store.retry_done_row(due)).collect()).await.unwrap();
+    }
+    assert!(store.scheduled("busy", earlier, earlier + HOUR).await.unwrap().is_empty(), "every delivery was removed");
+
+    // A sweep an hour later moves the low minute past the removed ones.
+    shards.sweep(START);
+    shards.advance_low(store, "busy", START).await.unwrap();
+    shards.advance_low(store, "empty", START).await.unwrap();
+    let low = shards.low("busy").unwrap();
+    assert_eq!(low, minute_of(START - GRACE), "the low minute is past every minute that held the removed deliveries");
+    assert_eq!(store.shard_state("busy").await.unwrap().map(|state| state.low_minute), Some(low), "and kept in the store");
+    assert!(minute_start(low) > earlier + HOUR);
+
+    let busy = scan_time(store, &shards, "busy", START).await;
+    let empty = scan_time(store, &shards, "empty", START).await;
+    eprintln!("20 scans: shard with {removed} removed deliveries {busy:?}, empty shard {empty:?}");
+}
+
+/// What a receiver answered, by path and `webhook-id`, in order.
+type Answers = Arc<Mutex<Vec<(String, String, String, u16)>>>;
+
+/// A receiver on loopback taking `delay` a request: `/flaky` answers 500 to the first
+/// request of each message and 200 after, anything else 200.
+async fn receiver(delay: Duration) -> (String, Answers) {
+    let answers: Answers = Arc::default();
+    let app = {
+        let answers = answers.clone();
+        axum::Router::new().fallback(move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: String| {
+            let answers = answers.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                let id = headers.get("webhook-id").and_then(|id| id.to_str().ok()).unwrap_or_default().to_owned();
+                let path = uri.path().to_owned();
+                let mut answers = answers.lock().unwrap();
+                let seen = answers.iter().any(|(seen_path, seen_id, _, _)| *seen_path == path && *seen_id == id);
+                let status = if path == "/flaky" && !seen { 500 } else { 200 };
+                answers.push((path, id, body, status));
+                axum::http::StatusCode::from_u16(status).unwrap()
+            }
+        })
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, answers)
+}
+
+fn queue_runtime(setup: &Setup, clock: &ManualClock, driver: Arc<dyn recap_readmodel::Driver>) -> recap_webhooks::Runtime {
+    let mut runtime = runtime(setup, clock, Duration::from_secs(5));
+    runtime.store = WebhookStore::new(driver.clone(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    runtime.driver = driver;
+    // One request at a time an endpoint, and a queued first attempt written as a row at
+    // the first look: every kind of write the queue makes happens in a short run.
+    runtime.deliverer.per_endpoint = 1;
+    runtime.deliverer.first_attempt_hold = Duration::ZERO;
+    runtime
+}
+
+/// A process killed (`kill -9`) after any number of its writes, whichever step of the
+/// queue that write was (the claims, the feed rows and heads, the shard's state, a first
+/// attempt written as a row, an attempt's record and retry row, a row's removal, the
+/// position and the outbox rows it passes), loses no delivery: the next process makes
+/// every delivery not recorded, with the same `webhook-id` and body.
+#[tokio::test]
+async fn a_kill_at_every_step_of_the_queue_loses_nothing() {
+    let mut step = 0;
+    loop {
+        let setup = setup().await;
+        let (url, answers) = receiver(Duration::from_millis(30)).await;
+        setup.endpoint("acc_a", "ep_ok", &format!("{url}/ok"), &[], true, 1).await;
+        setup.endpoint("acc_a", "ep_flaky", &format!("{url}/flaky"), &[], true, 1).await;
+        let messages: Vec<(i64, AccountMessage)> =
+            (1..=6).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+        setup.outbox(&messages).await;
+        let ids: BTreeSet<String> = messages.iter().map(|(_, message)| message.message.id.clone()).collect();
+        let clock = ManualClock::at(START);
+        let faulty = recap_testkit::FaultyDriver::new(setup.driver());
+        faulty.crash_after_writes(step);
+        let (_stop, task) = start(queue_runtime(&setup, &clock, Arc::new(faulty.clone())));
+        let delivered_at = |answers: &Answers, path: &str| -> BTreeSet<String> {
+            answers.lock().unwrap().iter().filter(|(seen, _, _, status)| seen == path && *status == 200).map(|(_, id, _, _)| id.clone()).collect()
+        };
+        // Until the write past the crash point, or (a run that never reaches it) until
+        // everything is delivered, recorded and passed by the position.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !faulty.crashed() {
+            if delivered_at(&answers, "/ok") == ids && committed_position(&setup).await == 6 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "step {step}: the run neither crashed nor ended");
+            clock.advance(Duration::from_secs(6));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let crashed = faulty.crashed();
+        task.abort();
+        let _ = task.await;
+
+        let (stop, task) = start(queue_runtime(&setup, &clock, setup.driver()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while delivered_at(&answers, "/ok") != ids || delivered_at(&answers, "/flaky") != ids {
+            assert!(Instant::now() < deadline, "step {step}: after the restart, not every delivery was made: {:?}", answers.lock().unwrap());
+            // The flaky endpoint's retries come due.
+            clock.advance(Duration::from_secs(6));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A retry the crashed run scheduled may still wait for its time although a replayed
+        // first attempt made the delivery meanwhile: it is made again once due.
+        eventually("every delivery is recorded and the position passes every message", || async {
+            clock.advance(Duration::from_secs(6));
+            committed_position(&setup).await == 6 && pending(&setup, &clock).await.is_empty()
+        })
+        .await;
+        let _ = stop.send(true);
+        task.await.unwrap();
+        let mut bodies: BTreeMap<String, String> = BTreeMap::new();
+        for (_, id, body, _) in answers.lock().unwrap().iter() {
+            assert!(ids.contains(id), "step {step}: only the messages appended are sent");
+            let first = bodies.entry(id.clone()).or_insert_with(|| body.clone());
+            assert_eq!(first, body, "step {step}: a repeat carries the same body");
+            assert_eq!(serde_json::from_str::<serde_json::Value>(body).unwrap()["id"], id.as_str());
+        }
+        if !crashed {
+            eprintln!("a run without a crash made {step} writes or fewer; a kill after each of them was tried");
+            assert!(step > 10, "a run makes more writes than {step}");
+            break;
+        }
+        step += 1;
+    }
+}
+
+/// A dead endpoint's first attempts beyond its slots wait in the window at most the
+/// hold, then are written as rows; those under way hold the position at most the
+/// attempt's timeout. So the position passes every other endpoint's messages, and a
+/// restart sends them no repeats, while the dead endpoint's deliveries wait in the
+/// store.
+#[tokio::test]
+async fn a_dead_endpoints_backlog_does_not_hold_other_endpoints_first_attempts() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_dead", "ep_dead", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_live", "ep_live", &format!("{}/live", receiver.url), &[], true, 1).await;
+    let mut messages = Vec::new();
+    for index in 0..12i64 {
+        messages.push((2 * index + 1, message("acc_dead", MessageKind::MeetingCreated, &format!("evt_d{index}"), &format!("mtg_{index}"))));
+        messages.push((2 * index + 2, message("acc_live", MessageKind::MeetingCreated, &format!("evt_l{index}"), &format!("mtg_{index}"))));
+    }
+    setup.outbox(&messages).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(1));
+    runtime.deliverer.first_attempt_hold = Duration::from_millis(200);
+    let (_stop, task) = start(runtime);
+
+    let started = Instant::now();
+    eventually("the position passes every message", || async { committed_position(&setup).await == 24 }).await;
+    let passed_in = started.elapsed();
+    assert!(passed_in < Duration::from_secs(4), "passed in {passed_in:?}: the hold and one attempt's timeout, not the backlog's");
+    assert_eq!(receiver.count("/live"), 12);
+    let dead: BTreeSet<String> =
+        messages.iter().filter(|(_, message)| message.account_id == "acc_dead").map(|(_, message)| message.message.id.clone()).collect();
+    eventually("each of the dead endpoint's deliveries has a row", || async {
+        pending(&setup, &clock).await.iter().map(|due| due.delivery.message_id.clone()).collect::<BTreeSet<_>>() == dead
+    })
+    .await;
+    // Killed, then started again with the dead endpoint still hanging.
+    task.abort();
+    let _ = task.await;
+    let (stop, task) = start(runtime_with_hold(&setup, &clock));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(receiver.count("/live"), 12, "the live endpoint's messages were behind the position: not sent again");
+    assert_eq!(pending(&setup, &clock).await.len(), 12, "the dead endpoint's deliveries still wait in the store");
+}
+
+fn runtime_with_hold(setup: &Setup, clock: &ManualClock) -> recap_webhooks::Runtime {
+    let mut runtime = runtime(setup, clock, Duration::from_secs(1));
+    runtime.deliverer.first_attempt_hold = Duration::from_millis(200);
+    runtime
+}
+
+/// Upgrading keeps every pending delivery: the rows of `webhook_deliveries`, the queue
+/// before `webhook_retries`, are moved once by the first process that holds their shard
+/// (due when they were, or at once if that is past) and delivered with their attempt
+/// numbers; the old partition is not read again.
+#[tokio::test]
+async fn deliveries_pending_in_the_table_before_are_moved_once_and_made() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let store = &setup.webhooks;
+    // As the previous runtime left them: two messages in the feed, their outbox rows
+    // consumed (the position past them), a first attempt due and a retry due later.
+    let first = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+    let second = message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1");
+    store.claim_many(&[("acc_a", 1, &first.message), ("acc_a", 2, &second.message)]).await.unwrap();
+    store.write(vec![store.feed_row("acc_a", 1, &first.message), store.feed_row("acc_a", 2, &second.message), store.head_row("acc_a", 2)]).await.unwrap();
+    let old_row = |due_at: i64, message: &AccountMessage, seq: i64, attempt: u32| {
+        let delivery = Delivery { account_id: "acc_a".into(), endpoint_id: "ep".into(), message_id: message.message.id.clone(), seq, attempt };
+        Mutation {
+            table: &WEBHOOK_DELIVERIES,
+            partition: vec![Val::text("0")],
+            clustering: vec![Val::Int(due_at), Val::text(delivery.id())],
+            op: Op::Put { body: serde_json::to_string(&delivery).unwrap(), expires_at: None },
+            ts: due_at,
+        }
+    };
+    let position = Mutation {
+        table: &recap_readmodel::tables::POSITIONS,
+        partition: vec![Val::text("webhooks")],
+        clustering: vec![],
+        op: Op::Put { body: r#"{"seq":2}"#.into(), expires_at: None },
+        ts: 2,
+    };
+    setup.driver().write(vec![old_row(START - SECOND, &first, 1, 1), old_row(START + 5 * SECOND, &second, 2, 3), position]).await.unwrap();
+
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    let received = receiver.wait_for(|received| received.len() == 1).await;
+    assert_eq!(received[0].header("webhook-id"), first.message.id, "the delivery due is made at once");
+    assert_eq!(store.legacy_deliveries("0", None, 10).await.unwrap(), vec![], "the old table is emptied");
+    assert_eq!(store.shard_state("0").await.unwrap().map(|state| state.legacy_moved), Some(true));
+    clock.advance(Duration::from_secs(5));
+    let received = receiver.wait_for(|received| received.len() == 2).await;
+    assert_eq!(received[1].header("webhook-id"), second.message.id, "the retry comes when it was due");
+    eventually("both are recorded", || async { pending(&setup, &clock).await.is_empty() }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    let (attempts, _) = store.attempts("acc_a", "ep", None, 10).await.unwrap();
+    let mut numbers: Vec<(String, u32)> = attempts.iter().map(|attempt| (attempt.message_id.clone(), attempt.attempt)).collect();
+    numbers.sort();
+    let mut expected = vec![(first.message.id.clone(), 1), (second.message.id.clone(), 3)];
+    expected.sort();
+    assert_eq!(numbers, expected, "each delivered once, as the attempt it was due for");
+}
+
+/// The queue anti-pattern: a queue that deletes its rows once they are delivered, then
+/// scans the partition that holds them, reads through every removed row (on ScyllaDB a
+/// tombstone, kept `gc_grace_seconds`), so each scan slows as deliveries accumulate.
+/// Here hundreds of messages are delivered to two endpoints, one of which fails each
+/// message once, so every message also leaves a retry row that is removed once the
+/// retry succeeds. Once the minutes that held them are past, no scan of any queue table
+/// (not the sweep's, not a newly held shard's from its low minute, not the queue
+/// figures') covers a single removed row: what a scan reads no longer grows with the
+/// deliveries made.
+#[tokio::test]
+async fn after_hundreds_of_deliveries_and_removed_retries_no_scan_covers_a_removed_row() {
+    let setup = setup().await;
+    let (url, answers) = receiver(Duration::ZERO).await;
+    setup.endpoint("acc_a", "ep_ok", &format!("{url}/ok"), &[], true, 1).await;
+    setup.endpoint("acc_a", "ep_flaky", &format!("{url}/flaky"), &[], true, 1).await;
+    let count = 200i64;
+    let messages: Vec<(i64, AccountMessage)> =
+        (1..=count).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+    setup.outbox(&messages).await;
+    let ids: BTreeSet<String> = messages.iter().map(|(_, message)| message.message.id.clone()).collect();
+    let recording = recap_testkit::FaultyDriver::new(setup.driver());
+    recording.record_writes();
+    let clock = ManualClock::at(START);
+    let quick_sweeps = |driver: &recap_testkit::FaultyDriver| {
+        let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+        runtime.store = WebhookStore::new(Arc::new(driver.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+        runtime.driver = Arc::new(driver.clone());
+        runtime.deliverer.sweep = Duration::from_millis(50);
+        runtime.deliverer.queue_interval = Duration::from_millis(50);
+        runtime
+    };
+    let (stop, task) = start(quick_sweeps(&recording));
+    let succeeded_at = |path: &str| -> BTreeSet<String> {
+        answers.lock().unwrap().iter().filter(|(seen, _, _, status)| seen == path && *status == 200).map(|(_, id, _, _)| id.clone()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while succeeded_at("/ok") != ids || succeeded_at("/flaky") != ids {
+        assert!(Instant::now() < deadline, "not every delivery was made: {} and {} of {count}", succeeded_at("/ok").len(), succeeded_at("/flaky").len());
+        // The failed attempts' retries come due (the first waits 5 s).
+        clock.advance(Duration::from_secs(6));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eventually("every retry is recorded and removed", || async { pending(&setup, &clock).await.is_empty() }).await;
+    let removed: Vec<(Vec<Val>, Vec<Val>)> = recording
+        .take_recorded()
+        .into_iter()
+        .flatten()
+        .filter(|mutation| mutation.table.name == "webhook_retries" && matches!(mutation.op, Op::Purge | Op::Delete))
+        .map(|mutation| (mutation.partition, mutation.clustering))
+        .collect();
+    assert_eq!(removed.len(), count as usize, "each message's retry row was written, then removed once it succeeded");
+
+    // Time passes beyond the grace; the sweeps move the low minute past the minutes
+    // that held the removed rows.
+    let last_removed_minute = removed.iter().filter_map(|(partition, _)| partition.get(1).and_then(Val::as_int)).max().unwrap();
+    clock.advance(Duration::from_micros((GRACE + 3 * 60 * SECOND) as u64));
+    eventually("the low minute passes the removed rows", || async {
+        setup.webhooks.shard_state("0").await.unwrap().is_some_and(|state| state.low_minute > last_removed_minute)
+    })
+    .await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    // Every scan from here on, of a process still running and of one starting afresh
+    // (a shard newly held is scanned from its low minute).
+    recording.record_scans();
+    let (stop, task) = start(quick_sweeps(&recording));
+    for _ in 0..20 {
+        clock.advance(Duration::from_secs(6));
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = stop.send(true);
+    task.await.unwrap();
+    let scans = recording.take_scans();
+    let queue_scans: Vec<_> = scans.iter().filter(|scan| scan.table.name == "webhook_retries").collect();
+    assert!(queue_scans.len() >= 20, "the queue was scanned {} times", queue_scans.len());
+    let covered: Vec<_> = queue_scans
+        .iter()
+        .flat_map(|scan| removed.iter().filter(move |(partition, clustering)| *partition == scan.partition && scan.covers(clustering)))
+        .collect();
+    assert_eq!(covered, Vec::<&(Vec<Val>, Vec<Val>)>::new(), "no scan covers a removed row");
+    assert!(scans.iter().all(|scan| scan.table.name != "webhook_deliveries"), "the table before webhook_retries is not read again once its rows were moved");
+    assert_eq!(answers.lock().unwrap().len(), 3 * count as usize, "nothing was sent again");
+}
