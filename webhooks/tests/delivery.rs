@@ -213,18 +213,21 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
     let state = setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap();
     assert_eq!(state.disabled_at, Some(Timestamp(clock_now(&clock))));
     assert_eq!(state.failing_since, Some(Timestamp(START)));
-    // The second message's next retry comes due: dropped, not sent.
-    clock.advance(Duration::from_secs(48 * 3600));
+    // The second message's next retry (its second delay, jittered by at most a fifth)
+    // comes due: dropped, not sent.
+    eventually("the second message's next retry is scheduled", || async { pending(&setup, &clock).await.len() == 1 }).await;
+    clock.advance(2 * schedule.delays[1]);
     eventually("the pending delivery is dropped", || async { pending(&setup, &clock).await.is_empty() }).await;
     let sent = receiver.received().len();
     assert_eq!(sent, 12, "ten attempts of the first message, two of the second");
 
     setup.outbox(&[(3, message("acc_a", MessageKind::MeetingUpdated, "evt_3", "mtg_1"))]).await;
-    // Read from the outbox before the upsert below, else it is scheduled to the endpoint
-    // the upsert enables again.
+    // Its first attempt settled (the position passes a message only then) before the
+    // upsert below: an attempt still waiting would find the endpoint enabled again.
     eventually("the third message is in the feed", || async { setup.webhooks.head("acc_a").await.unwrap() == Some(3) }).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(receiver.received().len(), sent, "no delivery is scheduled to a disabled endpoint");
+    eventually("the third message's first attempt is settled", || async { committed_position(&setup).await == 3 }).await;
+    assert_eq!(receiver.received().len(), sent, "no delivery is made to a disabled endpoint");
+    assert!(pending(&setup, &clock).await.is_empty(), "nor scheduled to it");
     receiver.recover();
     setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 8).await;
     setup.outbox(&[(4, message("acc_a", MessageKind::MeetingUpdated, "evt_4", "mtg_1"))]).await;
