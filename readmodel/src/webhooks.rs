@@ -561,22 +561,11 @@ impl WebhookStore {
         Ok(due)
     }
 
-    /// Every delivery of `shard` scheduled from `from` to `to`, soonest first, the
-    /// minutes' partitions read several at once (tests and tools: a span of days is
-    /// thousands of partitions).
+    /// Every delivery of `shard` scheduled from `from` to `to`, soonest first (tests and
+    /// tools: a span of days is thousands of partitions, read as [`Self::due_between`]
+    /// reads them).
     pub async fn scheduled(&self, shard: &str, from: i64, to: i64) -> Result<Vec<DueDelivery>, StoreError> {
-        use futures::{StreamExt, TryStreamExt};
-        let range = due_range(from, to);
-        let reads = (minute_of(from)..=minute_of(to)).map(|minute| {
-            let range = range.clone();
-            async move { self.driver.scan(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &range, usize::MAX).await }
-        });
-        let pages: Vec<Vec<Row>> = futures::stream::iter(reads).buffered(32).try_collect().await?;
-        let mut due = Vec::new();
-        for rows in pages {
-            due.extend(decode_due(shard, rows)?);
-        }
-        Ok(due)
+        self.due_between(shard, from, to, usize::MAX).await
     }
 
     /// Whether the partition of `shard`'s `minute` holds no delivery.
@@ -587,9 +576,16 @@ impl WebhookStore {
     /// How many deliveries of `shard` are due from `from` to `to`, and the soonest's
     /// due time (the queue figures).
     pub async fn count_due(&self, shard: &str, from: i64, to: i64) -> Result<(usize, Option<i64>), StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        let range = due_range(from, to);
+        // In minute order, several at once, as `due_between` reads them.
+        let reads = (minute_of(from)..=minute_of(to)).map(|minute| {
+            let range = range.clone();
+            async move { self.driver.scan_counted(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &range, 1).await }
+        });
+        let counted: Vec<(Vec<Row>, usize)> = futures::stream::iter(reads).buffered(MINUTES_READ_AT_ONCE as usize).try_collect().await?;
         let (mut count, mut soonest) = (0, None);
-        for minute in minute_of(from)..=minute_of(to) {
-            let (first, found) = self.driver.scan_counted(&WEBHOOK_RETRIES, &retry_partition(shard, minute), &due_range(from, to), 1).await?;
+        for (first, found) in counted {
             soonest = soonest.or_else(|| first.first().and_then(|row| row.clustering.first()).and_then(Val::as_int));
             count += found;
         }
