@@ -236,6 +236,31 @@ async fn a_dead_endpoints_backlog_does_not_hold_other_endpoints_first_attempts()
     assert_eq!(pending(&setup, &clock).await.len(), 12, "the dead endpoint's deliveries still wait in the store");
 }
 
+/// The queue figures (`recap.webhooks.queue_depth`, `recap.webhooks.oldest_pending_age`)
+/// count both kinds of pending delivery: a first attempt under way, which has no row,
+/// and the rows due now behind it.
+#[tokio::test]
+async fn queue_depth_and_the_oldest_due_count_first_attempts_under_way_and_rows_due() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_dead", "ep_dead", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    let messages: Vec<_> =
+        (1..=3i64).map(|seq| (seq, message("acc_dead", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+    setup.outbox(&messages).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = queue_runtime(&setup, &clock, setup.driver());
+    runtime.deliverer.queue_interval = Duration::from_millis(10);
+    let stats = runtime.stats.clone();
+    let (stop, task) = start(runtime);
+
+    eventually("one attempt under way, two rows due", || async { receiver.count("/hang") == 1 && pending(&setup, &clock).await.len() == 2 }).await;
+    eventually("the figures count all three", || async { stats.queue_depth.load(std::sync::atomic::Ordering::Relaxed) == 3 }).await;
+    let soonest = stats.soonest_due_micros.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(soonest > 0 && soonest <= START, "the oldest is due by now: {soonest}");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
 fn runtime_with_hold(setup: &Setup, clock: &ManualClock) -> recap_webhooks::Runtime {
     let mut runtime = runtime(setup, clock, Duration::from_secs(1));
     runtime.deliverer.first_attempt_hold = Duration::from_millis(200);
