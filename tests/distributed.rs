@@ -881,22 +881,34 @@ fn wait_until(within: Duration, mut done: impl FnMut() -> bool, failure: impl Fn
 /// Waits until the read model in Cassandra equals the reference fold of `lines`, then
 /// compares every REST endpoint and every MCP tool `tokens` read, over HTTP, between the
 /// cluster's query-api and mcp processes and the embedded edition fed `lines` (the
-/// reference fold served).
+/// reference fold served). The cluster's walks are taken again until they agree or a
+/// minute has passed: after an outage each process reconnects to the store on its own
+/// schedule, and an answer given before that is not the difference this looks for.
 fn wait_until_equal<E: EventLine>(cluster: &Cluster, lines: &[E], tokens: &[String]) {
     let reference = reference_of(cluster, lines);
     let mut mcp_answered = 0;
+    let mut expected_walks = Vec::new();
     for token in tokens {
-        let expected = rest_walk(&reference.base_url, token);
-        let actual = rest_walk(&cluster.query_apis[0].url, token);
-        assert!(expected.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {expected:?}");
-        same_walk("GET", &expected, &actual);
+        let rest = rest_walk(&reference.base_url, token);
+        assert!(rest.values().filter(|answer| answer.starts_with("200 ")).count() >= 4, "a walk of the reference: {rest:?}");
         // (Accounts on a plan without MCP get the same 402 from both.)
-        let expected = McpWalk::of(&reference.mcp_url, token);
-        let actual = McpWalk::of(&cluster.mcp.url, token);
-        mcp_answered += expected.values().filter(|answer| !answer.starts_with("error ")).count();
-        same_walk("MCP", &expected, &actual);
+        let mcp = McpWalk::of(&reference.mcp_url, token);
+        mcp_answered += mcp.values().filter(|answer| !answer.starts_with("error ")).count();
+        expected_walks.push((token, rest, mcp));
     }
     assert!(mcp_answered >= 5 || tokens.len() == 1, "the MCP walks of the reference answered {mcp_answered} calls");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let difference = expected_walks.iter().find_map(|(token, rest, mcp)| {
+            walk_difference("GET", rest, &rest_walk(&cluster.query_apis[0].url, token))
+                .or_else(|| walk_difference("MCP", mcp, &McpWalk::of(&cluster.mcp.url, token)))
+        });
+        match difference {
+            None => return,
+            Some(difference) if Instant::now() > deadline => panic!("{difference}"),
+            Some(_) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
 }
 
 /// Waits until the read model in Cassandra equals the reference fold of `lines`; then
@@ -922,15 +934,28 @@ fn reference_of<E: EventLine>(cluster: &Cluster, lines: &[E]) -> recap_testkit::
 /// Fails on the first request whose answer differs between the two walks, or when one
 /// walk went where the other did not.
 fn same_walk(kind: &str, expected: &std::collections::BTreeMap<String, String>, actual: &std::collections::BTreeMap<String, String>) {
-    if let Some((request, answer)) = expected.iter().find(|(request, answer)| actual.get(*request) != Some(answer)) {
-        panic!("{kind} {request} differs from the reference fold:\n  reference: {answer}\n  cluster:   {:?}", actual.get(request));
+    if let Some(difference) = walk_difference(kind, expected, actual) {
+        panic!("{difference}");
     }
-    assert_eq!(
-        actual.len(),
-        expected.len(),
-        "the cluster's {kind} walk reached other requests: {:?}",
-        actual.keys().filter(|request| !expected.contains_key(*request)).collect::<Vec<_>>()
-    );
+}
+
+/// The first request whose answer differs between the two walks, or the requests one
+/// walk reached and the other did not.
+fn walk_difference(kind: &str, expected: &std::collections::BTreeMap<String, String>, actual: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    // An answer that differs comes before the requests that are missing because of it.
+    if let Some((request, answer)) = expected.iter().find(|(request, answer)| actual.get(*request).is_some_and(|actual| actual != *answer)) {
+        return Some(format!("{kind} {request} differs from the reference fold:\n  reference: {answer}\n  cluster:   {}", actual[request]));
+    }
+    if let Some((request, answer)) = expected.iter().find(|(request, _)| !actual.contains_key(*request)) {
+        return Some(format!("{kind} {request} was not reached by the cluster's walk:\n  reference: {answer}"));
+    }
+    if actual.len() != expected.len() {
+        return Some(format!(
+            "the cluster's {kind} walk reached other requests: {:?}",
+            actual.keys().filter(|request| !expected.contains_key(*request)).collect::<Vec<_>>()
+        ));
+    }
+    None
 }
 
 /// Every MCP tool a token can call on what its lists and searches return: each page of
