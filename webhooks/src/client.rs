@@ -18,6 +18,10 @@
 //!   see the `webhook-id` twice, which at-least-once delivery allows). The pool is
 //!   ours, not a general HTTP client's, because its key must be the checked address,
 //!   not the URL's authority.
+//!
+//! What a URL parses into (scheme, host, port, the `Host` header and the request's
+//! path) is kept per URL, so an endpoint's deliveries parse it once; its host is still
+//! resolved and checked at every attempt.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,6 +33,7 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -85,10 +90,14 @@ pub struct SafeClient {
     tls: tokio_rustls::TlsConnector,
     resolver: Resolver,
     pool: Arc<Mutex<HashMap<PoolKey, Vec<Kept>>>>,
+    parsed: Arc<Mutex<HashMap<String, Arc<ParsedUrl>>>>,
 }
 
+/// URLs whose parse is kept, at most: past it the memory starts over.
+const PARSED_KEPT: usize = 4_096;
+
 /// Where a kept connection goes: `https`, the host name, the checked address.
-type PoolKey = (bool, String, SocketAddr);
+type PoolKey = (bool, Arc<str>, SocketAddr);
 
 /// An open connection: its request half and the task driving it, ended when this is
 /// dropped (on a deadline too, so no connection outlives its attempt unless kept).
@@ -109,15 +118,22 @@ struct Kept {
     since: Instant,
 }
 
-/// Where a URL sends a request, once checked.
-struct Target {
+/// What a URL allowed by the scheme rule parses into.
+struct ParsedUrl {
     https: bool,
-    host: String,
+    host: Arc<str>,
+    /// The address a literal host names (none is resolved).
+    literal: Option<IpAddr>,
     port: u16,
     /// The `Host` header.
-    authority: String,
+    authority: HeaderValue,
     /// Path and query.
-    path: String,
+    path: hyper::Uri,
+}
+
+/// Where a URL sends a request, once checked.
+struct Target {
+    url: Arc<ParsedUrl>,
     addresses: Vec<SocketAddr>,
 }
 
@@ -134,7 +150,7 @@ impl SafeClient {
             Ok(builder) => builder.with_root_certificates(roots).with_no_client_auth(),
             Err(_) => rustls::ClientConfig::builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth(),
         };
-        SafeClient { config, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)), resolver, pool: Arc::default() }
+        SafeClient { config, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)), resolver, pool: Arc::default(), parsed: Arc::default() }
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -143,7 +159,7 @@ impl SafeClient {
 
     /// POSTs `body` (JSON) with `headers` to `url`; the answer's status, or why there is
     /// none.
-    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: impl Into<Bytes>) -> Result<u16, SendError> {
+    pub async fn post(&self, url: &str, headers: &[(&'static str, String)], body: impl Into<Bytes>) -> Result<u16, SendError> {
         let body = body.into();
         match tokio::time::timeout(self.config.timeout, self.post_unbounded(url, headers, body)).await {
             Ok(result) => result,
@@ -151,9 +167,11 @@ impl SafeClient {
         }
     }
 
-    /// The checked target of `url`: refused when its scheme, or any address it resolves
-    /// to, is not allowed.
-    async fn target(&self, url: &str) -> Result<Target, SendError> {
+    /// What `url` parses into, refused when its scheme is not allowed; kept per URL.
+    fn parse(&self, url: &str) -> Result<Arc<ParsedUrl>, SendError> {
+        if let Some(parsed) = self.parsed.lock().ok().and_then(|parsed| parsed.get(url).cloned()) {
+            return Ok(parsed);
+        }
         let parsed = url::Url::parse(url).map_err(|error| SendError::Refused(format!("not a URL ({error})")))?;
         let https = match parsed.scheme() {
             "https" => true,
@@ -167,9 +185,31 @@ impl SafeClient {
             Some(url::Host::Ipv6(address)) => (address.to_string(), Some(IpAddr::V6(address))),
             None => return Err(SendError::Refused("no host".into())),
         };
-        let addresses = match literal {
-            Some(address) => vec![SocketAddr::new(address, port)],
-            None => (self.resolver)(host.clone(), port).await.map_err(|error| SendError::Unreachable(format!("resolving the host: {error}")))?,
+        let authority = match parsed.port() {
+            Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
+            None => parsed.host_str().unwrap_or_default().to_owned(),
+        };
+        let path = parsed[url::Position::BeforePath..url::Position::AfterQuery].to_owned();
+        let request_error = |error: &dyn std::fmt::Display| SendError::Refused(format!("request: {error}"));
+        let authority = HeaderValue::from_str(&authority).map_err(|error| request_error(&error))?;
+        let path = hyper::Uri::try_from(path).map_err(|error| request_error(&error))?;
+        let parsed = Arc::new(ParsedUrl { https, host: host.into(), literal, port, authority, path });
+        if let Ok(mut kept) = self.parsed.lock() {
+            if kept.len() >= PARSED_KEPT {
+                kept.clear();
+            }
+            kept.insert(url.to_owned(), parsed.clone());
+        }
+        Ok(parsed)
+    }
+
+    /// The checked target of `url`: refused when its scheme, or any address it resolves
+    /// to, is not allowed.
+    async fn target(&self, url: &str) -> Result<Target, SendError> {
+        let url = self.parse(url)?;
+        let addresses = match url.literal {
+            Some(address) => vec![SocketAddr::new(address, url.port)],
+            None => (self.resolver)(url.host.to_string(), url.port).await.map_err(|error| SendError::Unreachable(format!("resolving the host: {error}")))?,
         };
         if addresses.is_empty() {
             return Err(SendError::Unreachable("the host resolves to no address".into()));
@@ -181,15 +221,10 @@ impl SafeClient {
                 }
             }
         }
-        let authority = match parsed.port() {
-            Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
-            None => parsed.host_str().unwrap_or_default().to_owned(),
-        };
-        let path = parsed[url::Position::BeforePath..url::Position::AfterQuery].to_owned();
-        Ok(Target { https, host, port, authority, path, addresses })
+        Ok(Target { url, addresses })
     }
 
-    async fn post_unbounded(&self, url: &str, headers: &[(&str, String)], body: Bytes) -> Result<u16, SendError> {
+    async fn post_unbounded(&self, url: &str, headers: &[(&'static str, String)], body: Bytes) -> Result<u16, SendError> {
         let target = self.target(url).await?;
         if let Some(kept) = self.take_kept(&target) {
             if let Ok(answer) = exchange(kept, request(&target, headers, body.clone())?, self.config.body_cap).await {
@@ -206,7 +241,7 @@ impl SafeClient {
     fn take_kept(&self, target: &Target) -> Option<Connection> {
         let mut pool = self.pool.lock().ok()?;
         for address in &target.addresses {
-            let key = (target.https, target.host.clone(), *address);
+            let key = (target.url.https, target.url.host.clone(), *address);
             let Some(kept) = pool.get_mut(&key) else { continue };
             while let Some(entry) = kept.pop() {
                 if entry.since.elapsed() < self.config.idle_for && !entry.connection.sender.is_closed() {
@@ -239,12 +274,12 @@ impl SafeClient {
     /// `https`.
     async fn open(&self, target: &Target) -> Result<Connection, SendError> {
         let (stream, address) = connect(&target.addresses).await?;
-        let key = (target.https, target.host.clone(), address);
-        if !target.https {
+        let key = (target.url.https, target.url.host.clone(), address);
+        if !target.url.https {
             return handshake(stream, key).await;
         }
-        let name = rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|_| SendError::Refused("not a TLS server name".into()))?;
-        let stream = self.tls.connect(name, stream).await.map_err(|error| SendError::Unreachable(format!("TLS with port {}: {error}", target.port)))?;
+        let name = rustls::pki_types::ServerName::try_from(target.url.host.to_string()).map_err(|_| SendError::Refused("not a TLS server name".into()))?;
+        let stream = self.tls.connect(name, stream).await.map_err(|error| SendError::Unreachable(format!("TLS with port {}: {error}", target.url.port)))?;
         handshake(stream, key).await
     }
 }
@@ -275,15 +310,25 @@ where
     Ok(Connection { sender, driver, key })
 }
 
-fn request(target: &Target, headers: &[(&str, String)], body: Bytes) -> Result<hyper::Request<Full<Bytes>>, SendError> {
-    let mut builder = hyper::Request::post(target.path.as_str())
-        .header(hyper::header::HOST, target.authority.as_str())
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(hyper::header::USER_AGENT, concat!("recap-webhooks/", env!("CARGO_PKG_VERSION")));
+/// The POST of `body` with `headers`: built field by field from the URL's parse (the
+/// builder would parse the path and every header name again).
+fn request(target: &Target, headers: &[(&'static str, String)], body: Bytes) -> Result<hyper::Request<Full<Bytes>>, SendError> {
+    const USER_AGENT: HeaderValue = HeaderValue::from_static(concat!("recap-webhooks/", env!("CARGO_PKG_VERSION")));
+    let mut request = hyper::Request::new(Full::new(body));
+    *request.method_mut() = hyper::Method::POST;
+    *request.uri_mut() = target.url.path.clone();
+    let fields = request.headers_mut();
+    fields.reserve(3 + headers.len());
+    fields.insert(hyper::header::HOST, target.url.authority.clone());
+    fields.insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    fields.insert(hyper::header::USER_AGENT, USER_AGENT);
     for (name, value) in headers {
-        builder = builder.header(*name, value.as_str());
+        // The names are the signing module's constants, lowercase as `from_static` wants.
+        let name = HeaderName::from_static(name);
+        let value = HeaderValue::from_str(value).map_err(|error| SendError::Refused(format!("request: {name}: {error}")))?;
+        fields.append(name, value);
     }
-    builder.body(Full::new(body)).map_err(|error| SendError::Refused(format!("request: {error}")))
+    Ok(request)
 }
 
 /// Sends the request over `connection` and reads the answer's status and at most `cap`
@@ -373,7 +418,10 @@ mod tests {
         let client = client(true, "127.0.0.1");
         let target = client.target("http://receiver.test:8443/hook?x=1").await.unwrap();
         assert_eq!(target.addresses, vec!["127.0.0.1:8443".parse().unwrap()]);
-        assert_eq!((target.https, target.authority.as_str(), target.path.as_str()), (false, "receiver.test:8443", "/hook?x=1"));
+        assert_eq!(
+            (target.url.https, target.url.authority.to_str().unwrap(), target.url.path.to_string().as_str()),
+            (false, "receiver.test:8443", "/hook?x=1")
+        );
         assert!(refusal(&client, "http://[::1]:9/").await.is_none());
     }
 

@@ -575,7 +575,10 @@ impl Deliverer {
         attempts.spawn(
             async move {
                 let _global_permit = global_permit;
-                let ended = attempt(&shared, &queued, endpoint_permit, &state_lock, &freed).await;
+                // Boxed: the task then holds a pointer, not the attempt's whole state
+                // (the request under way included), which it would copy on spawning and
+                // again when it ends.
+                let ended = Box::pin(attempt(&shared, &queued, endpoint_permit, &state_lock, &freed)).await;
                 if let Err(error) = &ended {
                     tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
                 }

@@ -13,26 +13,94 @@
 //! again (made again if they were made before the crash, with the same `webhook-id`:
 //! at least once).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use recap_readmodel::messages::AccountMessage;
+use hyper::body::Bytes;
+use recap_readmodel::messages::{AccountMessage, MessageKind};
 use recap_readmodel::webhooks::{Claimed, Delivery, DueDelivery, EndpointRecord, EndpointState, WebhookStore};
 use recap_readmodel::StoreError;
+use recap_schemas::Timestamp;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::deliver::Shards;
 use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
-/// sequence, or the record's offset) and the shard its deliveries go to.
+/// sequence, or the record's offset), the shard its deliveries go to, the account, what
+/// the ingest needs of the message, and the message's JSON as the log carries it, which
+/// is what the feed stores and the deliveries send.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogMessage {
     pub seq: i64,
     pub shard: String,
-    pub message: AccountMessage,
+    pub account_id: String,
+    pub id: String,
+    pub kind: MessageKind,
+    pub created_at: Timestamp,
+    pub body: String,
+}
+
+/// A log record (`{"account_id", "message"}`), the message kept as the bytes it came as.
+#[derive(Deserialize)]
+struct LogRecord<'a> {
+    #[serde(borrow)]
+    account_id: Cow<'a, str>,
+    #[serde(borrow)]
+    message: &'a RawValue,
+}
+
+/// What the ingest reads of a message; `data` must be there, and is skipped unread.
+#[derive(Deserialize)]
+struct MessageHead<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(rename = "type")]
+    kind: MessageKind,
+    created_at: Timestamp,
+    #[serde(rename = "data")]
+    _data: IgnoredAny,
+}
+
+impl LogMessage {
+    /// The message of `account_message`, its JSON made here.
+    pub fn new(seq: i64, shard: impl Into<String>, account_message: &AccountMessage) -> LogMessage {
+        let message = &account_message.message;
+        LogMessage {
+            seq,
+            shard: shard.into(),
+            account_id: account_message.account_id.clone(),
+            id: message.id.clone(),
+            kind: message.kind,
+            created_at: message.created_at,
+            body: message.to_json(),
+        }
+    }
+
+    /// Decodes a log record (an outbox row's body, a topic record's value). The
+    /// message's JSON is kept as the record carries it, not decoded into values and
+    /// encoded again: the projector wrote it as [`recap_readmodel::messages::Message::to_json`]
+    /// makes it, so the feed row and the deliveries carry the same bytes either way.
+    pub fn decode(seq: i64, shard: impl Into<String>, record: &str) -> Result<LogMessage, StoreError> {
+        let corrupt = |error: serde_json::Error| StoreError::Corrupt(format!("message log: {error}"));
+        let LogRecord { account_id, message } = serde_json::from_str(record).map_err(corrupt)?;
+        let head: MessageHead<'_> = serde_json::from_str(message.get()).map_err(corrupt)?;
+        Ok(LogMessage {
+            seq,
+            shard: shard.into(),
+            account_id: account_id.into_owned(),
+            id: head.id.into_owned(),
+            kind: head.kind,
+            created_at: head.created_at,
+            body: message.get().to_owned(),
+        })
+    }
 }
 
 /// What one batch did.
@@ -69,13 +137,9 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // A message the batch carries twice is claimed only at its first seq: concurrent
     // claims of one id could otherwise let the later seq win.
     let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
-    let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.message.account_id.as_str(), entry.message.message.id.as_str()))).collect();
-    let pending: Vec<(&str, i64, &str)> = batch
-        .iter()
-        .zip(&firsts)
-        .filter(|(_, first)| **first)
-        .map(|(entry, _)| (entry.message.account_id.as_str(), entry.seq, entry.message.message.id.as_str()))
-        .collect();
+    let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.account_id.as_str(), entry.id.as_str()))).collect();
+    let pending: Vec<(&str, i64, &str)> =
+        batch.iter().zip(&firsts).filter(|(_, first)| **first).map(|(entry, _)| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
     let mut told = store.claim_ids(&pending).await?.into_iter();
     drop(pending);
     let claims: Vec<Claimed> = firsts.iter().map(|first| if *first { told.next().unwrap_or(Claimed::Elsewhere) } else { Claimed::Elsewhere }).collect();
@@ -93,14 +157,12 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     let mut written: BTreeMap<&str, i64> = BTreeMap::new();
     let mut ingested = Ingested::default();
     for (index, (entry, claimed)) in batch.iter().zip(claims).enumerate() {
-        let account_id = entry.message.account_id.as_str();
-        let message = &entry.message.message;
+        let account_id = entry.account_id.as_str();
         if claimed == Claimed::Elsewhere {
             ingested.duplicates += 1;
             continue;
         }
         ingested.appended += 1;
-        let body = message.to_json();
         let head = heads.entry(account_id).or_insert(entry.seq);
         *head = (*head).max(entry.seq);
         // A replay of this seq (claimed Again) is handed over again too: whether its
@@ -111,16 +173,16 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
             let read = store.endpoints(account_id).await?.into_iter().map(|(endpoint, state)| (endpoint, state, None)).collect();
             endpoints.insert(account_id, AccountEndpoints { endpoints: read });
         }
-        let due_at = message.created_at.micros().min(now);
+        let due_at = entry.created_at.micros().min(now);
         let mut prepared_message = None;
         let mut in_memory = Vec::new();
         let account = endpoints.get_mut(account_id).filter(|_| delivers).map(|account| &mut account.endpoints);
         for (endpoint, state, prepared) in account.into_iter().flatten() {
-            if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(message.kind) {
+            if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(entry.kind) {
                 continue;
             }
             let delivery =
-                Delivery { account_id: account_id.to_owned(), endpoint_id: endpoint.id.clone(), message_id: message.id.clone(), seq: entry.seq, attempt: 1 };
+                Delivery { account_id: account_id.to_owned(), endpoint_id: endpoint.id.clone(), message_id: entry.id.clone(), seq: entry.seq, attempt: 1 };
             ingested.deliveries += 1;
             if room == 0 {
                 // Past what memory holds: a row, due at once, which a scan finds.
@@ -138,13 +200,17 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
                     prepared.insert(Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, read_at, changes })).clone()
                 }
             };
-            let message = prepared_message.get_or_insert_with(|| Arc::new(PreparedMessage::with_body(entry.seq, message, body.clone()))).clone();
+            let message = prepared_message
+                .get_or_insert_with(|| {
+                    Arc::new(PreparedMessage { id: entry.id.clone(), kind: entry.kind, seq: entry.seq, body: Bytes::from(entry.body.clone()) })
+                })
+                .clone();
             in_memory.push(Prepared { due: DueDelivery { shard: entry.shard.clone(), due_at, delivery }, message, endpoint });
         }
         if !in_memory.is_empty() {
             handed.push((index, in_memory));
         }
-        rows.push(store.feed_row_with_body(account_id, entry.seq, body));
+        rows.push(store.feed_row_with_body(account_id, entry.seq, entry.body.clone()));
     }
     // The heads only once every row at or below them is written (in the same write
     // where a write lands all or nothing).
@@ -201,4 +267,46 @@ pub(crate) async fn write_as_rows(store: &WebhookStore, shards: &Shards, handoff
     }
     handoff.wake_scan();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use recap_readmodel::messages::Message;
+
+    use super::*;
+
+    fn account_message() -> AccountMessage {
+        let data = serde_json::json!({"meeting_id": "mtg_1", "meeting": {"id": "mtg_1", "title": "Caf\u{e9} \"weekly\"\n", "duration": 1.5, "count": 7, "tags": [], "series": null}});
+        AccountMessage {
+            account_id: "acc_1".into(),
+            message: Message::new("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1", Timestamp::parse("2026-11-20T09:00:00Z").unwrap(), data),
+        }
+    }
+
+    #[test]
+    fn a_decoded_log_record_keeps_the_message_json_the_projector_wrote_byte_for_byte() {
+        let account_message = account_message();
+        let record = serde_json::to_string(&account_message).unwrap();
+        let decoded = LogMessage::decode(4, "2", &record).unwrap();
+        assert_eq!(decoded, LogMessage::new(4, "2", &account_message), "the same as decoding it into values and encoding it again");
+        assert_eq!(decoded.body, account_message.message.to_json());
+        assert_eq!(
+            (decoded.account_id.as_str(), decoded.id.as_str(), decoded.kind),
+            ("acc_1", account_message.message.id.as_str(), MessageKind::MeetingCreated)
+        );
+    }
+
+    #[test]
+    fn a_log_record_without_data_or_with_an_unknown_type_is_corrupt() {
+        let record = serde_json::to_value(account_message()).unwrap();
+        let mut without_data = record.clone();
+        without_data["message"].as_object_mut().unwrap().remove("data");
+        let mut unknown_type = record.clone();
+        unknown_type["message"]["type"] = "meeting.exploded".into();
+        let mut bad_time = record;
+        bad_time["message"]["created_at"] = "yesterday".into();
+        for broken in [without_data, unknown_type, bad_time] {
+            assert!(matches!(LogMessage::decode(1, "0", &broken.to_string()), Err(StoreError::Corrupt(_))), "{broken}");
+        }
+    }
 }

@@ -19,7 +19,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use recap_readmodel::webhooks::{decode_account_message, WebhookStore};
+use recap_readmodel::webhooks::WebhookStore;
 use tokio::sync::watch;
 
 use crate::deliver::Shards;
@@ -162,8 +162,12 @@ pub async fn run(
         }
         let mut batch = Vec::with_capacity(records.len());
         for record in &records {
-            match decode_account_message(std::str::from_utf8(record.payload().unwrap_or_default()).unwrap_or_default()) {
-                Ok(message) => batch.push(LogMessage { seq: record.offset(), shard: record.partition().to_string(), message }),
+            match LogMessage::decode(
+                record.offset(),
+                record.partition().to_string(),
+                std::str::from_utf8(record.payload().unwrap_or_default()).unwrap_or_default(),
+            ) {
+                Ok(message) => batch.push(message),
                 Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
             }
         }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use recap_readmodel::tables::{MESSAGE_OUTBOX, POSITIONS};
-use recap_readmodel::webhooks::{decode_account_message, WebhookStore};
+use recap_readmodel::webhooks::WebhookStore;
 use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -95,8 +95,8 @@ impl OutboxReader {
         for row in &rows {
             let Some(seq) = row.clustering.first().and_then(Val::as_int) else { continue };
             cursor.behind.push_back(seq);
-            match decode_account_message(&row.body) {
-                Ok(message) => batch.push(LogMessage { seq, shard: EMBEDDED_SHARD.to_owned(), message }),
+            match LogMessage::decode(seq, EMBEDDED_SHARD, &row.body) {
+                Ok(message) => batch.push(message),
                 // Only a defect writes such a row; holding every later message back for
                 // it would stop every account's feed.
                 Err(error) => tracing::error!(seq, %error, "outbox row is not a message; skipped"),

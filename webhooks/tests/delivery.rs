@@ -316,12 +316,8 @@ async fn without_the_development_flag_a_loopback_endpoint_is_refused_and_recorde
 }
 
 fn batch_of(seqs: std::ops::RangeInclusive<i64>, meeting: impl Fn(i64) -> String) -> Vec<recap_webhooks::ingest::LogMessage> {
-    seqs.map(|seq| recap_webhooks::ingest::LogMessage {
-        seq,
-        shard: "0".into(),
-        message: message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &meeting(seq)),
-    })
-    .collect()
+    seqs.map(|seq| recap_webhooks::ingest::LogMessage::new(seq, "0", &message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &meeting(seq))))
+        .collect()
 }
 
 /// The message log is the queue of first attempts: a batch read again (after a crash,
