@@ -30,6 +30,9 @@ SERVER_CORE, LOAD_CORE = os.environ.get("PEER_SERVER_CORE", "0"), os.environ.get
 ROUNDS = int(os.environ.get("PEER_BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("PEER_BENCH_SECONDS", "3"))
 LATENCY_SECONDS = int(os.environ.get("PEER_BENCH_LATENCY_SECONDS", "5"))
+# The profiled rounds (PEER_BENCH_PERF_DIR): long enough for a few thousand samples of
+# the query-api, which has a fraction of the core.
+PERF_SECONDS = int(os.environ.get("PEER_BENCH_PERF_SECONDS", "8"))
 PG_BIN, PG_DATA, PG_PORT = os.environ["PEER_PG_BIN"], os.environ["PEER_PG_DATA"], os.environ["PEER_PG_PORT"]
 AS_PG = ["runuser", "-u", "postgres", "--"] if os.environ.get("PEER_PG_AS_ROOT") == "1" else []
 VENV, TARGET = os.environ["PEER_VENV"], os.environ["PEER_TARGET"]
@@ -753,10 +756,10 @@ def main():
                 for label, path, token in [routes[1], routes[3]]:
                     output = os.path.join(perf_dir, ("list" if "list" in label else "detail") + ".perf.data")
                     with distributed.on_core():
-                        perf = subprocess.Popen(["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(distributed.query_api.pid), "-o", output],
+                        perf = subprocess.Popen(["perf", "record", "-q", "-F", "2999", "--call-graph", "dwarf,8192", "-p", str(distributed.query_api.pid), "-o", output],
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                         time.sleep(0.5)
-                        wrk(services[DISTRIBUTED]["base"] + path, token, SECONDS)
+                        wrk(services[DISTRIBUTED]["base"] + path, token, PERF_SECONDS)
                         perf.send_signal(signal.SIGINT)
                         perf.wait()
                     print(f"  perf profile of the query-api, {label}: {output}")
