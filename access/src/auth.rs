@@ -90,9 +90,26 @@ async fn authenticate_hash(readmodel: &ReadModel, hash: &str) -> Result<Caller, 
 ///
 /// Refusals (unknown, revoked) are never kept, so a new token works at once. Keys are
 /// token hashes, never tokens; the map is bounded (emptied when full).
+///
+/// Requests for a token whose lookup is under way wait for that lookup rather than
+/// each reading the rows: when a kept lookup ages out under load, every request in
+/// flight for the token would otherwise read the token and the account at once (with
+/// 32 connections, 64 reads where 2 answer). A lookup is joined only while it is under
+/// way, so what a request gets was read after it arrived or at most the lookup's round
+/// trip before; where the store reports changes, only a lookup made at the same version
+/// is joined.
 pub struct TokenCache {
     max_age: std::time::Duration,
     entries: std::sync::Mutex<std::collections::HashMap<String, Kept>>,
+    pending: std::sync::Mutex<std::collections::HashMap<String, Pending>>,
+}
+
+/// A lookup under way: the version it was made at, and where its result lands (any of
+/// its waiters makes it, should the one making it be dropped).
+#[derive(Clone)]
+struct Pending {
+    version: Option<u64>,
+    lookup: std::sync::Arc<tokio::sync::OnceCell<Result<Caller, AuthError>>>,
 }
 
 /// A kept lookup: when it was read, the version of the token and account rows read
@@ -108,7 +125,11 @@ const TOKEN_CACHE_CAPACITY: usize = 10_000;
 
 impl TokenCache {
     pub fn new(max_age: std::time::Duration) -> TokenCache {
-        TokenCache { max_age, entries: std::sync::Mutex::new(std::collections::HashMap::new()) }
+        TokenCache {
+            max_age,
+            entries: std::sync::Mutex::new(std::collections::HashMap::new()),
+            pending: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
     }
 
     /// [`authenticate_pat`], answered from a kept lookup of this token while it is
@@ -134,15 +155,41 @@ impl TokenCache {
                 }
             }
         }
-        let fetched_at = std::time::Instant::now();
-        let caller = authenticate_hash(readmodel, &hash).await?;
-        if let Ok(mut entries) = self.entries.lock() {
-            if entries.len() >= TOKEN_CACHE_CAPACITY {
-                entries.clear();
+        let lookup = match self.pending.lock() {
+            Ok(mut pending) => match pending.get(&hash) {
+                Some(under_way) if under_way.version == version => under_way.lookup.clone(),
+                _ => {
+                    if pending.len() >= TOKEN_CACHE_CAPACITY {
+                        pending.clear();
+                    }
+                    let lookup = std::sync::Arc::new(tokio::sync::OnceCell::new());
+                    pending.insert(hash.clone(), Pending { version, lookup: lookup.clone() });
+                    lookup
+                }
+            },
+            Err(_) => std::sync::Arc::new(tokio::sync::OnceCell::new()),
+        };
+        let result = lookup
+            .get_or_init(|| async {
+                let fetched_at = std::time::Instant::now();
+                let result = authenticate_hash(readmodel, &hash).await;
+                if let (Ok(caller), Ok(mut entries)) = (&result, self.entries.lock()) {
+                    if entries.len() >= TOKEN_CACHE_CAPACITY {
+                        entries.clear();
+                    }
+                    entries.insert(hash.clone(), Kept { fetched_at, version, caller: caller.clone() });
+                }
+                result
+            })
+            .await
+            .clone();
+        // Done: later requests find the kept lookup, or (after a refusal) look again.
+        if let Ok(mut pending) = self.pending.lock() {
+            if pending.get(&hash).is_some_and(|under_way| std::sync::Arc::ptr_eq(&under_way.lookup, &lookup)) {
+                pending.remove(&hash);
             }
-            entries.insert(hash, Kept { fetched_at, version, caller: caller.clone() });
         }
-        Ok(caller)
+        result
     }
 }
 

@@ -252,6 +252,12 @@ pub trait Driver: Send + Sync + 'static {
     /// One row by its full key; None when absent, deleted or expired.
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError>;
 
+    /// The body of [`Driver::get`]'s row: drivers that can read the body alone (without
+    /// the row's write time or key) override this.
+    async fn get_body(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
+        Ok(self.get(table, partition, clustering).await?.map(|row| row.body))
+    }
+
     /// Up to `limit` live rows of one partition, in clustering order, within `range`.
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError>;
 

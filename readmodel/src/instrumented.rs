@@ -104,6 +104,10 @@ impl Driver for Instrumented {
         self.observe("SELECT", Some(table.name), self.inner.get(table, partition, clustering)).await
     }
 
+    async fn get_body(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
+        self.observe("SELECT", Some(table.name), self.inner.get_body(table, partition, clustering)).await
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.observe("SELECT", Some(table.name), self.inner.scan(table, partition, range, limit)).await
     }

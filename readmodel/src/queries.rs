@@ -108,7 +108,7 @@ impl ReadModel {
     }
 
     async fn get_body(&self, table: &'static Table, partition: &[Val]) -> Result<Option<String>, StoreError> {
-        Ok(self.driver.get(table, partition, &[]).await?.map(|row| row.body))
+        self.driver.get_body(table, partition, &[]).await
     }
 
     // ---- auth ------------------------------------------------------------------

@@ -30,6 +30,9 @@ SERVER_CORE, LOAD_CORE = os.environ.get("PEER_SERVER_CORE", "0"), os.environ.get
 ROUNDS = int(os.environ.get("PEER_BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("PEER_BENCH_SECONDS", "3"))
 LATENCY_SECONDS = int(os.environ.get("PEER_BENCH_LATENCY_SECONDS", "5"))
+# The profiled rounds (PEER_BENCH_PERF_DIR): long enough for a few thousand samples of
+# the query-api, which has a fraction of the core.
+PERF_SECONDS = int(os.environ.get("PEER_BENCH_PERF_SECONDS", "8"))
 PG_BIN, PG_DATA, PG_PORT = os.environ["PEER_PG_BIN"], os.environ["PEER_PG_DATA"], os.environ["PEER_PG_PORT"]
 AS_PG = ["runuser", "-u", "postgres", "--"] if os.environ.get("PEER_PG_AS_ROOT") == "1" else []
 VENV, TARGET = os.environ["PEER_VENV"], os.environ["PEER_TARGET"]
@@ -464,6 +467,77 @@ class DistributedEdition:
             pass
 
 
+
+def cql_port_connections(pid, cql_port):
+    """The local ports of `pid`'s TCP connections to `cql_port` (its CQL connections),
+    matched through the socket inodes of its file descriptors."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    local, remote, inode = fields[1], fields[2], fields[9]
+                    if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == cql_port:
+                        ports.add(int(local.rsplit(":", 1)[1], 16))
+        except OSError:
+            pass
+    return ports
+
+
+def cql_requests(ports):
+    """Requests the node has counted on the connections from `ports`
+    (system_views.clients, one row per native-protocol connection)."""
+    out = run(["bash", os.path.join(ROOT, "scripts/engines/cassandra.sh"), "cql", "SELECT port, request_count FROM system_views.clients"],
+              capture_output=True, text=True).stdout
+    total = 0
+    for line in out.splitlines():
+        port, _, count = line.partition(" | ")
+        if port.strip().isdigit() and int(port) in ports:
+            total += int(count)
+    return total
+
+
+def requests_per_rest_request(distributed, url, token, seconds):
+    """CQL requests and Redis commands per REST request over a round of wrk: the node's
+    request counts of the query-api's connections before and after, and Redis's MONITOR
+    of the run's keys (the EVALSHA the query-api sends, and the commands its script runs,
+    which MONITOR lists as from `lua`). Not a timed round: MONITOR slows Redis."""
+    settings = distributed.settings
+    ports = cql_port_connections(distributed.query_api.pid, host_port(settings["RECAP_SCYLLA_NODES"].split(",")[0])[1])
+    host, port = host_port(settings["RECAP_REDIS_URL"])
+    before = cql_requests(ports)
+    with tempfile.TemporaryFile() as monitored:
+        monitor = subprocess.Popen(["redis-cli", "-h", host, "-p", str(port), "MONITOR"], stdout=monitored, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        _, requests = wrk(url, token, seconds)
+        time.sleep(0.5)
+        monitor.terminate()
+        monitor.wait()
+        after = cql_requests(ports)
+        monitored.seek(0)
+        sent = inner = 0
+        for line in monitored.read().decode(errors="replace").splitlines():
+            if f'"{RUN_ID}:' not in line:
+                continue
+            if " lua]" in line:
+                inner += 1
+            else:
+                sent += 1
+    # The counting query and the 0.5 s either side of the load add nothing: the node
+    # counts per connection, and the query-api is idle outside wrk's round.
+    return requests, (after - before) / requests, sent / requests, inner / requests, len(ports)
+
+
 def canonical(body):
     """The JSON, keys sorted; of an error, what clients branch on (docs/rest.md: the
     code and its extra fields; `message` may change)."""
@@ -668,6 +742,27 @@ def main():
                     top = sorted(groups.items(), key=lambda item: -item[1])[:6]
                     print(f"  {label:<22} {process:<10} {total / requests * 1e6:>7.1f} µs: "
                           + ", ".join(f"{name} {seconds / requests * 1e6:.1f}" for name, seconds in top if seconds > 0))
+
+        if distributed:
+            print(f"\nwhat {DISTRIBUTED} asks of its stores per REST request, one more {SECONDS} s round of each route (its CQL connections' request counts in"
+                  " system_views.clients; the run's Redis keys in MONITOR):")
+            for label, path, token in routes:
+                requests, cql, sent, inner, connections = requests_per_rest_request(distributed, services[DISTRIBUTED]["base"] + path, token, SECONDS)
+                print(f"  {label:<22} {requests:>6} requests: {cql:.3f} CQL requests ({connections} connections), {sent:.3f} Redis commands sent"
+                      f" ({inner:.2f} run by its script)")
+            perf_dir = os.environ.get("PEER_BENCH_PERF_DIR")
+            if perf_dir:
+                os.makedirs(perf_dir, exist_ok=True)
+                for label, path, token in [routes[1], routes[3]]:
+                    output = os.path.join(perf_dir, ("list" if "list" in label else "detail") + ".perf.data")
+                    with distributed.on_core():
+                        perf = subprocess.Popen(["perf", "record", "-q", "-F", "2999", "--call-graph", "dwarf,8192", "-p", str(distributed.query_api.pid), "-o", output],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        time.sleep(0.5)
+                        wrk(services[DISTRIBUTED]["base"] + path, token, PERF_SECONDS)
+                        perf.send_signal(signal.SIGINT)
+                        perf.wait()
+                    print(f"  perf profile of the query-api, {label}: {output}")
 
         print(f"\nlatency, open loop ({LATENCY_SECONDS} s, 64 connections, each request timed from its scheduled instant), at fixed offered rates:")
         print("half of each service's maximum above, offered to every service that reaches twice that rate")

@@ -5,7 +5,9 @@
 # The distributed edition (recap query-api over Cassandra and Redis, loaded through
 # Kafka) is measured when the engines of `make up` run on this machine, skipped otherwise.
 # RECAP_BIN: the recap release binary (default: the one `make bench` built).
-# PEER_BENCH_ROUNDS (3), PEER_BENCH_SECONDS (3), PEER_BENCH_LATENCY_SECONDS (5).
+# PEER_BENCH_ROUNDS (3), PEER_BENCH_SECONDS (3), PEER_BENCH_LATENCY_SECONDS (5);
+# PEER_BENCH_PERF_DIR: where `perf record` profiles of the query-api go (none when unset),
+# PEER_BENCH_PERF_SECONDS (8) the length of each profiled round.
 # The PostgreSQL cluster is stopped at the end unless PEER_PG_KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -37,6 +37,7 @@ use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
 use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
 use scylla::response::PagingState;
+use scylla::serialize::value::SerializeValue;
 use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row as CqlRow};
@@ -88,6 +89,35 @@ pub struct ScyllaDriver {
     session: Session,
     config: ScyllaConfig,
     statements: Mutex<HashMap<String, Arc<PreparedStatement>>>,
+    /// The statements of reads by their shape, so that a read finds its statement
+    /// without writing out its CQL first (see [`ReadShape`]).
+    reads: Mutex<HashMap<ReadShape, Arc<PreparedStatement>>>,
+}
+
+/// Everything a read's CQL depends on: its table, the clustering columns it binds
+/// (a get) or the prefixes and inclusiveness of its slice bounds (a scan), whether it
+/// has a LIMIT and whether it reads the body's write time. Equal shapes have equal CQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ReadShape {
+    Get { table: &'static str, clustering: usize, write_time: bool },
+    Scan { table: &'static str, start: Option<(usize, bool)>, end: Option<(usize, bool)>, limited: bool, write_time: bool },
+}
+
+/// The prefix length and inclusiveness of a slice bound that restricts anything.
+fn bound_shape(bound: &Bound<Vec<Val>>) -> Option<(usize, bool)> {
+    match bound {
+        Bound::Included(prefix) if !prefix.is_empty() => Some((prefix.len(), true)),
+        Bound::Excluded(prefix) if !prefix.is_empty() => Some((prefix.len(), false)),
+        _ => None,
+    }
+}
+
+/// A key value as a statement's bound value, borrowed: reads copy no key into a value.
+fn bound_value(value: &Val) -> &(dyn SerializeValue + Sync) {
+    match value {
+        Val::Text(text) => text,
+        Val::Int(number) => number,
+    }
 }
 
 fn unavailable(error: impl std::fmt::Display) -> StoreError {
@@ -131,19 +161,21 @@ fn slice_operator(table: &Table, is_start: bool, inclusive: bool) -> &'static st
     }
 }
 
-fn slice(table: &Table, bound: &Bound<Vec<Val>>, is_start: bool, clause: &mut String, values: &mut Vec<CqlValue>) {
-    let (prefix, inclusive) = match bound {
-        Bound::Unbounded => return,
-        Bound::Included(prefix) => (prefix, true),
-        Bound::Excluded(prefix) => (prefix, false),
-    };
-    if prefix.is_empty() {
+/// The restriction of a slice bound of shape `bound` ([`bound_shape`]) on `clause`.
+fn slice_clause(table: &Table, bound: Option<(usize, bool)>, is_start: bool, clause: &mut String) {
+    let Some((length, inclusive)) = bound else {
         return;
-    }
-    let columns: Vec<&str> = table.clustering.iter().take(prefix.len()).map(|column| column.name).collect();
+    };
+    let columns: Vec<&str> = table.clustering.iter().take(length).map(|column| column.name).collect();
     let markers = vec!["?"; columns.len()].join(", ");
     clause.push_str(&format!(" AND ({}) {} ({markers})", columns.join(", "), slice_operator(table, is_start, inclusive)));
-    values.extend(prefix.iter().map(cql_value));
+}
+
+/// The values a slice bound binds, in the order [`slice_clause`] put their markers.
+fn slice_values<'a>(bound: &'a Bound<Vec<Val>>, values: &mut Vec<&'a (dyn SerializeValue + Sync)>) {
+    if let Bound::Included(prefix) | Bound::Excluded(prefix) = bound {
+        values.extend(prefix.iter().map(bound_value));
+    }
 }
 
 /// What [`ScyllaDriver::migrate`] changed.
@@ -273,7 +305,7 @@ impl ScyllaDriver {
         if !keyspace_exists(&session, &config.keyspace).await? {
             return Err(StoreError::Unavailable(format!("keyspace {} does not exist (`recap migrate` creates it)", config.keyspace)));
         }
-        Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()) })
+        Ok(ScyllaDriver { session, config, statements: Mutex::new(HashMap::new()), reads: Mutex::new(HashMap::new()) })
     }
 
     /// Creates or upgrades the keyspace and the tables of `tables` (whose statements are
@@ -428,9 +460,38 @@ impl ScyllaDriver {
         format!("{}.{}", self.config.keyspace, table.name)
     }
 
-    fn select(&self, table: &Table) -> String {
+    /// The statement of a read of `shape`, prepared from `cql` the first time.
+    async fn read_statement(&self, shape: ReadShape, table: &Table, cql: impl FnOnce() -> String) -> Result<Arc<PreparedStatement>, StoreError> {
+        if let Some(found) = self.reads.lock().map_err(|_| unavailable("statement cache poisoned"))?.get(&shape) {
+            return Ok(found.clone());
+        }
+        let statement = self.prepared(cql(), Access::reading(table)).await?;
+        self.reads.lock().map_err(|_| unavailable("statement cache poisoned"))?.insert(shape, statement.clone());
+        Ok(statement)
+    }
+
+    /// The statement of a get that binds the partition and the first `clustering`
+    /// clustering columns.
+    async fn get_statement(&self, table: &'static Table, clustering: usize, write_time: bool) -> Result<Arc<PreparedStatement>, StoreError> {
+        let clustering = clustering.min(table.clustering.len());
+        self.read_statement(ReadShape::Get { table: table.name, clustering, write_time }, table, || {
+            let mut cql = self.select(table, write_time);
+            for column in table.clustering.iter().take(clustering) {
+                cql.push_str(&format!(" AND {} = ?", column.name));
+            }
+            cql
+        })
+        .await
+    }
+
+    /// `SELECT <clustering columns>, body, expires_at[, writetime(body)] ... WHERE
+    /// <partition columns> = ?`: the write time only for reads that return it.
+    fn select(&self, table: &Table, write_time: bool) -> String {
         let mut columns: Vec<&str> = table.clustering.iter().map(|column| column.name).collect();
-        columns.extend(["body", "expires_at", "writetime(body)"]);
+        columns.extend(["body", "expires_at"]);
+        if write_time {
+            columns.push("writetime(body)");
+        }
         let partition: Vec<String> = table.partition.iter().map(|column| format!("{} = ?", column.name)).collect();
         format!("SELECT {} FROM {} WHERE {}", columns.join(", "), self.qualified(table), partition.join(" AND "))
     }
@@ -528,13 +589,8 @@ impl Access {
 #[async_trait]
 impl Driver for ScyllaDriver {
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let mut cql = self.select(table);
-        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
-        for (column, value) in table.clustering.iter().zip(clustering) {
-            cql.push_str(&format!(" AND {} = ?", column.name));
-            values.push(cql_value(value));
-        }
-        let statement = self.prepared(cql, Access::reading(table)).await?;
+        let statement = self.get_statement(table, clustering.len(), true).await?;
+        let values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().chain(clustering.iter().take(table.clustering.len())).map(bound_value).collect();
         let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         let rows = result.into_rows_result().map_err(corrupt)?;
         let now = now_micros();
@@ -543,6 +599,25 @@ impl Driver for ScyllaDriver {
             Some(row) => Ok(Self::to_row(table, row, now)?.ok()),
             None => Ok(None),
         }
+    }
+
+    /// As `get`, without the body's write time, and the body copied once from the frame.
+    async fn get_body(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
+        let statement = self.get_statement(table, clustering.len(), false).await?;
+        let values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().chain(clustering.iter().take(table.clustering.len())).map(bound_value).collect();
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        let rows = result.into_rows_result().map_err(corrupt)?;
+        let now = now_micros();
+        let Some(mut columns) = rows.maybe_first_row::<ColumnIterator>().map_err(corrupt)? else {
+            return Ok(None);
+        };
+        for _ in table.clustering {
+            columns.next().ok_or_else(|| StoreError::Corrupt(format!("{}: a column is missing", table.name)))?.map_err(corrupt)?;
+        }
+        let body = next_value::<Option<&str>>(table, &mut columns)?;
+        let expires_at = next_value::<Option<i64>>(table, &mut columns)?;
+        // Absent: expired by this process's clock, or a body cell deleted under a key.
+        Ok(body.filter(|_| expires_at.is_none_or(|expires_at| expires_at > now)).map(str::to_string))
     }
 
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
@@ -583,7 +658,8 @@ impl Driver for ScyllaDriver {
         loop {
             let wanted = builder.wanted();
             let read = self
-                .select_rows(table, partition, &range, wanted, |mut columns| {
+                // The body's write time is not read: a page of bodies does not return it.
+                .select_rows(table, partition, &range, wanted, false, |mut columns| {
                     read_key(table, &mut columns, &mut key)?;
                     let body = next_value::<Option<&str>>(table, &mut columns)?;
                     let expires_at = next_value::<Option<i64>>(table, &mut columns)?;
@@ -693,19 +769,42 @@ impl ScyllaDriver {
     /// One SELECT of up to `limit` rows, paged through: each row goes to `visit` as it
     /// comes off the frame (nothing is copied unless `visit` copies it), until `visit`
     /// breaks or the rows run out. Returns how many rows were read.
-    async fn select_rows<F>(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize, mut visit: F) -> Result<usize, StoreError>
+    async fn select_rows<F>(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        range: &ScanRange,
+        limit: usize,
+        write_time: bool,
+        mut visit: F,
+    ) -> Result<usize, StoreError>
     where
         F: for<'frame> FnMut(ColumnIterator<'frame, 'frame>) -> Result<ControlFlow<()>, StoreError>,
     {
-        let mut cql = self.select(table);
-        let mut values: Vec<CqlValue> = partition.iter().map(cql_value).collect();
-        slice(table, &range.start, true, &mut cql, &mut values);
-        slice(table, &range.end, false, &mut cql, &mut values);
-        if limit < i32::MAX as usize {
-            cql.push_str(" LIMIT ?");
-            values.push(CqlValue::Int(limit as i32));
+        let (start, end, limited) = (bound_shape(&range.start), bound_shape(&range.end), limit < i32::MAX as usize);
+        let shape = ReadShape::Scan { table: table.name, start, end, limited, write_time };
+        let statement = self
+            .read_statement(shape, table, || {
+                let mut cql = self.select(table, write_time);
+                slice_clause(table, start, true, &mut cql);
+                slice_clause(table, end, false, &mut cql);
+                if limited {
+                    cql.push_str(" LIMIT ?");
+                }
+                cql
+            })
+            .await?;
+        let limit_value = limit as i32;
+        let mut values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().map(bound_value).collect();
+        if start.is_some() {
+            slice_values(&range.start, &mut values);
         }
-        let statement = self.prepared(cql, Access::reading(table)).await?;
+        if end.is_some() {
+            slice_values(&range.end, &mut values);
+        }
+        if limited {
+            values.push(&limit_value);
+        }
         let mut read = 0;
         // A LIMIT that fits in one page is read in one unpaged request: the same rows,
         // without the coordinator's paging state.
@@ -740,7 +839,7 @@ impl ScyllaDriver {
     ) -> Result<(Vec<Row>, usize, Option<Vec<Val>>), StoreError> {
         let (mut found, mut dropped_last) = (Vec::<Row>::new(), None);
         let read = self
-            .select_rows(table, partition, range, limit, |columns| {
+            .select_rows(table, partition, range, limit, true, |columns| {
                 let row = CqlRow::deserialize(columns).map_err(corrupt)?;
                 match Self::to_row(table, row, now)? {
                     Ok(row) => {
