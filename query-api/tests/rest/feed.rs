@@ -157,10 +157,14 @@ async fn an_event_past_the_retention_is_not_served() {
     let world = world().await;
     let kept = message("acc_a", MessageKind::MeetingCreated, "res_kept", &at(1));
     let expiring = message("acc_a", MessageKind::MeetingCreated, "res_old", &at(2));
-    world.seeder_with_retention(Duration::from_millis(200)).publish("acc_a", 1, &expiring).await;
+    // Retention long enough for two writes and a read on a busy Cassandra to come first.
+    let retention = Duration::from_secs(3);
+    let published = tokio::time::Instant::now();
+    world.seeder_with_retention(retention).publish("acc_a", 1, &expiring).await;
     world.seeder().publish("acc_a", 2, &kept).await;
     assert_eq!(world.get("/v1/events", ALICE).await.ids(), [expiring.id.clone(), kept.id.clone()]);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(published.elapsed() < retention, "served within the retention: {:?}", published.elapsed());
+    tokio::time::sleep_until(published + retention + Duration::from_millis(500)).await;
     assert_eq!(world.get("/v1/events", ALICE).await.ids(), std::slice::from_ref(&kept.id));
     world.get(&format!("/v1/events/{}", expiring.id), ALICE).await.assert_error(404, "event_not_found", &[]);
     assert_eq!(world.get(&format!("/v1/events/{}", kept.id), ALICE).await.status, 200);
