@@ -144,10 +144,19 @@ fn header_text<'a>(value: Option<&'a HeaderValue>, name: &HeaderName) -> Result<
     match value {
         None => Ok(None),
         Some(value) => match value.to_str() {
-            Ok(text) => Ok(Some(text.trim_matches([' ', '\t']))),
+            Ok(text) => Ok(Some(trim_spaces_and_tabs(text))),
             Err(_) => Err(RpcError::HeaderMismatch(format!("the {name} header has characters outside visible ASCII"))),
         },
     }
+}
+
+/// `text` without the spaces and tabs around it, found byte by byte (both are ASCII, so
+/// the cuts fall between characters) rather than through a `char` pattern.
+fn trim_spaces_and_tabs(text: &str) -> &str {
+    let is_blank = |byte: &u8| *byte == b' ' || *byte == b'\t';
+    let start = text.bytes().position(|byte| !is_blank(&byte)).unwrap_or(text.len());
+    let end = text.bytes().rposition(|byte| !is_blank(&byte)).map_or(start, |last| last + 1);
+    text.get(start..end).unwrap_or_default()
 }
 
 fn mismatch(header: &str, header_value: &str, body_value: &str) -> RpcError {
@@ -169,6 +178,17 @@ pub fn decode(value: &str) -> Option<Cow<'_, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Header values are read without the spaces and tabs around them, and only those.
+    #[test]
+    fn header_values_lose_only_the_spaces_and_tabs_around_them() {
+        for (value, trimmed) in
+            [("tools/call", "tools/call"), (" \t tools/call\t ", "tools/call"), ("a b", "a b"), ("", ""), (" \t ", ""), ("\u{a0}x\u{a0}", "\u{a0}x\u{a0}")]
+        {
+            assert_eq!(trim_spaces_and_tabs(value), trimmed, "{value:?}");
+            assert_eq!(trim_spaces_and_tabs(value), value.trim_matches([' ', '\t']), "{value:?}");
+        }
+    }
 
     #[test]
     fn encoded_names_decode_and_malformed_ones_match_nothing() {

@@ -285,13 +285,14 @@ impl<'de> Deserialize<'de> for ParamsObject<'de> {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<ParamsObject<'de>, A::Error> {
                 let (mut members, mut meta) = (Map::new(), Meta::default());
-                // A repeated member: the last one wins, as in a `Value`.
-                while let Some(key) = access.next_key::<String>()? {
-                    if key == "_meta" {
+                // A repeated member: the last one wins, as in a `Value`. Names are
+                // borrowed until kept, so `_meta`'s is never copied.
+                while let Some(key) = access.next_key::<Key<'de>>()? {
+                    if key.0 == "_meta" {
                         meta = access.next_value::<MetaReader>()?.0;
                     } else {
                         let value = access.next_value::<Value>()?;
-                        members.insert(key, value);
+                        members.insert(key.0.into_owned(), value);
                     }
                 }
                 Ok(ParamsObject(members, meta))
