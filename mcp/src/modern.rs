@@ -31,9 +31,9 @@ use std::sync::OnceLock;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use base64::Engine as _;
 use rmcp::model::{CacheScope, DiscoverResult, Implementation, ProtocolVersion, ServerCapabilities, ToolsCapability};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::rpc::{RpcError, ALL_VERSIONS, MODERN_VERSION};
+use crate::rpc::{Meta, MetaValue, Params, RpcError, ALL_VERSIONS, MODERN_VERSION};
 
 pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -81,9 +81,10 @@ pub fn discover_result(instructions: &str) -> &'static str {
 /// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).
 /// `requested` is its `MCP-Protocol-Version` header. `Mcp-Method` and `Mcp-Name` are
 /// looked up once, for their values, the copies of all three only when some header of
-/// the request comes twice, and `_meta`'s keys once each: these checks are all a
-/// 2026-07-28 call does beyond a handshake-era one of the same bytes, on every call.
-pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
+/// the request comes twice; `_meta`'s members were read with the body ([`Meta`]):
+/// these checks are all a 2026-07-28 call does beyond a handshake-era one of the same
+/// bytes, on every call.
+pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: &Params) -> Result<(), RpcError> {
     // As many values as names: no header at all comes twice, and the copies need no
     // lookup of their own.
     if headers.len() != headers.keys_len() {
@@ -94,8 +95,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
     if requested != MODERN_VERSION {
         return Err(RpcError::UnsupportedProtocolVersion { requested: requested.to_string() });
     }
-    let meta = params.and_then(|params| params.get("_meta")).and_then(Value::as_object);
-    let body_version = envelope(meta)?;
+    let body_version = envelope(&params.meta)?;
     if body_version != requested {
         return Err(mismatch("MCP-Protocol-Version", requested, body_version));
     }
@@ -105,7 +105,7 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
         Some(_) => {}
     }
     if method == "tools/call" {
-        let Some(name) = params.and_then(|params| params.get("name")).and_then(Value::as_str) else {
+        let Some(name) = params.object.as_ref().and_then(|object| object.get("name")).and_then(Value::as_str) else {
             return Err(RpcError::InvalidParams("tools/call needs params.name, a string".into()));
         };
         let Some(value) = header_text(headers.get(&NAME_HEADER), &NAME_HEADER)? else {
@@ -121,24 +121,22 @@ pub fn check(headers: &HeaderMap, requested: &str, method: &str, params: Option<
 }
 
 /// The version `_meta` names, once both required keys are there.
-fn envelope(meta: Option<&Map<String, Value>>) -> Result<&str, RpcError> {
-    let Some(meta) = meta else {
+fn envelope<'a>(meta: &'a Meta) -> Result<&'a str, RpcError> {
+    if meta.value != MetaValue::Object {
         return Err(RpcError::InvalidParams(format!("params._meta is required, with {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}")));
-    };
-    let (version, capabilities) = match (meta.get(PROTOCOL_VERSION_KEY), meta.get(CLIENT_CAPABILITIES_KEY)) {
-        (Some(version), Some(capabilities)) => (version, capabilities),
-        (version, capabilities) => {
-            let missing: Vec<&str> = [(version, PROTOCOL_VERSION_KEY), (capabilities, CLIENT_CAPABILITIES_KEY)]
-                .into_iter()
-                .filter_map(|(value, key)| value.is_none().then_some(key))
-                .collect();
-            return Err(RpcError::InvalidParams(format!("params._meta is missing the required key(s): {}", missing.join(", "))));
-        }
-    };
-    if !capabilities.is_object() {
+    }
+    let (version, capabilities) = (&meta.protocol_version, &meta.client_capabilities);
+    if *version == MetaValue::Absent || *capabilities == MetaValue::Absent {
+        let missing: Vec<&str> = [(version, PROTOCOL_VERSION_KEY), (capabilities, CLIENT_CAPABILITIES_KEY)]
+            .into_iter()
+            .filter_map(|(value, key)| (*value == MetaValue::Absent).then_some(key))
+            .collect();
+        return Err(RpcError::InvalidParams(format!("params._meta is missing the required key(s): {}", missing.join(", "))));
+    }
+    if *capabilities != MetaValue::Object {
         return Err(RpcError::InvalidParams(format!("params._meta.{CLIENT_CAPABILITIES_KEY} must be an object")));
     }
-    version.as_str().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
+    version.text().ok_or_else(|| RpcError::InvalidParams(format!("params._meta.{PROTOCOL_VERSION_KEY} must be a string")))
 }
 
 /// A header's value without the spaces and tabs around it; `None` when absent.
@@ -146,10 +144,19 @@ fn header_text<'a>(value: Option<&'a HeaderValue>, name: &HeaderName) -> Result<
     match value {
         None => Ok(None),
         Some(value) => match value.to_str() {
-            Ok(text) => Ok(Some(text.trim_matches([' ', '\t']))),
+            Ok(text) => Ok(Some(trim_spaces_and_tabs(text))),
             Err(_) => Err(RpcError::HeaderMismatch(format!("the {name} header has characters outside visible ASCII"))),
         },
     }
+}
+
+/// `text` without the spaces and tabs around it, found byte by byte (both are ASCII, so
+/// the cuts fall between characters) rather than through a `char` pattern.
+fn trim_spaces_and_tabs(text: &str) -> &str {
+    let is_blank = |byte: &u8| *byte == b' ' || *byte == b'\t';
+    let start = text.bytes().position(|byte| !is_blank(&byte)).unwrap_or(text.len());
+    let end = text.bytes().rposition(|byte| !is_blank(&byte)).map_or(start, |last| last + 1);
+    text.get(start..end).unwrap_or_default()
 }
 
 fn mismatch(header: &str, header_value: &str, body_value: &str) -> RpcError {
@@ -171,6 +178,17 @@ pub fn decode(value: &str) -> Option<Cow<'_, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Header values are read without the spaces and tabs around them, and only those.
+    #[test]
+    fn header_values_lose_only_the_spaces_and_tabs_around_them() {
+        for (value, trimmed) in
+            [("tools/call", "tools/call"), (" \t tools/call\t ", "tools/call"), ("a b", "a b"), ("", ""), (" \t ", ""), ("\u{a0}x\u{a0}", "\u{a0}x\u{a0}")]
+        {
+            assert_eq!(trim_spaces_and_tabs(value), trimmed, "{value:?}");
+            assert_eq!(trim_spaces_and_tabs(value), value.trim_matches([' ', '\t']), "{value:?}");
+        }
+    }
 
     #[test]
     fn encoded_names_decode_and_malformed_ones_match_nothing() {

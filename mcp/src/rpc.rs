@@ -105,11 +105,11 @@ impl RpcError {
 
 /// One incoming message.
 #[derive(Debug)]
-pub enum Incoming {
+pub enum Incoming<'a> {
     Request {
         id: RequestId,
         method: String,
-        params: Option<Value>,
+        params: Params<'a>,
     },
     /// No id: nothing is answered (202).
     Notification,
@@ -117,8 +117,112 @@ pub enum Incoming {
     Response,
 }
 
+/// A request's `params`: the object without `_meta` (`None` when there are no params),
+/// and `_meta` read apart ([`Meta`]), never built as a value.
+#[derive(Debug, Default)]
+pub struct Params<'a> {
+    pub object: Option<Value>,
+    pub meta: Meta<'a>,
+}
+
+/// A JSON value as the server reads it in `params._meta`: a string's text (borrowed
+/// from the body unless it has escapes), else only what kind of value it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum MetaValue<'a> {
+    #[default]
+    Absent,
+    Null,
+    Text(Cow<'a, str>),
+    Object,
+    /// A number, a boolean or an array.
+    Other,
+}
+
+impl<'a> MetaValue<'a> {
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            MetaValue::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn of_value(value: Value) -> MetaValue<'static> {
+        match value {
+            Value::Null => MetaValue::Null,
+            Value::String(text) => MetaValue::Text(Cow::Owned(text)),
+            Value::Object(_) => MetaValue::Object,
+            Value::Bool(_) | Value::Number(_) | Value::Array(_) => MetaValue::Other,
+        }
+    }
+
+    /// A value serde_json skipped as raw text (its syntax checked): `None` when
+    /// [`plainly_valid`] cannot vouch that a `Value` would hold it.
+    fn of_raw(raw: &'a RawValue) -> Option<MetaValue<'a>> {
+        let text = raw.get();
+        if !plainly_valid(text) {
+            return None;
+        }
+        Some(match text.as_bytes().first() {
+            Some(b'"') => match text.get(1..text.len() - 1) {
+                Some(inner) if !inner.contains('\\') => MetaValue::Text(Cow::Borrowed(inner)),
+                _ => MetaValue::Text(Cow::Owned(serde_json::from_str(text).ok()?)),
+            },
+            Some(b'{') => MetaValue::Object,
+            Some(b'n') => MetaValue::Null,
+            _ => MetaValue::Other,
+        })
+    }
+}
+
+/// `params._meta` as the server reads it, never built as a value: what it is, and when
+/// it is an object, the members the server reads (the 2026-07-28 envelope, `modern.rs`;
+/// the trace context, `transport.rs`). The others (a client's `clientInfo`, anything it
+/// adds) are most of a 2026-07-28 request's `_meta` and nothing reads them: they are
+/// checked as JSON by the rules a `Value` is read with (a number out of an f64's range,
+/// a lone surrogate, nesting past serde_json's limit refuse the whole body, -32700) and
+/// dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta<'a> {
+    /// `_meta` itself: the members below are read only when it is an object.
+    pub value: MetaValue<'a>,
+    pub protocol_version: MetaValue<'a>,
+    pub client_capabilities: MetaValue<'a>,
+    pub traceparent: MetaValue<'a>,
+    pub tracestate: MetaValue<'a>,
+}
+
+impl<'a> Meta<'a> {
+    /// Where the member named `key` is kept, if the server reads it.
+    fn member(&mut self, key: &str) -> Option<&mut MetaValue<'a>> {
+        match key {
+            crate::modern::PROTOCOL_VERSION_KEY => Some(&mut self.protocol_version),
+            crate::modern::CLIENT_CAPABILITIES_KEY => Some(&mut self.client_capabilities),
+            "traceparent" => Some(&mut self.traceparent),
+            "tracestate" => Some(&mut self.tracestate),
+            _ => None,
+        }
+    }
+
+    /// The general path's reading: the same as [`MetaReader`]'s, from a value.
+    fn of_value(value: Value) -> Meta<'static> {
+        let mut meta = Meta::default();
+        if let Value::Object(members) = value {
+            // A repeated member was already resolved as a `Value` resolves it: the last.
+            for (key, member) in members {
+                if let Some(kept) = meta.member(&key) {
+                    *kept = MetaValue::of_value(member);
+                }
+            }
+            meta.value = MetaValue::Object;
+        } else {
+            meta.value = MetaValue::of_value(value);
+        }
+        meta
+    }
+}
+
 /// Reads a message; on failure, the error and the id when it could be read.
-pub fn parse(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
+pub fn parse(body: &[u8]) -> Result<Incoming<'_>, (Option<RequestId>, RpcError)> {
     match parse_request(body) {
         Some(request) => Ok(request),
         None => parse_any(body),
@@ -127,9 +231,10 @@ pub fn parse(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
 
 /// The common message, a well-formed request, read without building a value of the
 /// whole object: `None` for anything else (a notification, an error to classify, an
-/// escaped `jsonrpc`, a duplicate member), which [`parse_any`] then reads. Both give the
-/// same answer wherever this one gives any (the tests check it).
-fn parse_request(body: &[u8]) -> Option<Incoming> {
+/// escaped `jsonrpc`, a duplicate member, a `_meta` holding what [`plainly_valid`] does
+/// not judge), which [`parse_any`] then reads. Both give the same answer wherever this
+/// one gives any (the tests check it).
+fn parse_request(body: &[u8]) -> Option<Incoming<'_>> {
     #[derive(Deserialize)]
     struct Request<'a> {
         #[serde(borrow)]
@@ -137,10 +242,10 @@ fn parse_request(body: &[u8]) -> Option<Incoming> {
         #[serde(borrow)]
         id: &'a RawValue,
         method: String,
-        #[serde(default, deserialize_with = "present")]
-        params: Option<ParamsObject>,
+        #[serde(default, deserialize_with = "present", borrow)]
+        params: Option<ParamsObject<'a>>,
     }
-    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<ParamsObject>, D::Error> {
+    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<ParamsObject<'de>>, D::Error> {
         ParamsObject::deserialize(deserializer).map(Some)
     }
     // Params that are not an object fail to deserialize here: the general path says so.
@@ -159,106 +264,103 @@ fn parse_request(body: &[u8]) -> Option<Incoming> {
         }
         NumberOrString::Number(raw.parse().ok()?)
     };
-    Some(Incoming::Request { id, method: request.method, params: request.params.map(|params| Value::Object(params.0)) })
+    let params = match request.params {
+        Some(ParamsObject(members, meta)) => Params { object: Some(Value::Object(members)), meta },
+        None => Params::default(),
+    };
+    Some(Incoming::Request { id, method: request.method, params })
 }
 
-/// The members of `params._meta` the server reads: the 2026-07-28 envelope
-/// (`modern.rs`) and the trace context (`transport.rs`). The others (a client's
-/// `clientInfo`, anything it adds) are read as JSON and dropped, never built into values:
-/// they are most of a 2026-07-28 request's `_meta`, and nothing reads them.
-const META_KEYS_READ: [&str; 4] = [crate::modern::PROTOCOL_VERSION_KEY, crate::modern::CLIENT_CAPABILITIES_KEY, "traceparent", "tracestate"];
+/// A params object, read as a `Value` would be but for `_meta` ([`MetaReader`]), which
+/// is read apart.
+struct ParamsObject<'a>(Map<String, Value>, Meta<'a>);
 
-/// `_meta` as the server keeps it: an object with only [`META_KEYS_READ`], any other
-/// value as it is. The general path's equivalent of [`MetaValue`].
-fn kept_meta(meta: Value) -> Value {
-    match meta {
-        Value::Object(mut members) => {
-            members.retain(|key, _| META_KEYS_READ.contains(&key.as_str()));
-            Value::Object(members)
-        }
-        other => other,
-    }
-}
-
-/// A params object, read as a `Value` would be but for `_meta` ([`MetaValue`]).
-struct ParamsObject(Map<String, Value>);
-
-impl<'de> Deserialize<'de> for ParamsObject {
+impl<'de> Deserialize<'de> for ParamsObject<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Members;
         impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = ParamsObject;
+            type Value = ParamsObject<'de>;
             fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
                 formatter.write_str("an object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<ParamsObject, A::Error> {
-                let mut members = Map::new();
-                // A repeated member: the last one wins, as in a `Value`.
-                while let Some(key) = access.next_key::<String>()? {
-                    let value = if key == "_meta" { access.next_value::<MetaValue>()?.0 } else { access.next_value::<Value>()? };
-                    members.insert(key, value);
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<ParamsObject<'de>, A::Error> {
+                let (mut members, mut meta) = (Map::new(), Meta::default());
+                // A repeated member: the last one wins, as in a `Value`. Names are
+                // borrowed until kept, so `_meta`'s is never copied.
+                while let Some(key) = access.next_key::<Key<'de>>()? {
+                    if key.0 == "_meta" {
+                        meta = access.next_value::<MetaReader>()?.0;
+                    } else {
+                        let value = access.next_value::<Value>()?;
+                        members.insert(key.0.into_owned(), value);
+                    }
                 }
-                Ok(ParamsObject(members))
+                Ok(ParamsObject(members, meta))
             }
         }
         deserializer.deserialize_map(Members)
     }
 }
 
-/// `params._meta` read as [`kept_meta`] keeps it: an object's members outside
-/// [`META_KEYS_READ`] are checked as JSON ([`Checked`]) but not kept; any other value is
-/// read whole.
-struct MetaValue(Value);
+/// `params._meta` read into a [`Meta`] from the body: each member of an object (and each
+/// item of an array) is skipped by serde_json as raw text, which [`plainly_valid`] then
+/// checks; the members the server reads are taken from that text. Anything the scan
+/// does not judge fails this reading, and the general path reads the body.
+struct MetaReader<'a>(Meta<'a>);
 
-impl<'de> Deserialize<'de> for MetaValue {
+impl<'de> Deserialize<'de> for MetaReader<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Meta;
-        impl<'de> serde::de::Visitor<'de> for Meta {
-            type Value = MetaValue;
+        fn unjudged<E: serde::de::Error>() -> E {
+            E::custom("left to the general path")
+        }
+        struct Reader;
+        impl<'de> serde::de::Visitor<'de> for Reader {
+            type Value = MetaReader<'de>;
             fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
                 formatter.write_str("any JSON value")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<MetaValue, A::Error> {
-                let mut kept = Map::new();
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<MetaReader<'de>, A::Error> {
+                let mut meta = Meta { value: MetaValue::Object, ..Meta::default() };
                 while let Some(key) = access.next_key::<Key<'de>>()? {
-                    if META_KEYS_READ.contains(&key.0.as_ref()) {
-                        kept.insert(key.0.into_owned(), access.next_value::<Value>()?);
-                    } else {
-                        access.next_value::<Checked>()?;
+                    let raw: &'de RawValue = access.next_value()?;
+                    let value = MetaValue::of_raw(raw).ok_or_else(unjudged::<A::Error>)?;
+                    if let Some(kept) = meta.member(&key.0) {
+                        *kept = value;
                     }
                 }
-                Ok(MetaValue(Value::Object(kept)))
+                Ok(MetaReader(meta))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<MetaValue, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = access.next_element::<Value>()? {
-                    items.push(item);
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<MetaReader<'de>, A::Error> {
+                while let Some(raw) = access.next_element::<&'de RawValue>()? {
+                    if !plainly_valid(raw.get()) {
+                        return Err(unjudged());
+                    }
                 }
-                Ok(MetaValue(Value::Array(items)))
+                Ok(MetaReader(Meta { value: MetaValue::Other, ..Meta::default() }))
             }
-            fn visit_unit<E>(self) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::Null))
+            fn visit_unit<E>(self) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Null, ..Meta::default() }))
             }
-            fn visit_bool<E>(self, value: bool) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::Bool(value)))
+            fn visit_bool<E>(self, _: bool) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Other, ..Meta::default() }))
             }
-            fn visit_i64<E>(self, value: i64) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::from(value)))
+            fn visit_i64<E>(self, _: i64) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Other, ..Meta::default() }))
             }
-            fn visit_u64<E>(self, value: u64) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::from(value)))
+            fn visit_u64<E>(self, _: u64) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Other, ..Meta::default() }))
             }
-            fn visit_f64<E>(self, value: f64) -> Result<MetaValue, E> {
-                Ok(MetaValue(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)))
+            fn visit_f64<E>(self, _: f64) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Other, ..Meta::default() }))
             }
-            fn visit_str<E>(self, value: &str) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::String(value.to_string())))
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Text(Cow::Borrowed(text)), ..Meta::default() }))
             }
-            fn visit_string<E>(self, value: String) -> Result<MetaValue, E> {
-                Ok(MetaValue(Value::String(value)))
+            fn visit_str<E>(self, text: &str) -> Result<MetaReader<'de>, E> {
+                Ok(MetaReader(Meta { value: MetaValue::Text(Cow::Owned(text.to_string())), ..Meta::default() }))
             }
         }
-        deserializer.deserialize_any(Meta)
+        deserializer.deserialize_any(Reader)
     }
 }
 
@@ -284,52 +386,76 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-/// Any JSON value, read with the rules a `Value` is read with (a number outside the
-/// range of an f64 is refused, as it is anywhere else in the body) but kept nowhere:
-/// serde's `IgnoredAny` skips numbers without reading them.
-struct Checked;
+/// How deep [`plainly_valid`] lets a value of `_meta` nest. serde_json refuses a
+/// document nested more than 127 deep and a member of `_meta` starts 3 deep (the
+/// message, `params`, `_meta`); this bound stays well inside, and anything deeper is
+/// left to the general path, which applies serde_json's own limit.
+const META_MEMBER_DEPTH: u32 = 64;
 
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Any;
-        impl<'de> serde::de::Visitor<'de> for Any {
-            type Value = Checked;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("any JSON value")
+/// Whether JSON text whose syntax serde_json has already checked (while skipping it
+/// as raw text, which checks no more) holds nothing a `Value` would refuse: `true` when
+/// its numbers are integers of at most 18 digits (which an i64 or a u64 holds), its
+/// `\u` escapes name no surrogate, and it nests at most [`META_MEMBER_DEPTH`] deep.
+/// `false` is not a refusal but "not judged here": a longer number may be out of an
+/// f64's range (`1e400`, which a `Value` refuses), a surrogate escape may be lone
+/// (refused too), and the general path, which reads the body as a `Value`, decides.
+fn plainly_valid(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let (mut index, mut depth) = (0, 0u32);
+    while let Some(&byte) = bytes.get(index) {
+        match byte {
+            b'"' => {
+                index += 1;
+                // Past the closing quote; an escape's next byte is never the quote.
+                while let Some(&inner) = bytes.get(index) {
+                    match inner {
+                        b'"' => break,
+                        b'\\' if bytes.get(index + 1) == Some(&b'u') => {
+                            // serde_json checked the four hex digits; D800..DFFF are surrogates.
+                            if matches!(bytes.get(index + 2), Some(b'd' | b'D'))
+                                && matches!(bytes.get(index + 3), Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+                            {
+                                return false;
+                            }
+                            index += 6;
+                        }
+                        b'\\' => index += 2,
+                        _ => index += 1,
+                    }
+                }
+                index += 1;
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Checked, A::Error> {
-                while access.next_entry::<Checked, Checked>()?.is_some() {}
-                Ok(Checked)
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > META_MEMBER_DEPTH {
+                    return false;
+                }
+                index += 1;
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<Checked, A::Error> {
-                while access.next_element::<Checked>()?.is_some() {}
-                Ok(Checked)
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                index += 1;
             }
-            fn visit_unit<E>(self) -> Result<Checked, E> {
-                Ok(Checked)
+            b'-' | b'0'..=b'9' => {
+                let start = index;
+                index += 1;
+                while bytes.get(index).is_some_and(|byte| matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')) {
+                    index += 1;
+                }
+                let number = &bytes[start..index];
+                let digits = number.strip_prefix(b"-").unwrap_or(number);
+                if digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+                    return false;
+                }
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-                Ok(Checked)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-                Ok(Checked)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-                Ok(Checked)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-                Ok(Checked)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-                Ok(Checked)
-            }
+            _ => index += 1,
         }
-        deserializer.deserialize_any(Any)
     }
+    true
 }
 
 /// Reads and classifies any message.
-fn parse_any(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
+fn parse_any(body: &[u8]) -> Result<Incoming<'static>, (Option<RequestId>, RpcError)> {
     let value: Value = serde_json::from_slice(body).map_err(|_| (None, RpcError::Parse))?;
     let mut object = match value {
         Value::Object(object) => object,
@@ -354,12 +480,10 @@ fn parse_any(body: &[u8]) -> Result<Incoming, (Option<RequestId>, RpcError)> {
     };
     let params = match object.remove("params") {
         Some(Value::Object(mut params)) => {
-            if let Some(meta) = params.remove("_meta") {
-                params.insert("_meta".to_string(), kept_meta(meta));
-            }
-            Some(Value::Object(params))
+            let meta = params.remove("_meta").map(Meta::of_value).unwrap_or_default();
+            Params { object: Some(Value::Object(params)), meta }
         }
-        None => None,
+        None => Params::default(),
         Some(_) => return Err((id, RpcError::InvalidRequest("params must be an object"))),
     };
     match id {
@@ -483,8 +607,28 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":-5.25}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"clientInfo":{"n":1e400}}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"\ud800"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"\ud83d\ude00","y":"\udc00"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"\ud83d\ude00","y":"\ud83d"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":[12345678901234567890123,-1e308,2e-400]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":[1e309]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":[1e400]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":"\ud800"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":"a\tb"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"traceparent":"a\u0062c","tracestate":7,"io.modelcontextprotocol/clientCapabilities":[]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":null,"io.modelcontextprotocol/clientCapabilities":"x"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":1},"name":"n","_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":1,}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"\x"}}}"#,
         ];
-        for message in messages {
+        // serde_json's nesting limit, reached inside _meta (three levels in): 124 more
+        // levels are read, 125 are not.
+        let nested: Vec<String> = (62..=66)
+            .chain(122..=127)
+            .map(|depth| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"_meta":{{"x":{}{}}}}}}}"#, "[".repeat(depth), "]".repeat(depth)))
+            .collect();
+        assert_eq!(code(&nested[7]), 0, "124 levels in _meta");
+        assert_eq!(code(&nested[8]), -32700, "125 levels in _meta");
+        for message in messages.iter().copied().chain(nested.iter().map(String::as_str)) {
             let general = format!("{:?}", parse_any(message.as_bytes()));
             assert_eq!(format!("{:?}", parse(message.as_bytes())), general, "{message}");
             if let Some(fast) = parse_request(message.as_bytes()) {
@@ -496,24 +640,42 @@ mod tests {
         assert!(parse_request(messages[1].as_bytes()).is_some());
     }
 
-    // `_meta` keeps only the members the server reads; the others are still read as a
-    // `Value` would be, so a number it cannot hold makes the whole body unreadable.
+    // `_meta` is read into the members the server reads, borrowed from the body; the
+    // others are still read as a `Value` would be, so a number it cannot hold makes the
+    // whole body unreadable.
     #[test]
     fn meta_keeps_the_members_read_and_checks_the_others() {
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"traceparent":"t","tracestate":"s","progressToken":7}}}"#;
-        let Ok(Incoming::Request { params: Some(params), .. }) = parse(body.as_bytes()) else { panic!("a request") };
+        let Ok(Incoming::Request { params, .. }) = parse(body.as_bytes()) else { panic!("a request") };
         assert_eq!(
-            params["_meta"],
-            serde_json::json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "traceparent": "t",
-                "tracestate": "s",
-            })
+            params.meta,
+            Meta {
+                value: MetaValue::Object,
+                protocol_version: MetaValue::Text("2026-07-28".into()),
+                client_capabilities: MetaValue::Object,
+                traceparent: MetaValue::Text("t".into()),
+                tracestate: MetaValue::Text("s".into()),
+            }
         );
-        assert_eq!(params["name"], "x");
+        assert!(matches!(params.meta.protocol_version, MetaValue::Text(Cow::Borrowed(_))), "borrowed from the body");
+        assert_eq!(params.object, Some(serde_json::json!({"name": "x"})), "_meta is not among the params");
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"build":1e400}}}}"#), -32700);
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"x":"\u0000\q"}}}"#), -32700);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"x":"\ud800"}}}"#), -32700);
+    }
+
+    // The fast path vouches only for what a `Value` surely holds: short integers, escapes
+    // other than surrogates, shallow nesting. Everything else is left to the general
+    // path, never accepted by the scan alone.
+    #[test]
+    fn the_meta_scan_vouches_only_for_what_a_value_holds() {
+        for plain in [r#"{}"#, r#""a\"b\\c\u00e9\n""#, r#"[1,-22,123456789012345678,true,null,{"k":[]}]"#, r#"{"a":{"b":"}]"}}"#] {
+            assert!(plainly_valid(plain), "{plain}");
+        }
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        for unjudged in ["1.5", "1e3", "1234567890123456789", "-1234567890123456789", r#""\ud83d\ude00""#, r#""\uDFFF""#, r#"{"a":[0.1]}"#, &deep] {
+            assert!(!plainly_valid(unjudged), "{unjudged}");
+        }
     }
 
     #[test]

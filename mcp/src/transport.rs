@@ -30,7 +30,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use crate::auth;
 use crate::error::{HttpError, StoreFailure};
 use crate::modern;
-use crate::rpc::{self, Incoming, RpcError};
+use crate::rpc::{self, Incoming, Meta, MetaValue, Params, RpcError};
 use crate::state::McpState;
 use crate::tools;
 use crate::urls::PublicUrls;
@@ -144,10 +144,10 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
     log.request(&id, &method);
     let body = match method.as_str() {
         "initialize" => {
-            traced(info_span!("initialize", mcp.method.name = "initialize"), meta(params.as_ref())).in_scope(|| initialize(id, params.as_ref())).into_bytes()
+            traced(info_span!("initialize", mcp.method.name = "initialize"), &params.meta).in_scope(|| initialize(id, params.object.as_ref())).into_bytes()
         }
-        "ping" => traced(info_span!("ping", mcp.method.name = "ping"), meta(params.as_ref())).in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
-        "tools/list" => traced(info_span!("tools/list", mcp.method.name = "tools/list"), meta(params.as_ref())).in_scope(|| {
+        "ping" => traced(info_span!("ping", mcp.method.name = "ping"), &params.meta).in_scope(|| rpc::respond(id, EmptyObject {})).into_bytes(),
+        "tools/list" => traced(info_span!("tools/list", mcp.method.name = "tools/list"), &params.meta).in_scope(|| {
             let catalog = &state.inner.catalog;
             let list = if rpc::structured(version) { &catalog.list_with_output_schema } else { &catalog.list_without_output_schema };
             rpc::respond_raw(&id, list).into_bytes()
@@ -158,7 +158,7 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
         },
         other => {
             let error = RpcError::MethodNotFound(other.to_string());
-            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), meta(params.as_ref()))
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), &params.meta)
                 .in_scope(|| log.error_response(StatusCode::OK, Some(id), &error));
         }
     };
@@ -178,16 +178,16 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
         Err((id, error)) => return log.error_response(error.modern_status(), id, &error),
     };
     log.request(&id, &method);
-    if let Err(error) = modern::check(headers, requested, &method, params.as_ref()) {
+    if let Err(error) = modern::check(headers, requested, &method, &params) {
         return log.error_response(error.modern_status(), Some(id), &error);
     }
     let body = match method.as_str() {
-        "server/discover" => traced(info_span!("server/discover", mcp.method.name = "server/discover"), meta(params.as_ref()))
+        "server/discover" => traced(info_span!("server/discover", mcp.method.name = "server/discover"), &params.meta)
             .in_scope(|| rpc::respond_raw(&id, modern::discover_result(INSTRUCTIONS)).into_bytes()),
         "tools/list" => {
-            let span = traced(info_span!("tools/list", mcp.method.name = "tools/list"), meta(params.as_ref()));
+            let span = traced(info_span!("tools/list", mcp.method.name = "tools/list"), &params.meta);
             // The list is one page, so no cursor is one this server gave.
-            if params.as_ref().and_then(|params| params.get("cursor")).is_some_and(|cursor| !cursor.is_null()) {
+            if params.object.as_ref().and_then(|object| object.get("cursor")).is_some_and(|cursor| !cursor.is_null()) {
                 let error = RpcError::InvalidParams("invalid cursor: tools/list has a single page".into());
                 return span.in_scope(|| log.error_response(error.modern_status(), Some(id), &error));
             }
@@ -199,7 +199,7 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
         },
         other => {
             let error = RpcError::MethodNotFound(other.to_string());
-            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), meta(params.as_ref()))
+            return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), &params.meta)
                 .in_scope(|| log.error_response(error.modern_status(), Some(id), &error));
         }
     };
@@ -231,26 +231,17 @@ async fn call_tool(
     structured: bool,
     extra: &str,
     id: &RequestId,
-    params: Option<Value>,
+    params: Params<'_>,
     log: &mut RequestLog,
 ) -> Result<Vec<u8>, RpcError> {
-    // `_meta` is taken out of the params (moved, not copied) for the span, and the rest
-    // is read by moving its values into rmcp's type rather than copying them: `_meta`
-    // is all of the difference of a 2026-07-28 call, so it is read once. rmcp's own rule
-    // for it, an object or null, is kept.
-    let (meta, call) = match params {
-        Some(Value::Object(mut members)) => {
-            let meta = members.remove("_meta");
-            let read = match &meta {
-                None | Some(Value::Null | Value::Object(_)) => CallToolRequestParams::deserialize(Value::Object(members)).ok(),
-                Some(_) => None,
-            };
-            (meta, read)
+    // `_meta` was read apart from the params (`rpc::Meta`), so the rest moves into
+    // rmcp's type rather than being copied; rmcp's own rule for `_meta`, an object or
+    // null, is kept.
+    let meta = &params.meta;
+    let call = match (params.object, &meta.value) {
+        (Some(Value::Object(members)), MetaValue::Absent | MetaValue::Null | MetaValue::Object) => {
+            CallToolRequestParams::deserialize(Value::Object(members)).ok()
         }
-        _ => (None, None),
-    };
-    let meta = match &meta {
-        Some(Value::Object(meta)) => Some(meta),
         _ => None,
     };
     let refused = |message: String| {
@@ -308,12 +299,8 @@ async fn call_tool(
 /// client's context for this message, where the header's is the HTTP hop's (a proxy's
 /// or an HTTP library's). The HTTP span stays in the header's trace and is linked. Read
 /// only when spans are recorded; a malformed value is ignored.
-fn traced(span: Span, meta: Option<&serde_json::Map<String, Value>>) -> Span {
-    if span.is_disabled() {
-        return span;
-    }
-    let Some(meta) = meta else { return span };
-    if !meta.contains_key("traceparent") {
+fn traced(span: Span, meta: &Meta) -> Span {
+    if span.is_disabled() || meta.value != MetaValue::Object || meta.traceparent == MetaValue::Absent {
         return span;
     }
     let parent = opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&MetaExtractor(meta)));
@@ -327,20 +314,24 @@ fn traced(span: Span, meta: Option<&serde_json::Map<String, Value>>) -> Span {
     span
 }
 
-/// A request's `params._meta`, when it is an object.
-fn meta(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
-    params.and_then(|params| params.get("_meta")).and_then(Value::as_object)
-}
-
-struct MetaExtractor<'a>(&'a serde_json::Map<String, Value>);
+/// The trace context of a request's `_meta`: its `traceparent` and `tracestate` when
+/// they are strings.
+struct MetaExtractor<'a>(&'a Meta<'a>);
 
 impl Extractor for MetaExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(Value::as_str)
+        match key {
+            "traceparent" => self.0.traceparent.text(),
+            "tracestate" => self.0.tracestate.text(),
+            _ => None,
+        }
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
+        [("traceparent", &self.0.traceparent), ("tracestate", &self.0.tracestate)]
+            .into_iter()
+            .filter_map(|(key, value)| (*value != MetaValue::Absent).then_some(key))
+            .collect()
     }
 }
 

@@ -402,3 +402,53 @@ async fn a_required_argument_of_another_type_is_named_a_wrong_type_in_both_eras(
         assert_eq!(missing["error"]["message"], format!("missing required argument: {argument} (a non-empty string)"));
     }
 }
+
+// `_meta`'s members the server does not read (clientInfo, a client's own) are still JSON
+// read by a `Value`'s rules, in both eras: a number out of an f64's range, a lone
+// surrogate, nesting past serde_json's limit of 127 make the body unreadable (-32700,
+// id null); what a `Value` holds (long numbers in range, paired surrogates, escapes,
+// nesting up to the limit) is accepted and changes nothing.
+#[tokio::test]
+async fn meta_members_not_read_are_still_checked_as_json() {
+    let world = World::new().await;
+    let call = |client_info: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get_meeting","arguments":{{"meeting_id":"mtg_budget"}},"_meta":{{"{VERSION_KEY}":"{MODERN}","{CAPABILITIES_KEY}":{{}},"io.modelcontextprotocol/clientInfo":{client_info}}}}}}}"#
+        )
+    };
+    // The message, params and _meta are three levels: 124 more reach serde_json's limit.
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let handshake_era = [("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "get_meeting")];
+    let refused = [
+        r#"{"build":1e400}"#.to_string(),
+        r#"{"n":-1e400}"#.to_string(),
+        r#"[123456789012345678901234567890e300]"#.to_string(),
+        r#"{"name":"\ud800"}"#.to_string(),
+        r#"{"name":"\udc00\ud800"}"#.to_string(),
+        r#"{"name":"\ud800\u0041"}"#.to_string(),
+        nested(125),
+    ];
+    for client_info in &refused {
+        let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), &headers("tools/call", Some("get_meeting"))).await;
+        assert_error(&reply, StatusCode::BAD_REQUEST, -32700, Value::Null);
+        let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), &handshake_era).await;
+        assert_error(&reply, StatusCode::OK, -32700, Value::Null);
+    }
+    let accepted = [
+        r#"{"name":"t","version":"1"}"#.to_string(),
+        r#"{"build":1e300,"n":-12345678901234567890123,"f":0.5e-400}"#.to_string(),
+        r#"{"name":"\ud83d\ude00 \"q\" \u00e9 \\"}"#.to_string(),
+        r#"[1,-2,3.5,true,false,null,{"a":[{}]}]"#.to_string(),
+        r#""plain""#.to_string(),
+        nested(124),
+    ];
+    for client_info in &accepted {
+        for sent_headers in [&headers("tools/call", Some("get_meeting"))[..], &handshake_era[..]] {
+            let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), sent_headers).await;
+            assert_eq!(reply.status, StatusCode::OK, "{client_info}: {}", reply.body);
+            let body = reply.json();
+            assert_eq!(body["result"]["isError"], false, "{client_info}: {body}");
+            assert_eq!(body["result"]["structuredContent"]["id"], "mtg_budget", "{client_info}: {body}");
+        }
+    }
+}
