@@ -7,8 +7,6 @@
 use std::time::Duration;
 
 use recap_access::{AuthError, TokenCache};
-use recap_readmodel::table::{Table, Val};
-use recap_readmodel::{Driver, Mutation, Row, ScanRange, StoreError};
 use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Envelope;
 use recap_testkit::world::{Door, InProcess, Settings, World};
@@ -82,53 +80,21 @@ async fn a_token_created_after_a_refusal_works_at_once() {
     assert_eq!(cache.authenticate(world.readmodel(Door::Rest), fresh).await.unwrap().token_id, "tok2");
 }
 
-/// A store other processes write (no change counts) whose point reads take a while, as a
-/// network store's do: lookups of one token overlap.
-struct SlowPointReads(recap_testkit::faulty::FaultyDriver);
-
-#[async_trait::async_trait]
-impl Driver for SlowPointReads {
-    async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        self.0.get(table, partition, clustering).await
-    }
-
-    async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
-        self.0.scan(table, partition, range, limit).await
-    }
-
-    async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
-        self.0.write(mutations).await
-    }
-
-    async fn insert_if_absent(
-        &self,
-        table: &'static Table,
-        partition: &[Val],
-        clustering: &[Val],
-        body: &str,
-        expires_at: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        self.0.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.0.ping().await
-    }
-}
-
 #[tokio::test]
 async fn requests_in_flight_for_a_token_share_one_lookup_instead_of_each_reading_the_rows() {
     // 32 requests at once for a token whose kept lookup has aged out (or was never
     // made), as 32 keep-alive connections send when a lookup expires under load: one
     // lookup reads the token and the account, the rest wait for it.
+    // A store other processes write (no change counts), whose point reads take a
+    // network round trip, so that the lookups overlap.
     let world = InProcess::builder(Settings::default()).embedded().start().await;
     apply(&world, EVENTS.account("acc").plan("flow", None, EVENTS.minute(0))).await;
     apply(&world, EVENTS.token_created("acc", "tok", recap_access::token_sha256(TOKEN)).name("script")).await;
-    let readmodel = recap_readmodel::ReadModel::new(std::sync::Arc::new(SlowPointReads(world.store().clone())));
+    world.store().slow_gets(Duration::from_millis(20));
+    let readmodel = world.readmodel(Door::Rest);
     let cache = TokenCache::new(Duration::from_millis(200));
     for round in 0..2 {
-        let callers = futures::future::join_all((0..32).map(|_| cache.authenticate(&readmodel, TOKEN))).await;
+        let callers = futures::future::join_all((0..32).map(|_| cache.authenticate(readmodel, TOKEN))).await;
         for caller in callers {
             assert_eq!(caller.expect("the token is known").token_id, "tok", "round {round}");
         }
@@ -140,9 +106,9 @@ async fn requests_in_flight_for_a_token_share_one_lookup_instead_of_each_reading
     // Refusals are shared by the requests in flight, and not kept: a token created after
     // them works at once.
     let fresh = "svc_pat_created_after_a_shared_refusal_0";
-    let refused = futures::future::join_all((0..32).map(|_| cache.authenticate(&readmodel, fresh))).await;
+    let refused = futures::future::join_all((0..32).map(|_| cache.authenticate(readmodel, fresh))).await;
     assert!(refused.iter().all(|result| *result == Err(AuthError::Unauthorized)), "{refused:?}");
     assert_eq!(reads(&world), 1, "one token read for the 32 refusals");
     apply(&world, EVENTS.token_created("acc", "tok2", recap_access::token_sha256(fresh)).name("script")).await;
-    assert_eq!(cache.authenticate(&readmodel, fresh).await.expect("the new token is known").token_id, "tok2");
+    assert_eq!(cache.authenticate(readmodel, fresh).await.expect("the new token is known").token_id, "tok2");
 }

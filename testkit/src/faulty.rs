@@ -46,6 +46,8 @@ struct Faults {
     unavailable: Scope,
     stalled: Scope,
     corrupt_scans: Scope,
+    /// How long every point read waits before it is made.
+    slow_gets: Option<Duration>,
 }
 
 /// What every handle on one wrapped store shares: the store, its faults, its counts,
@@ -127,10 +129,18 @@ impl Shared {
         if !self.troubled.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let (stalled, unavailable, corrupt) = {
+        let (stalled, unavailable, corrupt, slow) = {
             let faults = lock(&self.faults);
-            (faults.stalled.covers(tables), faults.unavailable.covers(tables), call == Call::Scan && faults.corrupt_scans.covers(tables))
+            (
+                faults.stalled.covers(tables),
+                faults.unavailable.covers(tables),
+                call == Call::Scan && faults.corrupt_scans.covers(tables),
+                faults.slow_gets.filter(|_| call == Call::Get),
+            )
         };
+        if let Some(delay) = slow {
+            tokio::time::sleep(delay).await;
+        }
         if stalled {
             tokio::time::sleep(STALL).await;
         }
@@ -263,7 +273,7 @@ impl FaultyDriver {
     fn set_faults(&self, change: impl FnOnce(&mut Faults)) {
         let mut faults = lock(&self.shared.faults);
         change(&mut faults);
-        let troubled = !(faults.unavailable.is_empty() && faults.stalled.is_empty() && faults.corrupt_scans.is_empty());
+        let troubled = !(faults.unavailable.is_empty() && faults.stalled.is_empty() && faults.corrupt_scans.is_empty() && faults.slow_gets.is_none());
         self.shared.troubled.store(troubled, Ordering::SeqCst);
     }
 
@@ -301,6 +311,12 @@ impl FaultyDriver {
         self.set_faults(|faults| {
             faults.stalled.tables.insert(table);
         });
+    }
+
+    /// Every point read waits `delay` before it is made, as a network store's take a
+    /// round trip: lookups made at once then overlap.
+    pub fn slow_gets(&self, delay: Duration) {
+        self.set_faults(|faults| faults.slow_gets = Some(delay));
     }
 
     /// Every scan (of any kind) reports stored data that does not decode; point reads
