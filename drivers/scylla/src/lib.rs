@@ -484,6 +484,21 @@ impl ScyllaDriver {
         .await
     }
 
+    /// The rows of a get (`get`, `get_body`): the partition and at most the table's
+    /// clustering columns bound, borrowed.
+    async fn point_read(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        write_time: bool,
+    ) -> Result<scylla::response::query_result::QueryRowsResult, StoreError> {
+        let statement = self.get_statement(table, clustering.len(), write_time).await?;
+        let values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().chain(clustering.iter().take(table.clustering.len())).map(bound_value).collect();
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        result.into_rows_result().map_err(corrupt)
+    }
+
     /// `SELECT <clustering columns>, body, expires_at[, writetime(body)] ... WHERE
     /// <partition columns> = ?`: the write time only for reads that return it.
     fn select(&self, table: &Table, write_time: bool) -> String {
@@ -589,10 +604,7 @@ impl Access {
 #[async_trait]
 impl Driver for ScyllaDriver {
     async fn get(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<Row>, StoreError> {
-        let statement = self.get_statement(table, clustering.len(), true).await?;
-        let values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().chain(clustering.iter().take(table.clustering.len())).map(bound_value).collect();
-        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
-        let rows = result.into_rows_result().map_err(corrupt)?;
+        let rows = self.point_read(table, partition, clustering, true).await?;
         let now = now_micros();
         let first = rows.maybe_first_row::<CqlRow>().map_err(corrupt)?;
         match first {
@@ -603,10 +615,7 @@ impl Driver for ScyllaDriver {
 
     /// As `get`, without the body's write time, and the body copied once from the frame.
     async fn get_body(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
-        let statement = self.get_statement(table, clustering.len(), false).await?;
-        let values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().chain(clustering.iter().take(table.clustering.len())).map(bound_value).collect();
-        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
-        let rows = result.into_rows_result().map_err(corrupt)?;
+        let rows = self.point_read(table, partition, clustering, false).await?;
         let now = now_micros();
         let Some(mut columns) = rows.maybe_first_row::<ColumnIterator>().map_err(corrupt)? else {
             return Ok(None);
