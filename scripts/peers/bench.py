@@ -46,6 +46,7 @@ ENGINES_ENV = os.path.expanduser("~/.cache/recap/engines/env")
 # left_by_gone_runs): what a killed run leaves, the next `make up` deletes.
 RUN_ID = f"bench{os.getpid()}_peers"
 DISTRIBUTED = "recap-dist"
+FLOOR = "floor"
 children = []
 
 
@@ -122,13 +123,14 @@ def spawn(command, log_file, env=None, cwd=None):
     return process
 
 
-def get(base, path, token):
+def get(base, path, token, with_headers=False):
     request = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
+            answer = response.status, response.read(), response.getheaders()
     except urllib.error.HTTPError as refused:
-        return refused.code, refused.read()
+        answer = refused.code, refused.read(), list(refused.headers.items())
+    return answer if with_headers else answer[:2]
 
 
 def wait_for(base, path, token, what, seconds=600):
@@ -167,6 +169,20 @@ def cpu_by_pid(pids):
         except OSError:
             pass
     return seconds
+
+
+def user_system(pids):
+    """utime and stime of the processes, summed, in seconds: the time in the process's own
+    code and in the kernel for it."""
+    user = system = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            user, system = user + int(fields[11]) / CLK_TCK, system + int(fields[12]) / CLK_TCK
+        except OSError:
+            pass
+    return user, system
 
 
 def cpu_seconds(pids):
@@ -679,6 +695,24 @@ def main():
             ("detail, 1k account", f"/v1/meetings/{small['prefix']}000500", small["token"]),
             ("detail, 100k account", f"/v1/meetings/{large['prefix']}050000", large["token"]),
         ]
+        # The floor: recap's answers to these requests, recorded and served by axum alone
+        # (peers/axum-postgres/src/bin/floor.rs), so what is left of a request's cost is
+        # answering its bytes over HTTP.
+        recorded = []
+        for _, path, token in routes:
+            status, body, headers = get(services["recap"]["base"], path, token, with_headers=True)
+            recorded.append({"path": path, "authorization": f"Bearer {token}", "status": status, "headers": headers, "body": body.decode()})
+        with open(os.path.join(work, "floor.json"), "w") as out:
+            json.dump(recorded, out)
+        (floor_port,) = free_ports(1)
+        spawn([os.path.join(TARGET, "floor")], os.path.join(work, "floor.log"),
+              env={"FLOOR_RESPONSES": os.path.join(work, "floor.json"), "LISTEN": f"127.0.0.1:{floor_port}"})
+        floor_pid = children[-1].pid
+        services[FLOOR] = {"base": f"http://127.0.0.1:{floor_port}", "pid": floor_pid, "parts": lambda: {"service": [floor_pid]}}
+        wait_for(services[FLOOR]["base"], routes[0][1], routes[0][2], FLOOR, 30)
+        for (_, path, token), each in zip(routes, recorded):
+            if get(services[FLOOR]["base"], path, token)[1] != each["body"].encode():
+                raise SystemExit(f"the floor does not answer {each['path']} with recap's bytes")
         names = list(services)
         # Warm every route on every service (connections, prepared statements, caches).
         for _, path, token in routes:
@@ -703,22 +737,26 @@ def main():
                     with pinned(name):
                         parts = service["parts"]()
                         before, started_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
+                        split_before = user_system(parts["service"])
                         rate, requests = wrk(service["base"] + path, token, SECONDS)
+                        split_after = user_system(parts["service"])
                         after, ended_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
                     used = {part: cpu_between(before[part], after[part]) for part in parts}
                     share = sum(used.values()) / (ended_at - started_at)
-                    samples[name].append((rate, {part: seconds / requests * 1e6 for part, seconds in used.items()}, share))
+                    split = tuple((later - earlier) / requests * 1e6 for earlier, later in zip(split_before, split_after))
+                    samples[name].append((rate, {part: seconds / requests * 1e6 for part, seconds in used.items()}, share, split))
             results[label] = {
                 name: (statistics.median(sample[0] for sample in samples[name]),
                        {part: statistics.median(sample[1][part] for sample in samples[name]) for part in samples[name][0][1]},
-                       statistics.median(sample[2] for sample in samples[name]))
+                       statistics.median(sample[2] for sample in samples[name]),
+                       tuple(statistics.median(sample[3][index] for sample in samples[name]) for index in range(2)))
                 for name in names
             }
         print(f"  {'route':<22} {'service':<11} {'req/s':>7} {'core used':>9} {'CPU µs/req: service':>20} {'postgres':>9} {'cassandra':>9} {'redis':>6} {'total':>7}"
               f" {'req/CPU-s':>10}   {'recap ÷ this: req/s':>19} {'req/CPU-s':>9}")
         for label, by_service in results.items():
             recap_rate, recap_us = by_service["recap"][0], sum(by_service["recap"][1].values())
-            for name, (rate, parts, share) in by_service.items():
+            for name, (rate, parts, share, _) in by_service.items():
                 total = sum(parts.values())
                 shown = {part: f"{parts[part]:.1f}" if part in parts else "-" for part in parts_order}
                 print(f"  {label:<22} {name:<11} {rate:>7.0f} {share * 100:>8.0f}% {shown['service']:>20} {shown['postgres']:>9} {shown['cassandra']:>9} {shown['redis']:>6}"
@@ -728,6 +766,10 @@ def main():
         if distributed:
             print(f"  {DISTRIBUTED}: recap query-api, Cassandra (standing in for ScyllaDB, 1 GiB heap, a node shared with other users of the machine) and Redis"
                   f" all held to core {SERVER_CORE} during its rounds; Cassandra's and Redis's CPU counts whatever else they did meanwhile")
+        print("\nthe service's own CPU per request split (utime / stime, µs): in its code and libraries, and in the kernel for it (its sockets,"
+              " and on loopback the delivery of each answer to the client's socket)")
+        for label, by_service in results.items():
+            print(f"  {label:<22} " + "   ".join(f"{name} {split[0]:.1f} / {split[1]:.1f}" for name, (_, _, _, split) in by_service.items()))
 
         if distributed:
             print(f"\nwhere {DISTRIBUTED}'s CPU goes, one more {SECONDS} s round of each 100k-account route: µs per request by process and thread group")
@@ -767,11 +809,11 @@ def main():
         print(f"\nlatency, open loop ({LATENCY_SECONDS} s, 64 connections, each request timed from its scheduled instant), at fixed offered rates:")
         print("half of each service's maximum above, offered to every service that reaches twice that rate")
         for label, path, token in [routes[1], routes[3]]:
-            maxima = {name: results[label][name][0] for name in names}
+            maxima = {name: results[label][name][0] for name in names if name != FLOOR}
             rates = sorted({round(maximum / 2) for maximum in maxima.values()})
             for rate in rates:
                 for name in names:
-                    if rate > maxima[name] / 2 * 1.01:
+                    if name == FLOOR or rate > maxima[name] / 2 * 1.01:
                         continue
                     with pinned(name):
                         latency = open_loop(services[name]["base"], path, token, rate, LATENCY_SECONDS)
@@ -780,7 +822,7 @@ def main():
                           f"{lost}{', ' + str(latency['non_200']) + ' not 200' if latency['non_200'] else ''}")
 
         pg_pss = sum(memory_mib(pid, proportional=True) for pid in postgres_pids())
-        print("\nmemory after the load: " + ", ".join(f"{name} {memory_mib(services[name]['pid']):.0f} MiB RSS" for name in names)
+        print("\nmemory after the load: " + ", ".join(f"{name} {memory_mib(services[name]['pid']):.0f} MiB RSS" for name in names if name != FLOOR)
               + f"; PostgreSQL (postmaster and backends) {pg_pss:.0f} MiB PSS (shared_buffers 512 MB, the data loaded in it);"
               " recap's RSS counts the pages of its memory-mapped store it touched")
         if distributed:
@@ -797,6 +839,11 @@ def main():
         (list_cpu, list_rate), (detail_cpu, detail_rate) = ratios("recap", "axum+pg")
         print(f"\nrecap ÷ axum+pg, 100k account: requests per CPU-second {list_cpu:.1f}× (list), {detail_cpu:.1f}× (detail) (target ≥ 10×);"
               f" requests/s on the shared core {list_rate:.1f}× / {detail_rate:.1f}×")
+        (list_cpu, list_rate), (detail_cpu, detail_rate) = ratios(FLOOR, "axum+pg")
+        (list_share, _), (detail_share, _) = ratios("recap", FLOOR)
+        print(f"{FLOOR} ÷ axum+pg, 100k account: requests per CPU-second {list_cpu:.1f}× (list), {detail_cpu:.1f}× (detail): the most a service on hyper's"
+              f" HTTP/1 loop answering these bytes could reach against the peer here; recap does {list_share * 100:.0f}% / {detail_share * 100:.0f}% of the floor's requests"
+              " per CPU-second")
         if distributed:
             (list_cpu, list_rate), (detail_cpu, detail_rate) = ratios(DISTRIBUTED, "axum+pg")
             print(f"{DISTRIBUTED} ÷ axum+pg, 100k account: requests per CPU-second {list_cpu:.2f}× (list), {detail_cpu:.2f}× (detail) (target > 1×);"
