@@ -1,7 +1,9 @@
 """recap's two editions side by side with the read APIs one would otherwise write over
 PostgreSQL 15 (peers/axum-postgres, peers/fastapi), on the same data and the same load.
 Run by scripts/peers/bench.sh (which prepares everything first); docs/performance.md
-("Side by side with a Postgres read API") says what it measures and how.
+("Side by side with a Postgres read API") says what it measures and how. A floor is
+measured beside them: recap's recorded answers served by hyper's HTTP/1 loop and nothing
+else (peers/axum-postgres/src/bin/floor.rs), what answering those bytes costs here.
 
 Placement: each service runs on SERVER_CORE with its database (recap's LMDB is in its
 process; PostgreSQL's postmaster and backends are pinned to the same core; the
@@ -158,31 +160,29 @@ def wait_idle(pid, what, seconds=300):
     raise SystemExit(f"{what} stayed busy for {seconds} s")
 
 
-def cpu_by_pid(pids):
-    """utime + stime of each process still there, in seconds."""
+def user_system_by_pid(pids):
+    """utime and stime of each process still there, in seconds: the time in the process's
+    own code and in the kernel for it."""
     seconds = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            seconds[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+            seconds[pid] = (int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK)
         except OSError:
             pass
     return seconds
 
 
+def cpu_by_pid(pids):
+    """utime + stime of each process still there, in seconds."""
+    return {pid: user + system for pid, (user, system) in user_system_by_pid(pids).items()}
+
+
 def user_system(pids):
-    """utime and stime of the processes, summed, in seconds: the time in the process's own
-    code and in the kernel for it."""
-    user = system = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            user, system = user + int(fields[11]) / CLK_TCK, system + int(fields[12]) / CLK_TCK
-        except OSError:
-            pass
-    return user, system
+    """utime and stime of the processes, each summed over them."""
+    times = user_system_by_pid(pids).values()
+    return sum(user for user, _ in times), sum(system for _, system in times)
 
 
 def cpu_seconds(pids):
@@ -695,9 +695,9 @@ def main():
             ("detail, 1k account", f"/v1/meetings/{small['prefix']}000500", small["token"]),
             ("detail, 100k account", f"/v1/meetings/{large['prefix']}050000", large["token"]),
         ]
-        # The floor: recap's answers to these requests, recorded and served by axum alone
-        # (peers/axum-postgres/src/bin/floor.rs), so what is left of a request's cost is
-        # answering its bytes over HTTP.
+        # The floor: recap's answers to these requests, recorded and served by hyper's
+        # HTTP/1 loop alone (peers/axum-postgres/src/bin/floor.rs), so what is left of a
+        # request's cost is answering its bytes over HTTP.
         recorded = []
         for _, path, token in routes:
             status, body, headers = get(services["recap"]["base"], path, token, with_headers=True)
