@@ -179,21 +179,16 @@ def cpu_by_pid(pids):
     return {pid: user + system for pid, (user, system) in user_system_by_pid(pids).items()}
 
 
-def user_system(pids):
-    """utime and stime of the processes, each summed over them."""
-    times = user_system_by_pid(pids).values()
-    return sum(user for user, _ in times), sum(system for _, system in times)
-
-
 def cpu_seconds(pids):
     return sum(cpu_by_pid(pids).values())
 
 
-def cpu_between(before, after):
-    """CPU time used between two readings by the processes present at both (a process
-    that exited meanwhile, such as an autovacuum worker, is left out rather than counted
-    negative)."""
-    return sum(after[pid] - before[pid] for pid in after if pid in before)
+def user_system_between(before, after):
+    """utime and stime used between two readings of user_system_by_pid, summed over the
+    processes present at both (a process that exited meanwhile, such as an autovacuum
+    worker, is left out rather than counted negative)."""
+    both = [pid for pid in after if pid in before]
+    return (sum(after[pid][0] - before[pid][0] for pid in both), sum(after[pid][1] - before[pid][1] for pid in both))
 
 
 def memory_mib(pid, proportional=False):
@@ -714,6 +709,8 @@ def main():
             if get(services[FLOOR]["base"], path, token)[1] != each["body"].encode():
                 raise SystemExit(f"the floor does not answer {each['path']} with recap's bytes")
         names = list(services)
+        # The read APIs: every name but the floor, which is only timed for throughput.
+        serving = [name for name in names if name != FLOOR]
         # Warm every route on every service (connections, prepared statements, caches).
         for _, path, token in routes:
             for name in names:
@@ -736,14 +733,13 @@ def main():
                     service = services[name]
                     with pinned(name):
                         parts = service["parts"]()
-                        before, started_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
-                        split_before = user_system(parts["service"])
+                        before, started_at = {part: user_system_by_pid(pids) for part, pids in parts.items()}, time.time()
                         rate, requests = wrk(service["base"] + path, token, SECONDS)
-                        split_after = user_system(parts["service"])
-                        after, ended_at = {part: cpu_by_pid(pids) for part, pids in parts.items()}, time.time()
-                    used = {part: cpu_between(before[part], after[part]) for part in parts}
+                        after, ended_at = {part: user_system_by_pid(pids) for part, pids in parts.items()}, time.time()
+                    split_by_part = {part: user_system_between(before[part], after[part]) for part in parts}
+                    used = {part: sum(split) for part, split in split_by_part.items()}
                     share = sum(used.values()) / (ended_at - started_at)
-                    split = tuple((later - earlier) / requests * 1e6 for earlier, later in zip(split_before, split_after))
+                    split = tuple(seconds / requests * 1e6 for seconds in split_by_part["service"])
                     samples[name].append((rate, {part: seconds / requests * 1e6 for part, seconds in used.items()}, share, split))
             results[label] = {
                 name: (statistics.median(sample[0] for sample in samples[name]),
@@ -809,11 +805,11 @@ def main():
         print(f"\nlatency, open loop ({LATENCY_SECONDS} s, 64 connections, each request timed from its scheduled instant), at fixed offered rates:")
         print("half of each service's maximum above, offered to every service that reaches twice that rate")
         for label, path, token in [routes[1], routes[3]]:
-            maxima = {name: results[label][name][0] for name in names if name != FLOOR}
+            maxima = {name: results[label][name][0] for name in serving}
             rates = sorted({round(maximum / 2) for maximum in maxima.values()})
             for rate in rates:
-                for name in names:
-                    if name == FLOOR or rate > maxima[name] / 2 * 1.01:
+                for name in serving:
+                    if rate > maxima[name] / 2 * 1.01:
                         continue
                     with pinned(name):
                         latency = open_loop(services[name]["base"], path, token, rate, LATENCY_SECONDS)
@@ -822,7 +818,7 @@ def main():
                           f"{lost}{', ' + str(latency['non_200']) + ' not 200' if latency['non_200'] else ''}")
 
         pg_pss = sum(memory_mib(pid, proportional=True) for pid in postgres_pids())
-        print("\nmemory after the load: " + ", ".join(f"{name} {memory_mib(services[name]['pid']):.0f} MiB RSS" for name in names if name != FLOOR)
+        print("\nmemory after the load: " + ", ".join(f"{name} {memory_mib(services[name]['pid']):.0f} MiB RSS" for name in serving)
               + f"; PostgreSQL (postmaster and backends) {pg_pss:.0f} MiB PSS (shared_buffers 512 MB, the data loaded in it);"
               " recap's RSS counts the pages of its memory-mapped store it touched")
         if distributed:

@@ -39,36 +39,35 @@ struct Answer {
     body: Bytes,
 }
 
-fn key(authorization: &[u8], path: &str) -> Vec<u8> {
-    [authorization, b" ", path.as_bytes()].concat()
-}
+/// The answers by path, then by `Authorization` header: looked up with the request's own
+/// bytes, nothing made per request.
+type Answers = HashMap<String, HashMap<Vec<u8>, Answer>>;
 
-fn load(path: &str) -> HashMap<Vec<u8>, Answer> {
+fn load(path: &str) -> Answers {
     let text = std::fs::read(path).unwrap_or_else(|error| panic!("FLOOR_RESPONSES {path}: {error}"));
     let recorded: Vec<Recorded> = serde_json::from_slice(&text).expect("FLOOR_RESPONSES: a list of recorded responses");
-    recorded
-        .into_iter()
-        .map(|each| {
-            let mut headers = HeaderMap::new();
-            for (name, value) in each.headers {
-                // hyper writes these itself, and the connection's are the recording
-                // client's (which closed its connection after each answer).
-                if ["content-length", "date", "connection", "keep-alive", "transfer-encoding"].iter().any(|own| name.eq_ignore_ascii_case(own)) {
-                    continue;
-                }
-                headers.append(HeaderName::from_bytes(name.as_bytes()).expect("header name"), HeaderValue::from_str(&value).expect("header value"));
+    let mut answers = Answers::new();
+    for each in recorded {
+        let mut headers = HeaderMap::new();
+        for (name, value) in each.headers {
+            // hyper writes these itself, and the connection's are the recording
+            // client's (which closed its connection after each answer).
+            if ["content-length", "date", "connection", "keep-alive", "transfer-encoding"].iter().any(|own| name.eq_ignore_ascii_case(own)) {
+                continue;
             }
-            let answer = Answer { status: StatusCode::from_u16(each.status).expect("status"), headers, body: Bytes::from(each.body) };
-            (key(each.authorization.as_bytes(), &each.path), answer)
-        })
-        .collect()
+            headers.append(HeaderName::from_bytes(name.as_bytes()).expect("header name"), HeaderValue::from_str(&value).expect("header value"));
+        }
+        let answer = Answer { status: StatusCode::from_u16(each.status).expect("status"), headers, body: Bytes::from(each.body) };
+        answers.entry(each.path).or_default().insert(each.authorization.into_bytes(), answer);
+    }
+    answers
 }
 
-fn answer(answers: &HashMap<Vec<u8>, Answer>, request: &Request<hyper::body::Incoming>) -> Response<Body> {
+fn answer(answers: &Answers, request: &Request<hyper::body::Incoming>) -> Response<Body> {
     let authorization = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
     let path = request.uri().path_and_query().map(|path| path.as_str()).unwrap_or("/");
     let mut response = Response::new(Body::empty());
-    match answers.get(&key(authorization, path)) {
+    match answers.get(path).and_then(|by_authorization| by_authorization.get(authorization)) {
         Some(answer) => {
             *response.body_mut() = Body::from(answer.body.clone());
             *response.status_mut() = answer.status;
