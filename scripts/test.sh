@@ -22,8 +22,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
 mkdir -p "$target"
-log="$target/test.log"
-: > "$log"
+# The run's own log, which the closing summary reads: the target directory is shared
+# by every clone (the Makefile's default), so a log there could take lines from a run
+# of another clone. A copy is left at $target/test.log.
+log=$(mktemp "${TMPDIR:-/tmp}/recap-test.XXXXXX")
+trap 'cp "$log" "$target/test.log" 2>/dev/null; rm -f "$log"' EXIT
 status=0
 run() {
   echo "== $*" | tee -a "$log"

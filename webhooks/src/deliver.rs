@@ -60,7 +60,7 @@ use tracing::Instrument;
 use crate::client::{SafeClient, SendError};
 use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
-use crate::recorder::Recorder;
+use crate::recorder::{Linger, Recorder};
 use crate::schedule::{Clock, RetrySchedule};
 pub use crate::shards::Shards;
 
@@ -92,6 +92,9 @@ pub struct DelivererConfig {
     /// (see [`Shards`]).
     pub sweep: Duration,
     pub schedule: RetrySchedule,
+    /// How long the recorder's group of attempt records waits for more attempts to end
+    /// (see [`crate::recorder`]).
+    pub record_linger: Linger,
 }
 
 impl Default for DelivererConfig {
@@ -108,6 +111,7 @@ impl Default for DelivererConfig {
             queue_interval: Duration::from_secs(5),
             sweep: Duration::from_secs(60),
             schedule: RetrySchedule::default(),
+            record_linger: Linger::default(),
         }
     }
 }
@@ -269,7 +273,9 @@ impl Deliverer {
         config: DelivererConfig,
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
-        let recorder = Recorder::start(store.clone());
+        // A group never waits on more than a quarter of the process's attempt slots.
+        let linger = Linger { hand_ins: config.record_linger.hand_ins.min(config.global / 4).max(1), ..config.record_linger };
+        let recorder = Recorder::start(store.clone(), linger);
         let shared = Shared {
             store,
             recorder,

@@ -13,11 +13,19 @@
 //! new hand-ins. A record whose write failed takes its removal with it: the row stays,
 //! and the delivery is tried again.
 //!
+//! A group that starts with few hand-ins waits a little for more ([`Linger`]): on the
+//! embedded store a write is a commit, whose cost (the B-tree's path pages, the meta
+//! page, the sync) is the same for one attempt as for a hundred, so a busy deliverer
+//! makes several times fewer commits. The wait ends early once the group holds
+//! [`Linger::hand_ins`] hand-ins: each is an attempt holding one of the process's
+//! attempt slots until its record is written, and a group must never hold most of them.
+//!
 //! Endpoint states are handed in keyed by endpoint: of the states of one endpoint that
 //! meet in one write, only the last handed in is written. The deliverer hands them in
 //! under the endpoint's lock, so the last is the newest.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use recap_readmodel::webhooks::WebhookStore;
 use recap_readmodel::{Mutation, StoreError};
@@ -25,6 +33,22 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Rows written at once, at most (a group closes when it has this many).
 const GROUP_ROWS: usize = 4_096;
+
+/// How long a group waits for more hand-ins, and up to how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Linger {
+    /// Counted from the group's first hand-in; zero writes at once.
+    pub wait: Duration,
+    /// The group is written without waiting further once it holds this many.
+    pub hand_ins: usize,
+}
+
+impl Default for Linger {
+    /// Two milliseconds, or 64 hand-ins (a quarter of the default 256 attempt slots).
+    fn default() -> Linger {
+        Linger { wait: Duration::from_millis(2), hand_ins: 64 }
+    }
+}
 
 /// An endpoint: account id and endpoint id.
 pub type EndpointKey = (String, String);
@@ -56,9 +80,9 @@ impl Pending {
 
 impl Recorder {
     /// Starts the writer task on the current runtime.
-    pub fn start(store: WebhookStore) -> Recorder {
+    pub fn start(store: WebhookStore, linger: Linger) -> Recorder {
         let (submissions, received) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, received));
+        tokio::spawn(run(store, linger, received));
         Recorder { submissions }
     }
 
@@ -91,7 +115,7 @@ impl Recorder {
     }
 }
 
-async fn run(store: WebhookStore, mut received: mpsc::UnboundedReceiver<Submission>) {
+async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedReceiver<Submission>) {
     let atomic = store.writes_atomically();
     // Removals whose records are written, for the next group (non-atomic stores).
     let mut removals: Vec<(Mutation, Written)> = Vec::new();
@@ -117,6 +141,19 @@ async fn run(store: WebhookStore, mut received: mpsc::UnboundedReceiver<Submissi
                     group.push(submission);
                 }
                 Err(_) => break,
+            }
+        }
+        if !linger.wait.is_zero() && !group.is_empty() {
+            let until = tokio::time::Instant::now() + linger.wait;
+            while count < GROUP_ROWS && group.len() < linger.hand_ins {
+                match tokio::time::timeout_at(until, received.recv()).await {
+                    Ok(Some(submission)) => {
+                        count += submission.rows.len() + 2;
+                        group.push(submission);
+                    }
+                    // The wait is over, or every sender is gone: write what there is.
+                    Ok(None) | Err(_) => break,
+                }
             }
         }
         let mut rows = Vec::with_capacity(count);
@@ -174,7 +211,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let driver: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
         let store = WebhookStore::new(driver, DEFAULT_RETENTION);
-        let recorder = Recorder::start(store.clone());
+        let recorder = Recorder::start(store.clone(), Linger::default());
         let key = ("acc".to_owned(), "ep".to_owned());
         // One timestamp for all: were they all written, the store would keep the
         // greatest body (the tie rule), the first handed in here.
@@ -190,6 +227,53 @@ mod tests {
             pending.written().await.unwrap();
         }
         assert_eq!(store.endpoint_state("acc", "ep").await.unwrap().last_attempt_at, Some(Timestamp(1_000_000)));
+    }
+
+    fn recording_store() -> (tempfile::TempDir, recap_testkit::FaultyDriver, WebhookStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let embedded: Arc<dyn Driver> = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
+        let faulty = recap_testkit::FaultyDriver::new(embedded);
+        faulty.record_writes();
+        let store = WebhookStore::new(Arc::new(faulty.clone()), DEFAULT_RETENTION);
+        (dir, faulty, store)
+    }
+
+    fn state_row(store: &WebhookStore, endpoint: &str) -> Option<(EndpointKey, Mutation)> {
+        Some((("acc".to_owned(), endpoint.to_owned()), store.endpoint_state_row("acc", endpoint, &EndpointState::default(), 7)))
+    }
+
+    #[tokio::test]
+    async fn a_group_waits_for_attempts_ending_soon_after_its_first_and_commits_them_once() {
+        let (_dir, faulty, store) = recording_store();
+        let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_millis(300), hand_ins: 64 });
+        let first = recorder.submit(vec![], state_row(&store, "ep_1"));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let second = recorder.submit(vec![], state_row(&store, "ep_2"));
+        first.written().await.unwrap();
+        second.written().await.unwrap();
+        assert_eq!(faulty.take_recorded().len(), 1, "both hand-ins in one write");
+
+        // Without a wait, the first is written alone, at once.
+        let recorder = Recorder::start(store.clone(), Linger { wait: Duration::ZERO, hand_ins: 64 });
+        let first = recorder.submit(vec![], state_row(&store, "ep_1"));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let second = recorder.submit(vec![], state_row(&store, "ep_2"));
+        first.written().await.unwrap();
+        second.written().await.unwrap();
+        assert_eq!(faulty.take_recorded().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_group_holding_its_bound_of_attempts_is_written_without_waiting_longer() {
+        let (_dir, faulty, store) = recording_store();
+        let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_secs(30), hand_ins: 3 });
+        let started = std::time::Instant::now();
+        let pending: Vec<Pending> = ["ep_1", "ep_2", "ep_3"].into_iter().map(|endpoint| recorder.submit(vec![], state_row(&store, endpoint))).collect();
+        for pending in pending {
+            pending.written().await.unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "written after {:?}, not after the 30 s wait", started.elapsed());
+        assert_eq!(faulty.take_recorded().len(), 1);
     }
 
     /// The tables each recorded write touched, in order.
@@ -209,7 +293,7 @@ mod tests {
             let faulty = if atomic { faulty } else { faulty.not_atomic() };
             faulty.record_writes();
             let store = WebhookStore::new(Arc::new(faulty.clone()), DEFAULT_RETENTION);
-            let recorder = Recorder::start(store.clone());
+            let recorder = Recorder::start(store.clone(), Linger::default());
             let due = DueDelivery {
                 shard: "0".into(),
                 due_at: 5,
