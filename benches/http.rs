@@ -104,7 +104,7 @@ async fn serve(readmodel: ReadModel) -> Servers {
         )))
     };
     let mcp = |readmodel: &ReadModel| {
-        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans.clone(), &recap_mcp::McpConfig::default())))
+        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans.clone(), &unlimited_mcp())))
     };
     // The embedded store as a store other processes write would be seen: no change
     // counts, so no token lookup is kept (with a zero `--token-cache-ms`).
@@ -619,7 +619,7 @@ async fn router_eras(dir: &std::path::Path) {
     const BLOCKS: usize = 7;
     let readmodel = world(dir, 1_000).await;
     let router =
-        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &recap_mcp::McpConfig::default())));
+        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &unlimited_mcp())));
     let arguments_of = |tool: &str| match tool {
         "list_meetings" => serde_json::json!({"limit": 20}),
         _ => serde_json::json!({"meeting_id": "mtg_000500"}),
@@ -671,4 +671,11 @@ async fn router_eras(dir: &std::path::Path) {
             stats::median(&mut to_padded.clone()),
         );
     }
+}
+
+/// The MCP settings the benches serve with: the tool-call limit out of the way (the
+/// benches make hundreds of thousands of calls of one account; the limiter's check,
+/// one in-process count a call, is still made).
+fn unlimited_mcp() -> recap_mcp::McpConfig {
+    recap_mcp::McpConfig { tool_calls_per_minute: u32::MAX, ..recap_mcp::McpConfig::default() }
 }

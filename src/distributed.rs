@@ -335,7 +335,7 @@ pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Res
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_registration_limiter(Arc::new(config.redis.limiter()?));
+    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_limiter(Arc::new(config.redis.limiter()?));
     let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
     crate::http::serve(listener, router, &config.http, crate::http::Metered::Yes, async move {

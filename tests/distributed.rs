@@ -89,6 +89,12 @@ fn unlimited() -> (String, String) {
     ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000".into())
 }
 
+/// The MCP tool-call limit, raised as the REST one is: the stream's reads are many more
+/// than an account's minute allows.
+fn unlimited_mcp() -> (String, String) {
+    ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".into(), "1000000".into())
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn two_query_api_processes_share_one_limit_exactly() {
@@ -277,7 +283,7 @@ fn every_event_type_is_published_to_its_topic_with_its_contract_key() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
-    let mut cluster = Cluster::start(&[unlimited()]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let lines = stream(6_000, 1);
     cluster.produce(&lines);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -303,7 +309,7 @@ fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_killed_between_write_and_commit_applies_those_events_again_without_doubling() {
-    let mut cluster = Cluster::start(&[unlimited()]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let lines = stream(6_000, 6);
     cluster.produce(&lines);
     wait_until(Duration::from_secs(60), || cluster.accounted() >= 1_000, || "the projector never reached 1,000 events".into());
@@ -350,7 +356,7 @@ fn a_projector_killed_between_write_and_commit_applies_those_events_again_withou
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
-    let mut cluster = Cluster::start(&[unlimited()]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let lines = stream(6_000, 2);
     cluster.produce(&lines[..3_000]);
     cluster.add_projector();
@@ -376,7 +382,7 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_revoke_while_a_batch_waits_for_the_store_fences_it_and_the_rebalance_completes() {
-    let mut cluster = Cluster::start(&[unlimited(), ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp(), ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into())]);
     let lines = stream(3_000, 5);
     cluster.produce(&lines[..1_500]);
     cluster.add_projector();
@@ -417,7 +423,7 @@ fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let max_poll = Duration::from_secs(10);
     let cluster = Cluster::start(&[
-        unlimited(),
+        unlimited(), unlimited_mcp(),
         ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()),
         ("RECAP_KAFKA_MAX_POLL_INTERVAL_MS".into(), max_poll.as_millis().to_string()),
     ]);
@@ -457,7 +463,7 @@ fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn kafka_broker_killed_and_restarted_loses_nothing() {
-    let cluster = Cluster::start(&[unlimited()]);
+    let cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let lines = stream(3_000, 3);
     cluster.produce(&lines[..1_500]);
     Outage::begin("kafka.sh", "kill9", "start").end();
@@ -629,7 +635,7 @@ fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again(
 fn cassandra_stopped_answers_503_within_the_timeout_and_recovers() {
     // Unlimited: the recovery is polled, and a slow Cassandra start must not use up the
     // per-minute limit before the final walk.
-    let cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()), unlimited()]);
+    let cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()), unlimited(), unlimited_mcp()]);
     let token = new_token();
     let mut lines = world("acc_c", &token);
     cluster.produce(&lines);
@@ -721,7 +727,7 @@ fn stop_the_projector_while_the_store_is_away(hung: bool) {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_projector_stopped_with_sigterm_leaves_nothing_to_replay() {
-    let mut cluster = Cluster::start(&[unlimited()]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let lines = stream(3_000, 4);
     cluster.produce(&lines);
     cluster.wait_projected();
@@ -814,7 +820,7 @@ fn query_api_and_mcp_answer_requests_in_flight_on_sigterm_then_exit_cleanly() {
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn modern_requests_alternating_between_two_mcp_processes_all_succeed() {
-    let cluster = Cluster::start(&[unlimited()]);
+    let cluster = Cluster::start(&[unlimited(), unlimited_mcp()]);
     let second = cluster.add_mcp();
     let lines = stream(600, 11);
     cluster.produce(&lines);
@@ -926,6 +932,7 @@ fn reference_of<E: EventLine>(cluster: &Cluster, lines: &[E]) -> recap_testkit::
         .embedded()
         .env("RECAP_CURSOR_SECRET", cluster.env("RECAP_CURSOR_SECRET").expect("the cluster's cursor secret"))
         .env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000")
+        .env("RECAP_MCP_TOOL_CALLS_PER_MINUTE", "1000000")
         .start();
     reference.feed(lines);
     reference

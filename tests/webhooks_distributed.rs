@@ -321,6 +321,12 @@ fn unlimited() -> (String, String) {
     ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000".into())
 }
 
+/// The MCP tool-call limit, raised as the REST one is: the stream's reads are many more
+/// than an account's minute allows.
+fn unlimited_mcp() -> (String, String) {
+    ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".into(), "1000000".into())
+}
+
 /// Retries 5000 times sooner: 1 ms, 60 ms, 360 ms, 1.4 s, 3.6 s, 7.2 s, 10 s, 14 s,
 /// 17 s (about 54 s in all, so an endpoint failing for over 43 s may be disabled).
 fn quick_retries() -> (String, String) {
@@ -341,7 +347,7 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
     let events = events();
     // More attempts in flight per endpoint than by default: every receipt waits for two
     // API calls.
-    let mut cluster = Cluster::start(&[unlimited(), ("RECAP_WEBHOOKS_ENDPOINT_CONCURRENCY".into(), "16".into())]);
+    let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp(), ("RECAP_WEBHOOKS_ENDPOINT_CONCURRENCY".into(), "16".into())]);
     cluster.add_webhooks();
     let accounts = ["acc_ryw_a", "acc_ryw_b", "acc_ryw_c", "acc_ryw_d"];
     let mut receivers = Vec::new();
@@ -473,7 +479,7 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
 fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once_it_is_back() {
     let runtime = runtime();
     let events = events();
-    let mut cluster = Cluster::start(&[quick_retries(), unlimited()]);
+    let mut cluster = Cluster::start(&[quick_retries(), unlimited(), unlimited_mcp()]);
     cluster.add_webhooks();
     let mut receiver = Receiver::start(&runtime, Duration::ZERO, None);
     let (setup, token) = subscriber(events, "acc_down", &receiver.url);

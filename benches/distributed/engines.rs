@@ -103,6 +103,7 @@ pub fn role_envs(engines: &Engines, id: &str, topic_prefix: &str, keyspace: &str
         ("RECAP_REDIS_KEY_PREFIX".into(), format!("{id}:")),
         ("RECAP_CURSOR_SECRET".into(), format!("cursor-secret-of-{id}-0123456789abcdef")),
         ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000000".into()),
+        ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".into(), "1000000000".into()),
         // As the chart's production values run it: a hot token costs no store read.
         // `RECAP_BENCH_TOKEN_CACHE_MS=0` measures every request reading token and account.
         ("RECAP_TOKEN_CACHE_MS".into(), std::env::var("RECAP_BENCH_TOKEN_CACHE_MS").unwrap_or_else(|_| "1000".into())),

@@ -65,6 +65,15 @@ pub struct McpConfig {
     #[arg(long = "mcp-registrations-per-month", env = "RECAP_MCP_REGISTRATIONS_PER_MONTH", default_value_t = 3000)]
     pub registrations_per_month: u64,
 
+    /// Tool calls admitted for one account in any sliding minute, over every client and
+    /// token of the account; past it a call answers a tool error `rate_limited` (with
+    /// `isError: true` and the seconds to wait), which a model reads and can act on.
+    /// Counted in Redis in the distributed edition (shared by every MCP pod), in
+    /// process otherwise. Calls refused before they reach a tool (an unknown tool, bad
+    /// params) are not counted.
+    #[arg(long = "mcp-tool-calls-per-minute", env = "RECAP_MCP_TOOL_CALLS_PER_MINUTE", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tool_calls_per_minute: u32,
+
     /// How many proxies in front of the MCP server append the address they saw to
     /// `X-Forwarded-For`. 0 (the default): registrations are counted under the TCP
     /// peer's address and `X-Forwarded-For` is ignored, since a client can write any
@@ -132,6 +141,7 @@ impl Default for McpConfig {
             unconfirmed_client_ttl_secs: 86_400,
             registrations_per_minute: 10,
             registrations_per_month: 3000,
+            tool_calls_per_minute: 600,
             trusted_proxy_hops: 0,
             store_timeout_ms: None,
             token_cache_ms: 0,

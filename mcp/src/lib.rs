@@ -15,9 +15,9 @@
 //!   role's command line; `McpConfig::default()` for tests.
 //! - [`McpState::new`]`(ReadModel, Plans, &McpConfig)`; [`McpState::with_clock`] adds an
 //!   injectable clock (token and code expiry);
-//!   [`McpState::with_registration_limiter`] counts dynamic registrations per client
-//!   address with a shared limiter (Redis in the distributed edition) instead of in
-//!   process. The client address is the peer's, read from axum's
+//!   [`McpState::with_limiter`] counts dynamic registrations per client address and
+//!   tool calls per account with a shared limiter (Redis in the distributed edition)
+//!   instead of in process. The client address is the peer's, read from axum's
 //!   `ConnectInfo<SocketAddr>` request extension (the binary's server loop sets it, as
 //!   `into_make_service_with_connect_info` would), or `X-Forwarded-For` trusted with
 //!   `--mcp-trusted-proxy-hops`.

@@ -32,9 +32,10 @@ pub(crate) struct Inner {
     pub tokens: recap_access::TokenCache,
     /// Client ID Metadata Documents: the fetcher and the documents it keeps.
     pub cimd: crate::oauth::cimd::Cimd,
-    /// Counts dynamic registrations per client address: the one given with
-    /// [`McpState::with_registration_limiter`], else one in process on this state's clock.
-    pub registrations: std::sync::OnceLock<Arc<dyn Limiter>>,
+    /// Counts dynamic registrations per client address and tool calls per account
+    /// (under keys of their own): the one given with [`McpState::with_limiter`], else
+    /// one in process on this state's clock.
+    pub limiter: std::sync::OnceLock<Arc<dyn Limiter>>,
 }
 
 /// The MCP clock as the limiter's.
@@ -65,23 +66,24 @@ impl McpState {
                 store_timeout,
                 tokens,
                 cimd: crate::oauth::cimd::Cimd::new(config),
-                registrations: std::sync::OnceLock::new(),
+                limiter: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// Counts registrations with `limiter` (the distributed edition's Redis limiter,
-    /// shared by every pod) instead of in process. Call it before the first request.
-    pub fn with_registration_limiter(self, limiter: Arc<dyn Limiter>) -> McpState {
-        if self.inner.registrations.set(limiter).is_err() {
-            tracing::warn!("the registration limiter was already in use; keeping it");
+    /// Counts registrations and tool calls with `limiter` (the distributed edition's
+    /// Redis limiter, shared by every pod) instead of in process. Call it before the
+    /// first request.
+    pub fn with_limiter(self, limiter: Arc<dyn Limiter>) -> McpState {
+        if self.inner.limiter.set(limiter).is_err() {
+            tracing::warn!("the MCP limiter was already in use; keeping it");
         }
         self
     }
 
-    pub(crate) fn registration_limiter(&self) -> &Arc<dyn Limiter> {
+    pub(crate) fn limiter(&self) -> &Arc<dyn Limiter> {
         let clock = self.inner.clock.clone();
-        self.inner.registrations.get_or_init(|| Arc::new(InProcessLimiter::new(Arc::new(LimiterClock(clock)))))
+        self.inner.limiter.get_or_init(|| Arc::new(InProcessLimiter::new(Arc::new(LimiterClock(clock)))))
     }
 
     pub(crate) fn now_micros(&self) -> i64 {

@@ -274,7 +274,10 @@ async fn call_tool(
         span.record("otel.name", format!("tools/call {tool}"));
     }
     let arguments = call.arguments.unwrap_or_default();
-    let outcome = tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await;
+    let outcome = match tools::admit(state, account_id).await {
+        Ok(()) => tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await,
+        Err(refused) => Err(refused),
+    };
     Ok(match outcome {
         Ok(text) => {
             // Results copy stored JSON; should a stored body be corrupt, the text item
@@ -287,7 +290,7 @@ async fn call_tool(
                 span.in_scope(|| StoreFailure::logged(store_error, "mcp_tool"));
             }
             span.record("error.type", "tool_error");
-            log.outcome = Cow::Borrowed("tool_error");
+            log.outcome = Cow::Borrowed(if matches!(error, tools::ToolError::RateLimited { .. }) { "rate_limited" } else { "tool_error" });
             rpc::tool_result_with(id, &error.to_json(), true, false, extra)
         }
     })

@@ -420,3 +420,54 @@ mod recent_changes {
         assert_eq!(ids(&text_json(&theirs["result"])), [others.id]);
     }
 }
+
+/// The tool-call limit: `--mcp-tool-calls-per-minute` (docs/mcp.md, Limits).
+mod rate_limit {
+    use super::*;
+    use std::time::Duration;
+
+    fn limited(per_minute: u32) -> recap_mcp::McpConfig {
+        recap_mcp::McpConfig { tool_calls_per_minute: per_minute, ..recap_mcp::McpConfig::default() }
+    }
+
+    async fn call_as(world: &World, token: &str, tool: &str) -> Value {
+        world.rpc_as(token, "tools/call", json!({"name": tool, "arguments": {}}), &[]).await["result"].clone()
+    }
+
+    // "Servers MUST: ... Rate limit tool invocations" (MCP, server/tools, Security
+    // considerations): past the account's calls of a minute, a call is a tool error
+    // `rate_limited` saying how long to wait; every token of the account shares the
+    // count, another account has its own, and a call refused before any tool runs (an
+    // unknown tool) is not counted.
+    #[tokio::test]
+    async fn tool_calls_past_the_accounts_per_minute_limit_are_a_rate_limited_tool_error() {
+        let world = World::with_config(limited(3)).await;
+        let unknown = world.rpc("tools/call", json!({"name": "no_such_tool", "arguments": {}})).await;
+        assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        world.call_ok("list_meetings", json!({})).await;
+        world.call_ok("list_pending_action_items", json!({})).await;
+        assert_eq!(call_as(&world, FLOW2_PAT, "list_meetings").await["isError"], false, "a second token of the same account");
+        let refused = world.call_err("list_meetings", json!({})).await;
+        assert_eq!(refused["error"]["code"], "rate_limited", "{refused}");
+        let wait = refused["error"]["retry_after_seconds"].as_u64().expect("retry_after_seconds");
+        assert!((1..=60).contains(&wait), "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("at most 3 a minute"), "{refused}");
+        let refused = call_as(&world, FLOW2_PAT, "list_pending_action_items").await;
+        assert_eq!((refused["isError"].clone(), text_json(&refused)["error"]["code"].clone()), (json!(true), json!("rate_limited")));
+        assert_eq!(call_as(&world, OTHER_PAT, "list_meetings").await["isError"], false, "another account counts apart");
+    }
+
+    // The window slides: a minute after the calls that filled it, calls are admitted
+    // again. A refused call counts nowhere, so refusals do not push the window on.
+    #[tokio::test]
+    async fn a_minute_after_the_limit_was_reached_tool_calls_are_admitted_again() {
+        let world = World::in_process(limited(2)).await;
+        world.call_ok("list_meetings", json!({})).await;
+        world.call_ok("list_meetings", json!({})).await;
+        for _ in 0..5 {
+            assert_eq!(world.call_err("list_meetings", json!({})).await["error"]["code"], "rate_limited");
+        }
+        world.advance_clock(Duration::from_secs(61));
+        world.call_ok("list_meetings", json!({})).await;
+    }
+}

@@ -157,7 +157,7 @@ pub async fn register(State(state): State<McpState>, request: Request) -> Respon
 async fn admit(state: &McpState, address: &str) -> Result<(), OAuthError> {
     let config = &state.inner.config;
     let limits = Limits { per_minute: config.registrations_per_minute, period_quota: config.registrations_per_month, billing_cycle_anchor: Timestamp(0) };
-    let decision = state.registration_limiter().admit(&format!("mcp_register:{address}"), &limits).await.map_err(|error| {
+    let decision = state.limiter().admit(&format!("mcp_register:{address}"), &limits).await.map_err(|error| {
         tracing::warn!(%error, "registration limiter unavailable");
         OAuthError::Store(recap_readmodel::StoreError::Unavailable(error.to_string()))
     })?;

@@ -43,6 +43,9 @@ pub enum ToolError {
     MeetingNotFound(String),
     #[error("shared note {0} not found")]
     SharedNoteNotFound(String),
+    /// The account's tool calls of the last minute reached `--mcp-tool-calls-per-minute`.
+    #[error("too many tool calls: at most {per_minute} a minute for the account; retry after {retry_after_seconds} s")]
+    RateLimited { per_minute: u32, retry_after_seconds: u64 },
     /// A store call failed (unanswered, or stored data that did not read back):
     /// classified by `StoreFailure` and logged once, where the tool's result is made.
     #[error("{}", store_message(.0))]
@@ -63,6 +66,7 @@ impl ToolError {
             ToolError::InvalidArgument(_) => "invalid_argument",
             ToolError::MeetingNotFound(_) => "meeting_not_found",
             ToolError::SharedNoteNotFound(_) => "shared_note_not_found",
+            ToolError::RateLimited { .. } => "rate_limited",
             ToolError::Store(error) => match StoreFailure::of(error) {
                 StoreFailure::Unavailable => "unavailable",
                 StoreFailure::Unreadable => "read_failed",
@@ -71,9 +75,33 @@ impl ToolError {
         }
     }
 
-    /// The JSON text of the error result.
+    /// The JSON text of the error result; a rate-limited call also says how many
+    /// seconds to wait (`retry_after_seconds`).
     pub fn to_json(&self) -> String {
-        serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}}).to_string()
+        let mut error = serde_json::json!({"code": self.code(), "message": self.to_string()});
+        if let ToolError::RateLimited { retry_after_seconds, .. } = self {
+            error["retry_after_seconds"] = (*retry_after_seconds).into();
+        }
+        serde_json::json!({ "error": error }).to_string()
+    }
+}
+
+/// Counts one tool call of the account against `--mcp-tool-calls-per-minute` (the
+/// revision's "servers MUST rate limit tool invocations"); refused past it, counted
+/// nowhere then. A limiter that cannot decide is an unavailable store: retry shortly.
+pub async fn admit(state: &McpState, account_id: &str) -> Result<(), ToolError> {
+    use recap_access::{Limits, Verdict};
+    let per_minute = state.inner.config.tool_calls_per_minute;
+    let limits = Limits { per_minute, period_quota: u64::MAX, billing_cycle_anchor: recap_schemas::Timestamp(0) };
+    let key = format!("mcp_tools:{account_id}");
+    match state.limiter().admit(&key, &limits).await {
+        Ok(decision) => match decision.verdict {
+            Verdict::Admitted => Ok(()),
+            Verdict::RateLimited { retry_after_seconds } => Err(ToolError::RateLimited { per_minute, retry_after_seconds: retry_after_seconds.max(1) }),
+            // No period quota: an exhausted one cannot come back; refused as a minute.
+            Verdict::QuotaExhausted => Err(ToolError::RateLimited { per_minute, retry_after_seconds: 60 }),
+        },
+        Err(error) => Err(ToolError::Store(StoreError::Unavailable(error.to_string()))),
     }
 }
 

@@ -29,6 +29,7 @@ fn role_envs(settings: &Settings) -> Vec<(String, String)> {
         ("RECAP_MCP_UNCONFIRMED_CLIENT_TTL_SECS".to_string(), mcp.unconfirmed_client_ttl_secs.to_string()),
         ("RECAP_MCP_REGISTRATIONS_PER_MINUTE".to_string(), mcp.registrations_per_minute.to_string()),
         ("RECAP_MCP_REGISTRATIONS_PER_MONTH".to_string(), mcp.registrations_per_month.to_string()),
+        ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".to_string(), mcp.tool_calls_per_minute.to_string()),
         ("RECAP_MCP_TRUSTED_PROXY_HOPS".to_string(), mcp.trusted_proxy_hops.to_string()),
         ("RECAP_MCP_TOKEN_CACHE_MS".to_string(), mcp.token_cache_ms.to_string()),
     ];
