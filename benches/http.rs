@@ -103,9 +103,8 @@ async fn serve(readmodel: ReadModel) -> Servers {
             &rest_config,
         )))
     };
-    let mcp = |readmodel: &ReadModel| {
-        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans.clone(), &unlimited_mcp())))
-    };
+    let mcp =
+        |readmodel: &ReadModel| recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans.clone(), &unlimited_mcp())));
     // The embedded store as a store other processes write would be seen: no change
     // counts, so no token lookup is kept (with a zero `--token-cache-ms`).
     let shared = ReadModel::new(Arc::new(FaultyDriver::new(readmodel.driver().clone()).hiding_change_counts()));
@@ -618,8 +617,7 @@ async fn router_eras(dir: &std::path::Path) {
     const BATCH: usize = 500;
     const BLOCKS: usize = 7;
     let readmodel = world(dir, 1_000).await;
-    let router =
-        recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &unlimited_mcp())));
+    let router = recap::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel, recap_access::Plans::default(), &unlimited_mcp())));
     let arguments_of = |tool: &str| match tool {
         "list_meetings" => serde_json::json!({"limit": 20}),
         _ => serde_json::json!({"meeting_id": "mtg_000500"}),

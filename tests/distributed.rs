@@ -423,7 +423,8 @@ fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let max_poll = Duration::from_secs(10);
     let cluster = Cluster::start(&[
-        unlimited(), unlimited_mcp(),
+        unlimited(),
+        unlimited_mcp(),
         ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()),
         ("RECAP_KAFKA_MAX_POLL_INTERVAL_MS".into(), max_poll.as_millis().to_string()),
     ]);

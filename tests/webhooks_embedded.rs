@@ -56,7 +56,13 @@ fn server() -> Server {
 }
 
 fn server_over(data_dir: Option<&std::path::Path>) -> Server {
-    let mut builder = Server::builder().arg("--webhooks-allow-insecure").arg("--rest-rate-limit-per-minute").arg("1000000").arg("--mcp-tool-calls-per-minute").arg("1000000").embedded();
+    let mut builder = Server::builder()
+        .arg("--webhooks-allow-insecure")
+        .arg("--rest-rate-limit-per-minute")
+        .arg("1000000")
+        .arg("--mcp-tool-calls-per-minute")
+        .arg("1000000")
+        .embedded();
     if let Some(data_dir) = data_dir {
         builder = builder.data_dir(data_dir);
     }
