@@ -1,9 +1,11 @@
 //! JSON-RPC 2.0 as MCP uses it over HTTP: reading one message (batches refused),
 //! classifying it (request, notification, or a client's response), the protocol
 //! versions this server speaks (both eras), and writing responses and errors. Response and error
-//! objects are rmcp's model types; the one exception is an error whose id could not be
-//! read, which JSON-RPC 2.0 requires to carry `"id": null` while rmcp's `JsonRpcError`
-//! leaves the member out (the 2026 revision's rule).
+//! objects are rmcp's model types; the one exception is a handshake-era error whose id
+//! could not be read, which JSON-RPC 2.0 requires to carry `"id": null` while rmcp's
+//! `JsonRpcError` leaves the member out. Under 2026-07-28 the member is left out
+//! ([`modern_error`]): that revision's schema makes it optional and a string or a
+//! number, so a client checking responses against it would refuse a `null`.
 
 use std::borrow::Cow;
 
@@ -541,6 +543,11 @@ pub fn tool_result_with(id: &RequestId, text: &str, is_error: bool, structured: 
 pub fn respond<T: Serialize>(id: RequestId, result: T) -> String {
     serde_json::to_string(&JsonRpcResponse { jsonrpc: JsonRpcVersion2_0, id, result })
         .unwrap_or_else(|_| error(None, &RpcError::InvalidRequest("unserialisable result")))
+}
+
+/// An error under 2026-07-28: without an id, the `id` member is left out.
+pub fn modern_error(id: Option<RequestId>, error: &RpcError) -> String {
+    serde_json::to_string(&JsonRpcError::new(id, error.data())).unwrap_or_default()
 }
 
 pub fn error(id: Option<RequestId>, error: &RpcError) -> String {

@@ -142,6 +142,20 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
         Err((id, error)) => return log.error_response(StatusCode::OK, id, &error),
     };
     log.request(&id, &method);
+    // "A request carrying modern per-request _meta is served statelessly according to"
+    // 2026-07-28, whose version header must match the one `_meta` names: a request
+    // naming another version there than its handshake-era (or absent, 2025-03-26)
+    // header is refused as that revision refuses a mismatch. initialize selects the
+    // handshake era whatever its `_meta` says.
+    if let MetaValue::Text(carried) = &params.meta.protocol_version {
+        if carried != version && method != "initialize" {
+            log.era = rpc::MODERN_VERSION;
+            let error = RpcError::HeaderMismatch(format!(
+                "MCP-Protocol-Version header value '{version}' (2025-03-26 when the header is absent) does not match body value '{carried}'"
+            ));
+            return log.error_response(error.modern_status(), Some(id), &error);
+        }
+    }
     let body = match method.as_str() {
         "initialize" => {
             traced(info_span!("initialize", mcp.method.name = "initialize"), &params.meta).in_scope(|| initialize(id, params.object.as_ref())).into_bytes()
@@ -385,7 +399,8 @@ impl RequestLog {
         if self.enabled {
             self.outcome = Cow::Owned(error.code().0.to_string());
         }
-        json_response(status, rpc::error(id, error))
+        let body = if self.era == rpc::MODERN_VERSION { rpc::modern_error(id, error) } else { rpc::error(id, error) };
+        json_response(status, body)
     }
 
     fn write(&self, status: StatusCode, started: Instant) {

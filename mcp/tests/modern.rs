@@ -313,20 +313,22 @@ async fn notifications_are_202_without_a_body() {
 }
 
 // The body "MUST be a single JSON-RPC request or notification": a batch, a posted response,
-// an invalid object are -32600 and unreadable JSON -32700, each with 400 (and the id when
-// one could be read).
+// an invalid object are -32600 and unreadable JSON -32700, each with 400, and the id when
+// one could be read. Without one the member is left out: the schema's
+// `JSONRPCErrorResponse` has `id?: RequestId`, a string or a number, never null.
 #[tokio::test]
 async fn batches_responses_and_unreadable_bodies_are_400() {
     let world = World::new().await;
     let list = body("tools/list", with_meta(json!({})));
     for (sent, code, id) in [
-        (format!("[{list}]"), -32600, Value::Null),
-        (r#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_string(), -32600, Value::Null),
-        (r#"{"jsonrpc":"1.0","id":1,"method":"tools/list"}"#.to_string(), -32600, json!(1)),
-        (r#"{"jsonrpc":"2.0","id":1,"method":"#.to_string(), -32700, Value::Null),
+        (format!("[{list}]"), -32600, None),
+        (r#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_string(), -32600, None),
+        (r#"{"jsonrpc":"1.0","id":1,"method":"tools/list"}"#.to_string(), -32600, Some(json!(1))),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"#.to_string(), -32700, None),
     ] {
         let reply = world.post_raw(Some(FLOW_PAT), &sent, &headers("tools/list", None)).await;
-        assert_error(&reply, StatusCode::BAD_REQUEST, code, id);
+        assert_error(&reply, StatusCode::BAD_REQUEST, code, id.clone().unwrap_or(Value::Null));
+        assert_eq!(reply.json().get("id").cloned(), id, "{}", reply.body);
     }
 }
 
@@ -369,8 +371,14 @@ async fn the_token_and_plan_are_checked_before_the_protocol() {
     assert_eq!(reply.status, StatusCode::PAYMENT_REQUIRED);
 }
 
-// The era is the header's: without it, a request is handshake-era whatever its body carries,
-// and initialize answers as it always did.
+// "An initialize request selects legacy semantics": without the header, or with a
+// handshake-era one, a request is handshake-era and initialize answers as it always did.
+// But "a request carrying modern per-request _meta is served statelessly according to
+// this revision", whose header "MUST match the io.modelcontextprotocol/protocolVersion
+// field ... If the values do not match, the server MUST reject the request with 400 Bad
+// Request and a HeaderMismatch JSON-RPC error": a handshake-era or absent header
+// (read as 2025-03-26) with `_meta` naming 2026-07-28 is -32020. A `_meta` without
+// that key (a progress token) or naming the header's own version changes nothing.
 #[tokio::test]
 async fn without_the_header_the_legacy_path_answers_as_before() {
     let world = World::new().await;
@@ -379,9 +387,18 @@ async fn without_the_header_the_legacy_path_answers_as_before() {
     assert_eq!(result["protocolVersion"], "2025-11-25");
     assert_eq!(result["capabilities"], json!({"tools": {"listChanged": false}}));
     assert!(result.get("resultType").is_none() && result.get("_meta").is_none(), "{result}");
-    let list = world.rpc("tools/list", with_meta(json!({}))).await["result"].clone();
+    let list = world.rpc("tools/list", json!({"_meta": {"progressToken": 1}})).await["result"].clone();
     assert!(list.get("resultType").is_none() && list.get("ttlMs").is_none(), "{list}");
-    assert_eq!(world.rpc("server/discover", with_meta(json!({}))).await["error"]["code"], -32601);
+    assert!(list["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{list}");
+    let own_version = json!({"_meta": {VERSION_KEY: "2025-11-25"}});
+    let list = world.rpc_as(FLOW_PAT, "tools/list", own_version, &[("mcp-protocol-version", "2025-11-25")]).await["result"].clone();
+    assert!(list.get("resultType").is_none() && list["tools"].is_array(), "{list}");
+    assert_eq!(world.rpc("server/discover", json!({})).await["error"]["code"], -32601);
+    for (method, sent) in [("tools/list", vec![]), ("server/discover", vec![]), ("tools/list", vec![("mcp-protocol-version", "2025-11-25")])] {
+        let reply = world.post_raw(Some(FLOW_PAT), &body(method, with_meta(json!({}))), &sent).await;
+        let error = assert_error(&reply, StatusCode::BAD_REQUEST, -32020, json!(1));
+        assert!(error["message"].as_str().unwrap().contains(MODERN), "{method} {sent:?}: {error}");
+    }
 }
 
 // "Input-validation errors" are tool results with isError: a required argument of another type
@@ -407,15 +424,17 @@ async fn a_required_argument_of_another_type_is_named_a_wrong_type_in_both_eras(
 // read by a `Value`'s rules, in both eras: a number out of an f64's range, a lone
 // surrogate, nesting past serde_json's limit of 127 make the body unreadable (-32700,
 // id null); what a `Value` holds (long numbers in range, paired surrogates, escapes,
-// nesting up to the limit) is accepted and changes nothing.
+// nesting up to the limit) is accepted and changes nothing. (A handshake-era request
+// names its own version in `_meta`, or none: see the next test.)
 #[tokio::test]
 async fn meta_members_not_read_are_still_checked_as_json() {
     let world = World::new().await;
-    let call = |client_info: &str| {
+    let call_as = |version: &str, client_info: &str| {
         format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get_meeting","arguments":{{"meeting_id":"mtg_budget"}},"_meta":{{"{VERSION_KEY}":"{MODERN}","{CAPABILITIES_KEY}":{{}},"io.modelcontextprotocol/clientInfo":{client_info}}}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get_meeting","arguments":{{"meeting_id":"mtg_budget"}},"_meta":{{"{VERSION_KEY}":"{version}","{CAPABILITIES_KEY}":{{}},"io.modelcontextprotocol/clientInfo":{client_info}}}}}}}"#
         )
     };
+    let call = |client_info: &str| call_as(MODERN, client_info);
     // The message, params and _meta are three levels: 124 more reach serde_json's limit.
     let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
     let handshake_era = [("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "get_meeting")];
@@ -431,8 +450,10 @@ async fn meta_members_not_read_are_still_checked_as_json() {
     for client_info in &refused {
         let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), &headers("tools/call", Some("get_meeting"))).await;
         assert_error(&reply, StatusCode::BAD_REQUEST, -32700, Value::Null);
-        let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), &handshake_era).await;
+        assert!(reply.json().get("id").is_none(), "{}", reply.body);
+        let reply = world.post_raw(Some(FLOW_PAT), &call_as("2025-11-25", client_info), &handshake_era).await;
         assert_error(&reply, StatusCode::OK, -32700, Value::Null);
+        assert_eq!(reply.json().get("id"), Some(&Value::Null), "{}", reply.body);
     }
     let accepted = [
         r#"{"name":"t","version":"1"}"#.to_string(),
@@ -443,8 +464,8 @@ async fn meta_members_not_read_are_still_checked_as_json() {
         nested(124),
     ];
     for client_info in &accepted {
-        for sent_headers in [&headers("tools/call", Some("get_meeting"))[..], &handshake_era[..]] {
-            let reply = world.post_raw(Some(FLOW_PAT), &call(client_info), sent_headers).await;
+        for (sent_headers, version) in [(&headers("tools/call", Some("get_meeting"))[..], MODERN), (&handshake_era[..], "2025-11-25")] {
+            let reply = world.post_raw(Some(FLOW_PAT), &call_as(version, client_info), sent_headers).await;
             assert_eq!(reply.status, StatusCode::OK, "{client_info}: {}", reply.body);
             let body = reply.json();
             assert_eq!(body["result"]["isError"], false, "{client_info}: {body}");
