@@ -92,7 +92,11 @@ impl DocumentServer {
                         }
                     };
                     tokio::time::sleep(answer.delay).await;
-                    let mut response = format!("HTTP/1.1 {} X\r\ncontent-type: application/json\r\nconnection: close\r\n", answer.status);
+                    let mut response = format!("HTTP/1.1 {} X\r\nconnection: close\r\n", answer.status);
+                    // application/json unless the answer names its own.
+                    if !answer.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
+                        response.push_str("content-type: application/json\r\n");
+                    }
                     if !answer.unannounced {
                         response.push_str(&format!("content-length: {}\r\n", answer.body.len()));
                     }
@@ -262,6 +266,30 @@ async fn a_redirect_or_any_status_but_200_is_refused() {
     assert_refused(&show(&world, &server.url("/accepted.json")).await, "only 200 counts");
 }
 
+// Draft-01: "The authorization server MUST treat all other HTTP status codes and content
+// types as an error response": a document served as anything but application/json (its
+// parameters aside), or with no content type, is refused.
+#[tokio::test]
+async fn a_document_served_with_another_content_type_is_refused() {
+    let server = DocumentServer::start().await;
+    let world = World::in_process(server.config()).await;
+    for (path, content_type) in
+        [("/html.json", Some("text/html")), ("/text.json", Some("text/plain")), ("/none.json", None), ("/jsonish.json", Some("application/jsonp"))]
+    {
+        let headers = match content_type {
+            Some(value) => vec![("content-type".to_string(), value.to_string())],
+            None => vec![("content-type".to_string(), String::new())],
+        };
+        server.serve(path, vec![Answer { headers, ..Answer::ok(server.document(path, json!({}))) }]);
+        assert_refused(&show(&world, &server.url(path)).await, "content type");
+    }
+    for (path, content_type) in [("/charset.json", "application/json; charset=utf-8"), ("/upper.json", "Application/JSON")] {
+        server.serve(path, vec![Answer { headers: vec![("content-type".into(), content_type.into())], ..Answer::ok(server.document(path, json!({}))) }]);
+        let reply = show(&world, &server.url(path)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{content_type}: {}", reply.body);
+    }
+}
+
 // Draft §6: a size cap (5 KiB, the draft's recommended maximum).
 #[tokio::test]
 async fn an_oversize_document_is_refused() {
@@ -323,7 +351,7 @@ async fn a_redirect_uri_not_in_the_document_is_refused() {
     let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&server.url("/client.json"), "http://127.0.0.1:47123/other"))).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert!(reply.header("location").is_none());
-    assert!(reply.body.contains("redirect_uri is not one the client registered"), "{}", reply.body);
+    assert!(reply.body.contains("invalid_request: redirect_uri is not one the client registered"), "{}", reply.body);
 }
 
 // Draft-01 / SSRF: without the development flag, loopback and private addresses, and http, are refused before any request.

@@ -132,7 +132,31 @@ async fn the_authorization_page_names_the_client_and_scope_and_asks_for_a_pat() 
     assert_eq!(reply.header("x-frame-options"), Some("DENY"));
 }
 
-// RFC 6749 §4.1.2.1: an invalid client or redirect URI is shown, never redirected to.
+// MCP authorization, security considerations: "SHOULD display additional warnings for
+// localhost-only redirect URIs": any local program could be listening there. Every
+// loopback form warns (`localhost`, all of 127.0.0.0/8, `::1`); a remote host does not.
+#[tokio::test]
+async fn the_authorization_page_warns_when_approving_sends_to_this_computer() {
+    let world = World::new().await;
+    let warning = "This is an application on this computer";
+    let local = [
+        "http://127.0.0.1:4000/cb",
+        "http://127.0.0.2:4000/cb",
+        "http://127.1.2.3/cb",
+        "http://localhost:4000/cb",
+        "http://LocalHost:4000/cb",
+        "http://[::1]:4000/cb",
+    ];
+    for redirect_uri in local.into_iter().chain(["https://app.example.com/cb"]) {
+        let client_id = register(&world, &[redirect_uri]).await;
+        let reply = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, redirect_uri, &[]))).await;
+        assert_eq!(reply.status, StatusCode::OK, "{redirect_uri}: {}", reply.body);
+        assert_eq!(reply.body.contains(warning), local.contains(&redirect_uri), "{redirect_uri}");
+    }
+}
+
+// RFC 6749 §4.1.2.1: an invalid client or redirect URI is shown, never redirected to,
+// the page naming the OAuth error.
 #[tokio::test]
 async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_error_page() {
     let world = World::new().await;
@@ -150,9 +174,11 @@ async fn unknown_clients_and_unregistered_or_near_miss_redirect_uris_get_an_erro
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{redirect_uri}");
         assert!(reply.header("location").is_none());
         assert!(reply.body.contains("Authorization failed"));
+        assert!(reply.body.contains("invalid_request: redirect_uri is not one the client registered"), "{redirect_uri}: {}", reply.body);
     }
     let reply = world.get(&format!("/mcp/authorize?{}", authorize_query("mcpc_unknown", REDIRECT_URI, &[]))).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body.contains("invalid_client: unknown client_id"), "{}", reply.body);
     assert!(reply.header("location").is_none());
     // The POST is held to the same rule.
     let reply = world.post_form("/mcp/authorize", &[("client_id", &client_id), ("redirect_uri", near_misses[0]), ("pat", FLOW_PAT)]).await;

@@ -128,35 +128,38 @@ fn store_failure_page(error: &StoreError, unavailable: &'static str) -> (StatusC
 }
 
 async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal> {
-    let bad_page = |message: String| Refusal::Page(StatusCode::BAD_REQUEST, message);
-    let client_id = params.get("client_id").map_err(bad_page)?.ok_or_else(|| bad_page("client_id is missing".into()))?;
+    // Shown, never redirected, each naming its OAuth error code (RFC 6749 §4.1.2.1: the
+    // user is told, the client is not).
+    let bad_page = |code: &str, message: String| Refusal::Page(StatusCode::BAD_REQUEST, format!("{code}: {message}"));
+    let invalid_request = |message: String| bad_page("invalid_request", message);
+    let client_id = params.get("client_id").map_err(invalid_request)?.ok_or_else(|| invalid_request("client_id is missing".into()))?;
     let inner = &state.inner;
     let registered = if cimd::is_metadata_url(client_id) {
         // The document's redirect URIs are not trusted until it is checked: any refusal
         // is shown, never redirected.
         match inner.cimd.client(client_id).await {
             Ok(client) => Ok(Some(client)),
-            Err(reason) => return Err(bad_page(format!("invalid_client: {reason}"))),
+            Err(reason) => return Err(bad_page("invalid_client", reason)),
         }
     } else {
         inner.bounded(inner.readmodel.oauth().client(client_id)).await
     };
     let client = match registered {
         Ok(Some(client)) => client,
-        Ok(None) => return Err(bad_page("unknown client_id: register the client first".into())),
+        Ok(None) => return Err(bad_page("invalid_client", "unknown client_id: register the client first".into())),
         Err(error) => {
             let (status, message) = store_failure_page(&error, "the service is unavailable; retry shortly");
             return Err(Refusal::Page(status, message.into()));
         }
     };
-    let requested = params.get("redirect_uri").map_err(bad_page)?;
+    let requested = params.get("redirect_uri").map_err(invalid_request)?;
     let (redirect_uri, redirect_uri_given) = match requested {
         // Exact string comparison (no normalisation, no path leeway), but any port on a
         // loopback host.
         Some(uri) if client.redirect_uris.iter().any(|registered| redirect_uri_matches(registered, uri)) => (uri.to_string(), true),
-        Some(_) => return Err(bad_page("redirect_uri is not one the client registered".into())),
+        Some(_) => return Err(invalid_request("redirect_uri is not one the client registered".into())),
         None if client.redirect_uris.len() == 1 => (client.redirect_uris[0].clone(), false),
-        None => return Err(bad_page("redirect_uri is missing".into())),
+        None => return Err(invalid_request("redirect_uri is missing".into())),
     };
     // From here on errors name the redirect URI, but are shown, not redirected: the
     // user has not acted yet (RFC 9700 §4.11.2).
@@ -232,7 +235,8 @@ fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Respon
     let publisher = cimd::is_metadata_url(&request.client.client_id)
         .then(|| url::Url::parse(&request.client.client_id).ok().and_then(|url| url.host_str().map(str::to_string)))
         .flatten();
-    page::consent(status, &name, publisher.as_deref(), &redirect_host, &borrowed, error)
+    let local = super::register::on_loopback(&request.redirect_uri);
+    page::consent(status, &name, publisher.as_deref(), &redirect_host, local, &borrowed, error)
 }
 
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

@@ -265,6 +265,13 @@ where
     if status != hyper::StatusCode::OK {
         return Err(format!("the client metadata document answered {status}; only 200 counts"));
     }
+    // "All other HTTP status codes and content types" are an error: application/json,
+    // whatever its parameters (a charset).
+    let content_type = response.headers().get(hyper::header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    if !media_type.eq_ignore_ascii_case("application/json") {
+        return Err(format!("the client metadata document was served with content type {content_type:?}; only application/json counts"));
+    }
     let announced = response.headers().get(hyper::header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()).and_then(|value| value.parse::<u64>().ok());
     if announced.is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64) {
         return Err(format!("the client metadata document is larger than {MAX_DOCUMENT_BYTES} bytes"));

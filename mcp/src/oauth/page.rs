@@ -70,15 +70,23 @@ input[type=password]{width:100%;padding:.5rem;font-family:monospace}button{paddi
 /// The consent page. `fields` are the authorization request's parameters, carried as
 /// hidden inputs so the POST needs no server-side session.
 /// `redirect_host` is where approving sends the browser: shown, and flagged when it is
-/// this machine (any local program could be listening there). `publisher` is the host
+/// this machine (`local`: any local program could be listening there; the security
+/// considerations of MCP's authorization ask for a warning on such redirect URIs). `publisher` is the host
 /// of a client metadata document: its name is only what that host says it is.
-pub fn consent(status: StatusCode, client_name: &str, publisher: Option<&str>, redirect_host: &str, fields: &[(&str, &str)], error: Option<&str>) -> Response {
+pub fn consent(
+    status: StatusCode,
+    client_name: &str,
+    publisher: Option<&str>,
+    redirect_host: &str,
+    local: bool,
+    fields: &[(&str, &str)],
+    error: Option<&str>,
+) -> Response {
     let mut hidden = String::new();
     for (name, value) in fields {
         hidden.push_str(&format!("<input type=\"hidden\" name=\"{}\" value=\"{}\">\n", escape(name), escape(value)));
     }
     let error = error.map(|error| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(error))).unwrap_or_default();
-    let local = matches!(redirect_host, "localhost" | "127.0.0.1" | "[::1]");
     let warning = if local { " This is an application on this computer: approve only if you just started it." } else { "" };
     let publisher = match publisher {
         Some(host) => {

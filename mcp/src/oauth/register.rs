@@ -263,8 +263,9 @@ async fn register_client(state: &McpState, body: &[u8], address: &str) -> Result
     }))
 }
 
-/// Whether a (valid) redirect URI points at this machine.
-fn on_loopback(uri: &str) -> bool {
+/// Whether a (valid) redirect URI points at this machine: `localhost`, any address of
+/// 127.0.0.0/8, or `::1`.
+pub(crate) fn on_loopback(uri: &str) -> bool {
     match url::Url::parse(uri).ok().as_ref().and_then(url::Url::host) {
         Some(url::Host::Ipv4(address)) => address.is_loopback(),
         Some(url::Host::Ipv6(address)) => address.is_loopback(),
