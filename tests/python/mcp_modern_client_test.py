@@ -17,17 +17,16 @@ That no initialize reached the server is checked from the server's side, by the 
 test reading the server's debug log. Exits non-zero on the first failed check.
 """
 
-import asyncio
-import sys
-
 import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
-# The handshake-era checks' helpers: the same tools, the same consent page.
-from mcp_client_test import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, Browser, MemoryStorage, check, tool_json
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, MemoryStorage, check, main
+
+# The handshake-era checks' result reading and consent page, in the same SDK's names.
+from mcp_client_test import Browser, tool_json
 
 MODERN = "2026-07-28"
 
@@ -89,7 +88,7 @@ async def pinned_with_oauth():
             print("  tool call with svc_oat_: ok")
 
 
-async def main():
+async def checks():
     await pinned_with_pat()
     await auto_with_pat()
     await pinned_with_oauth()
@@ -97,11 +96,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except BaseException as error:  # noqa: BLE001 - report anything, including exception groups
-        import traceback
-
-        traceback.print_exc()
-        print(f"FAILED: {error!r}", file=sys.stderr)
-        sys.exit(1)
+    main(checks)
