@@ -4,12 +4,12 @@
 //! knows the handshake), the official TypeScript SDK in its 1.x and 2.x lines (the 2.x
 //! lines of both SDKs also naming themselves with a Client ID Metadata Document served
 //! over https with a test CA's certificate) and the official MCP Inspector's CLI in both
-//! eras, with a PAT and through its own OAuth login, and headless Chromium answering the
-//! authorization page. They need software from outside the workspace, installed by
-//! `scripts/setup-python.sh` (and its `--sdk1`), `scripts/setup-node.sh` and
-//! `scripts/setup-browser.sh` (idempotent, cached under ~/.cache/recap), so they are
-//! ignored by a plain `cargo test` and run by `make test` and `make test-clients`
-//! (`-- --ignored`).
+//! eras, with a PAT and through its own OAuth login (registering, or named by such a
+//! document), and headless Chromium answering the authorization page. They need
+//! software from outside the workspace, installed by `scripts/setup-python.sh` (and its
+//! `--sdk1`), `scripts/setup-node.sh` and `scripts/setup-browser.sh` (idempotent,
+//! cached under ~/.cache/recap), so they are ignored by a plain `cargo test` and run by
+//! `make test` and `make test-clients` (`-- --ignored`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -437,4 +437,49 @@ fn python_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_register
     // Pinned, the Python SDK sends no server/discover (only its auto mode probes).
     assert_eq!(count(&answered, "server/discover"), 0, "{all}");
     assert!(count(&answered, "tools/list") >= 1 && count(&answered, "tools/call") >= 10, "{all}");
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_modern_era_logs_in_with_a_client_id_metadata_document_then_calls_every_tool_with_the_stored_tokens() {
+    let ca = test_ca();
+    let server = cimd_world(&ca);
+    let printed = run_node_with(
+        "inspector_cli_test.mjs",
+        &["modern", "cimd"],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the MCP Inspector CLI metadata document checks of 2026-07-28",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // The login run's first attempt had no token; every run, that one and the eleven
+    // with the stored tokens, connected with server/discover.
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert_eq!(count(&answered, "server/discover"), 12, "{all}");
+    assert!(count(&answered, "tools/call") >= 11, "{all}");
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_legacy_era_logs_in_with_a_client_id_metadata_document_then_calls_every_tool_with_the_stored_tokens() {
+    let ca = test_ca();
+    let server = cimd_world(&ca);
+    let printed = run_node_with(
+        "inspector_cli_test.mjs",
+        &["legacy", "cimd"],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the MCP Inspector CLI metadata document checks of the handshake era",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert!(count(&answered, "initialize") >= 12 && count(&answered, "tools/call") >= 11, "{all}");
 }
