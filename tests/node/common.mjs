@@ -1,10 +1,13 @@
 // What the Node real-client checks share: the tools and calls the Python checks expect
-// (tests/python/mcp_client_test.py), the result checks, the clients' packages loaded from
-// the directory scripts/setup-node.sh installed, and an OAuth client provider whose
+// (tests/python/common.py), the result checks, the clients' packages loaded from
+// the directory scripts/setup-node.sh installed, an OAuth client provider whose
 // "browser" answers the consent page as a user would (it opens the page, types the
-// personal access token, approves) and keeps the code the redirect carries.
+// personal access token, approves) and keeps the code the redirect carries, and the
+// https server of a client's metadata document.
 
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:https";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -186,6 +189,37 @@ export class MemoryOAuthProvider {
     check(this.verifier, "a code verifier was saved");
     return this.verifier;
   }
+}
+
+export const DOCUMENT_PATH = "/oauth/recap-cimd-client.json";
+
+/**
+ * A client's metadata document, served over https on 127.0.0.1 with the certificate the
+ * Rust test made with its own CA (RECAP_CIMD_CERT and RECAP_CIMD_KEY; the server under
+ * test trusts that CA through --mcp-cimd-extra-ca-file). Its URL is the client_id; it
+ * lists `redirectUri` as the client's only one. Every request it got is kept.
+ */
+export async function serveMetadataDocument(clientName, redirectUri = REDIRECT_URI) {
+  const served = { url: undefined, requests: [] };
+  const server = createServer({ cert: readFileSync(process.env.RECAP_CIMD_CERT), key: readFileSync(process.env.RECAP_CIMD_KEY) }, (request, response) => {
+    served.requests.push(`${request.method} ${request.url}`);
+    if (request.method !== "GET" || request.url !== DOCUMENT_PATH) {
+      response.writeHead(404, { "content-type": "application/json" }).end("{}");
+      return;
+    }
+    const document = {
+      client_id: served.url,
+      client_name: clientName,
+      redirect_uris: [redirectUri],
+      grant_types: ["authorization_code", "refresh_token"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    };
+    response.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=300" }).end(JSON.stringify(document));
+  });
+  await new Promise((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.1", resolve));
+  served.url = `https://127.0.0.1:${server.address().port}${DOCUMENT_PATH}`;
+  return { server, served };
 }
 
 /** Runs the checks; any failure is printed and exits non-zero. */

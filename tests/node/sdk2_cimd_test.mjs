@@ -15,46 +15,19 @@
 // /register. The first line printed names the URL, for the Rust test to find it in the
 // server's debug log.
 
-import { createServer } from "node:https";
-import { readFileSync } from "node:fs";
-
-import { MCP_URL, MemoryOAuthProvider, REDIRECT_URI, callEveryTool, check, load, main } from "./common.mjs";
+import { DOCUMENT_PATH, MCP_URL, MemoryOAuthProvider, callEveryTool, check, load, main, serveMetadataDocument } from "./common.mjs";
 
 const { Client, StreamableHTTPClientTransport, UnauthorizedError } = load("@modelcontextprotocol/client");
 
 const MODERN = "2026-07-28";
-const DOCUMENT_PATH = "/oauth/recap-cimd-client.json";
+const CLIENT_NAME = "recap CIMD test (TypeScript SDK 2)";
 const info = { name: "recap-typescript-sdk-2-cimd-test", version: "1.0.0" };
 const modernClient = () => new Client(info, { versionNegotiation: { mode: { pin: MODERN } } });
-
-/** The https server of the metadata document; counts what it was asked. */
-async function serveDocument() {
-  const served = { url: undefined, requests: [] };
-  const server = createServer({ cert: readFileSync(process.env.RECAP_CIMD_CERT), key: readFileSync(process.env.RECAP_CIMD_KEY) }, (request, response) => {
-    served.requests.push(`${request.method} ${request.url}`);
-    if (request.method !== "GET" || request.url !== DOCUMENT_PATH) {
-      response.writeHead(404, { "content-type": "application/json" }).end("{}");
-      return;
-    }
-    const document = {
-      client_id: served.url,
-      client_name: "recap CIMD test (TypeScript SDK 2)",
-      redirect_uris: [REDIRECT_URI],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-    response.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=300" }).end(JSON.stringify(document));
-  });
-  await new Promise((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.1", resolve));
-  served.url = `https://127.0.0.1:${server.address().port}${DOCUMENT_PATH}`;
-  return { server, served };
-}
 
 /** The memory provider of the other checks, naming itself by its document. */
 class MetadataDocumentProvider extends MemoryOAuthProvider {
   constructor(url) {
-    super("recap CIMD test (TypeScript SDK 2)");
+    super(CLIENT_NAME);
     this.url = url;
   }
   get clientMetadataUrl() {
@@ -71,7 +44,7 @@ function recordingFetch(fetched) {
 }
 
 main(async () => {
-  const { server, served } = await serveDocument();
+  const { server, served } = await serveMetadataDocument(CLIENT_NAME);
   try {
     console.log(`client_id ${served.url}`);
     const fetched = [];

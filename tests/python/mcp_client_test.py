@@ -14,55 +14,15 @@ Run against a live `recap serve` by tests/mcp_real_clients.rs (or by hand):
 Exits non-zero with a message on the first failed check.
 """
 
-import asyncio
-import html.parser
 import json
-import os
-import sys
-import urllib.parse
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-MCP_URL = os.environ["MCP_URL"]
-PAT = os.environ["RECAP_PAT"]
-MEETING_ID = os.environ.get("RECAP_MEETING_ID", "mtg_weekly_1")
-SHARE_ID = os.environ.get("RECAP_SHARE_ID", "shr_team")
-REDIRECT_URI = "http://127.0.0.1:47999/callback"
-
-EXPECTED_TOOLS = [
-    "list_meetings",
-    "get_meeting",
-    "get_meeting_transcript",
-    "get_recurring_meeting_history",
-    "search_meetings",
-    "list_pending_action_items",
-    "search_shared_notes",
-    "get_shared_note",
-    "list_recent_changes",
-]
-
-
-# One call of every tool, with arguments that find the world the Rust test seeded.
-CALLS = {
-    "list_meetings": {"limit": 5},
-    "get_meeting": {"meeting_id": MEETING_ID},
-    "get_meeting_transcript": {"meeting_id": MEETING_ID, "limit": 2},
-    "get_recurring_meeting_history": {"meeting_id": MEETING_ID},
-    "search_meetings": {"query": "weekly"},
-    "list_pending_action_items": {},
-    "search_shared_notes": {"query": "budget"},
-    "get_shared_note": {"share_id": SHARE_ID},
-    "list_recent_changes": {"limit": 5},
-}
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, ConsentBrowser, MemoryStorage, check, main
 
 
 def tool_json(result):
@@ -96,69 +56,12 @@ async def with_pat():
                 await call_every_tool(session)
 
 
-class MemoryStorage(TokenStorage):
-    def __init__(self):
-        self.tokens = None
-        self.client_info = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull):
-        self.client_info = client_info
-
-
-class FormReader(html.parser.HTMLParser):
-    """The consent page's form: its action and its hidden fields."""
-
-    def __init__(self):
-        super().__init__()
-        self.action = None
-        self.method = None
-        self.fields = {}
-        self.inputs = []
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form":
-            self.action, self.method = attrs.get("action"), attrs.get("method")
-        if tag == "input":
-            self.inputs.append(attrs.get("name"))
-            if attrs.get("type") == "hidden":
-                self.fields[attrs["name"]] = attrs.get("value", "")
-
-
-class Browser:
-    """Answers the authorization page as a user would: open it, type the PAT, approve."""
-
-    def __init__(self):
-        self.redirect = None
-
-    async def open(self, authorization_url: str):
-        async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as http:
-            page = await http.get(authorization_url)
-            check(page.status_code == 200, f"authorize page: {page.status_code} {page.text[:300]}")
-            check("svc:read" in page.text, "the page names the scope")
-            form = FormReader()
-            form.feed(page.text)
-            check(form.method and form.method.upper() == "POST" and "pat" in form.inputs, f"a POST form with a pat input: {form.inputs}")
-            target = urllib.parse.urljoin(authorization_url, form.action)
-            answer = await http.post(target, data={**form.fields, "pat": PAT, "decision": "approve"})
-            check(answer.status_code in (302, 303), f"approval redirects: {answer.status_code} {answer.text[:300]}")
-            self.redirect = answer.headers["location"]
-
+class Browser(ConsentBrowser):
     async def callback(self) -> AuthorizationCodeResult:
-        check(self.redirect.startswith(REDIRECT_URI + "?"), f"redirected to the registered URI: {self.redirect}")
-        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.redirect).query)
-        fields = {"code": query["code"][0], "state": query.get("state", [None])[0]}
+        query = self.redirect_query()
+        fields = {"code": query["code"], "state": query.get("state")}
         if "iss" in AuthorizationCodeResult.model_fields and "iss" in query:
-            fields["iss"] = query["iss"][0]
+            fields["iss"] = query["iss"]
         return AuthorizationCodeResult(**fields)
 
 
@@ -228,18 +131,11 @@ async def with_oauth():
     print("  provider refresh: ok")
 
 
-async def main():
+async def checks():
     await with_pat()
     await with_oauth()
     print("all python client checks passed")
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except BaseException as error:  # noqa: BLE001 - report anything, including exception groups
-        import traceback
-
-        traceback.print_exc()
-        print(f"FAILED: {error!r}", file=sys.stderr)
-        sys.exit(1)
+    main(checks)

@@ -17,17 +17,16 @@ That no initialize reached the server is checked from the server's side, by the 
 test reading the server's debug log. Exits non-zero on the first failed check.
 """
 
-import asyncio
-import sys
-
 import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
-# The handshake-era checks' helpers: the same tools, the same consent page.
-from mcp_client_test import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, Browser, MemoryStorage, check, tool_json
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, MemoryStorage, check, main
+
+# The handshake-era checks' result reading and consent page, in the same SDK's names.
+from mcp_client_test import Browser, tool_json
 
 MODERN = "2026-07-28"
 
@@ -36,25 +35,30 @@ def modern_client(http, mode=MODERN):
     return Client(streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False), mode=mode)
 
 
+async def call_every_tool(client):
+    """Lists the tools (caching hints included) and calls every one on a connected client."""
+    tools = await client.list_tools()
+    names = [tool.name for tool in tools.tools]
+    check(names == EXPECTED_TOOLS, f"tools/list: {names}")
+    check(tools.ttl_ms == 3_600_000 and tools.cache_scope == "public", f"caching hints: {tools.ttl_ms} {tools.cache_scope}")
+    for tool in tools.tools:
+        check(tool.annotations.read_only_hint is True, f"annotations of {tool.name}")
+        check(tool.output_schema is not None, f"outputSchema of {tool.name}")
+    for name, arguments in CALLS.items():
+        result = await client.call_tool(name, arguments)
+        data = tool_json(result)
+        check(result.structured_content == data, f"{name}: structuredContent is the text's JSON")
+        print(f"  {name}: ok ({', '.join(sorted(data))})")
+    missing = await client.call_tool("get_meeting", {"meeting_id": "mtg_nope"})
+    check(missing.is_error, "an unknown meeting is a tool error")
+    check("meeting mtg_nope not found" in missing.content[0].text, missing.content[0].text)
+
+
 async def pinned_with_pat():
     print(f"PAT, pinned to {MODERN}")
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {PAT}"}, timeout=30) as http:
         async with modern_client(http) as client:
-            tools = await client.list_tools()
-            names = [tool.name for tool in tools.tools]
-            check(names == EXPECTED_TOOLS, f"tools/list: {names}")
-            check(tools.ttl_ms == 3_600_000 and tools.cache_scope == "public", f"caching hints: {tools.ttl_ms} {tools.cache_scope}")
-            for tool in tools.tools:
-                check(tool.annotations.read_only_hint is True, f"annotations of {tool.name}")
-                check(tool.output_schema is not None, f"outputSchema of {tool.name}")
-            for name, arguments in CALLS.items():
-                result = await client.call_tool(name, arguments)
-                data = tool_json(result)
-                check(result.structured_content == data, f"{name}: structuredContent is the text's JSON")
-                print(f"  {name}: ok ({', '.join(sorted(data))})")
-            missing = await client.call_tool("get_meeting", {"meeting_id": "mtg_nope"})
-            check(missing.is_error, "an unknown meeting is a tool error")
-            check("meeting mtg_nope not found" in missing.content[0].text, missing.content[0].text)
+            await call_every_tool(client)
 
 
 async def auto_with_pat():
@@ -89,7 +93,7 @@ async def pinned_with_oauth():
             print("  tool call with svc_oat_: ok")
 
 
-async def main():
+async def checks():
     await pinned_with_pat()
     await auto_with_pat()
     await pinned_with_oauth()
@@ -97,11 +101,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except BaseException as error:  # noqa: BLE001 - report anything, including exception groups
-        import traceback
-
-        traceback.print_exc()
-        print(f"FAILED: {error!r}", file=sys.stderr)
-        sys.exit(1)
+    main(checks)
