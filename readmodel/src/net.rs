@@ -3,7 +3,8 @@
 //! only public unicast addresses. Never a private network, loopback, link-local (which
 //! holds the cloud metadata service at 169.254.169.254), CGNAT, multicast, unspecified
 //! or reserved address, nor an IPv6 address that embeds one of those (IPv4-mapped
-//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`). Without this rule such a URL could reach
+//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) or a deprecated form that
+//! could (IPv4-compatible `::a.b.c.d`, site-local `fec0::/10`, Teredo `2001::/32`). Without this rule such a URL could reach
 //! the service's own network (SSRF). The rule lives here, upstream of the webhooks
 //! runtime and the MCP server, so that both apply the same one.
 
@@ -73,6 +74,26 @@ fn forbidden_v6(address: Ipv6Addr) -> Option<&'static str> {
     }
     if segments[0] & 0xffc0 == 0xfe80 {
         return Some("link-local address");
+    }
+    // Deprecated forms that reach IPv4 or a local network: an IPv4-compatible address
+    // (`::a.b.c.d`), site-local (`fec0::/10`) and Teredo (`2001::/32`, whose IPv4 is
+    // obfuscated) are refused outright; 6to4 (`2002::/16`) carries its IPv4 in bits 16
+    // to 48, held to the IPv4 rule.
+    if segments[..6] == [0; 6] {
+        return Some("IPv4-compatible address");
+    }
+    if segments[0] & 0xffc0 == 0xfec0 {
+        return Some("site-local address");
+    }
+    if segments[0] == 0x2001 && segments[1] == 0 {
+        return Some("Teredo address");
+    }
+    if segments[0] == 0x2002 {
+        return forbidden_v4(Ipv4Addr::from((u32::from(segments[1]) << 16) | u32::from(segments[2])));
+    }
+    // Documentation (`2001:db8::/32`) and discard-only (`100::/64`) prefixes.
+    if (segments[0] == 0x2001 && segments[1] == 0x0db8) || segments[..4] == [0x100, 0, 0, 0] {
+        return Some("reserved address");
     }
     None
 }

@@ -67,14 +67,22 @@ impl EndpointRecord {
     }
 }
 
-/// One secret an endpoint's deliveries are signed with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One secret an endpoint's deliveries are signed with. Its `Debug` form leaves the
+/// secret out, as the contract's `WebhookSecret` does: a value logged or recorded in a
+/// span by mistake never carries it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SigningSecret {
     /// `whsec_` and the base64 of the key.
     pub secret: String,
     /// When it stops signing (a previous secret during a rotation); None for the current.
     #[serde(default)]
     pub expires_at: Option<Timestamp>,
+}
+
+impl std::fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningSecret").field("secret", &"(redacted)").field("expires_at", &self.expires_at).finish()
+    }
 }
 
 /// The secrets an endpoint signs with, current first. The body of a `webhook_secrets`

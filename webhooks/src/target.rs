@@ -2,7 +2,8 @@
 //! public unicast addresses: never to a private network, loopback, link-local (which
 //! holds the cloud metadata service at 169.254.169.254), CGNAT, multicast, unspecified
 //! or reserved address, nor to an IPv6 address that embeds one of those (IPv4-mapped
-//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`). A receiver's URL is chosen by an account,
+//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) or a deprecated form that
+//! could (IPv4-compatible, site-local, Teredo). A receiver's URL is chosen by an account,
 //! so without this rule a webhook could reach the service's own network (SSRF).
 //!
 //! The rule is `recap_readmodel::net`, where the MCP server's fetch of client metadata
@@ -46,6 +47,17 @@ mod tests {
             "::ffff:10.1.2.3",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "::a9fe:a9fe",
+            "::10.0.0.1",
+            "::8.8.8.8",
+            "fec0::1",
+            "feff::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2002:a9fe:a9fe::1",
+            "2002:7f00:1::",
+            "2002:0a00:0001::1",
+            "2001:db8::1",
+            "100::1",
         ] {
             assert!(refused(address), "{address} is refused");
         }
@@ -53,7 +65,17 @@ mod tests {
 
     #[test]
     fn public_addresses_are_allowed() {
-        for address in ["93.184.216.34", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"] {
+        for address in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2001:4860:4860::8888",
+        ] {
             assert!(!refused(address), "{address} is allowed");
         }
     }

@@ -103,6 +103,16 @@ mod tests {
 
     const HOUR: i64 = 3_600_000_000;
 
+    // Secrets never in logs or traces: the debug form of the secrets, as a log line or a
+    // span field would print them, carries no secret.
+    #[test]
+    fn the_debug_form_of_signing_secrets_leaves_the_secrets_out() {
+        let record = rotate(Some(&rotate(None, "whsec_c2VjcmV0LW9uZQ==", Timestamp(0))), "whsec_c2VjcmV0LXR3bw==", Timestamp(HOUR));
+        let printed = format!("{record:?} {:?} {record:#?}", record.secrets[0]);
+        assert!(!printed.contains("c2VjcmV0"), "{printed}");
+        assert!(printed.contains("redacted") && printed.contains("expires_at"), "{printed}");
+    }
+
     #[test]
     fn a_new_secret_is_current_and_the_previous_one_signs_for_the_overlap() {
         let first = rotate(None, "whsec_a", Timestamp(0));
