@@ -504,4 +504,85 @@ mod tests {
         assert!(round().await.iter().all(|answer| *answer == Ok(200)));
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), opened, "the second round reuses the first's connections");
     }
+
+    /// A receiver that reads each request's head and answers `answer` as it is (then
+    /// `endless` chunks of 16 KiB for ever, when set); counts the connections it accepted.
+    async fn scripted_receiver(answer: String, endless: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    while !buffer.windows(4).any(|window| window == b"\r\n\r\n") {
+                        let mut chunk = [0u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                        }
+                    }
+                    if stream.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+                    while endless && stream.write_all(chunk.as_bytes()).await.is_ok() {}
+                    // Held open until the client goes.
+                    let _ = stream.read(&mut [0u8; 1]).await;
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    // "No redirects followed": a 3xx is the receiver's answer, its Location never asked.
+    #[tokio::test]
+    async fn a_redirect_is_answered_as_it_is_and_never_followed() {
+        let (target, target_accepted) = counting_receiver(usize::MAX).await;
+        let answer = format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\n\r\n");
+        let (url, _) = scripted_receiver(answer, false).await;
+        let client = client(true, "127.0.0.1");
+        assert_eq!(client.post(&url, &[], b"{}".to_vec()).await, Ok(307));
+        assert_eq!(target_accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "the Location was not followed");
+    }
+
+    // "Response body read capped": an endless body is read up to the cap (64 KiB), the
+    // status kept, and its connection dropped rather than kept for the next attempt.
+    #[tokio::test]
+    async fn an_answer_body_past_the_cap_is_not_read_and_its_connection_is_not_kept() {
+        let (url, accepted) = scripted_receiver("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".into(), true).await;
+        let client = client(true, "127.0.0.1");
+        for round in 1..=2 {
+            let started = std::time::Instant::now();
+            assert_eq!(client.post(&url, &[], b"{}".to_vec()).await, Ok(200));
+            assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}, not at the timeout", started.elapsed());
+            assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), round, "a new connection each time");
+        }
+    }
+
+    // "Timeouts: 10 s connect+response": a receiver that never answers ends the attempt
+    // at the bound (shortened here), as timed out.
+    #[tokio::test]
+    async fn a_receiver_that_never_answers_times_out_at_the_bound() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        let bound = Duration::from_millis(300);
+        let client = SafeClient::with_resolver(ClientConfig { allow_insecure: true, timeout: bound, ..ClientConfig::default() }, resolver_to("127.0.0.1"));
+        let started = std::time::Instant::now();
+        assert_eq!(client.post(&url, &[], b"{}".to_vec()).await, Err(SendError::TimedOut));
+        let took = started.elapsed();
+        assert!(took >= bound && took < bound * 10, "timed out after {took:?}");
+        assert_eq!(ClientConfig::default().timeout, Duration::from_secs(10));
+        held.abort();
+    }
 }
