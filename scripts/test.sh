@@ -11,8 +11,9 @@
 #      lag test, then the same suites on the other editions, chosen by the test kit's
 #      RECAP_TEST_WORLD (testkit/src/world): the REST and MCP router suites over a
 #      Cassandra keyspace per world (`cassandra`), the router suites and the REST and
-#      MCP black-box suites with each world a cluster of its own (`cluster`: one
-#      projector, two query-api and one mcp process fed through Kafka), then the fault
+#      MCP black-box suites and the webhooks' black-box suite with each world a cluster
+#      of its own (`cluster`: one projector, two query-api and one mcp process fed
+#      through Kafka, and a `recap webhooks` process where deliveries are), then the fault
 #      suite (with a two-minute soak: mixed reads, events throughout, a projector and
 #      a query-api restart) and the webhooks' suite under load and faults (one test at a
 #      time: they stop, kill and pause shared engines), and the distributed roles'
@@ -77,7 +78,7 @@ if scripts/engines/up.sh; then
   # `cargo build --bin recap` would build it again with others).
   run cargo test --workspace --no-run
   run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated -- --test-threads=2
-  run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest_conformance --test mcp_real_clients -- --include-ignored --test-threads=2
+  run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest_conformance --test mcp_real_clients --test webhooks_black_box -- --include-ignored --test-threads=2
   run cargo test --workspace --test distributed --test webhooks_distributed -- --ignored --test-threads=1
   run cargo test --workspace --test telemetry -- --ignored
 else

@@ -155,7 +155,9 @@ impl RedisLimiter {
         let (reply, answer) = oneshot::channel();
         let call = Call {
             keys: [minute_key, period_key],
-            args: [MINUTE_MICROS, i64::from(limits.per_minute), limits.period_quota as i64, ttl_seconds],
+            // A quota past i64 (no quota at all: `u64::MAX`) is as good as i64::MAX, never
+            // the negative number a cast would make of it.
+            args: [MINUTE_MICROS, i64::from(limits.per_minute), i64::try_from(limits.period_quota).unwrap_or(i64::MAX), ttl_seconds],
             member,
             reply,
         };

@@ -1,7 +1,10 @@
-//! The event feed and webhooks end to end through the real `recap serve` (embedded
-//! edition), docs/webhooks.md and docs/rest.md "Events and webhooks": events appended to
-//! the data dir's log (endpoints included, as `webhook_endpoint.*` events) become
-//! messages delivered to a receiver on 127.0.0.1 and listed by `GET /v1/events`.
+//! The event feed and webhooks end to end through the real binary, docs/webhooks.md and
+//! docs/rest.md "Events and webhooks": events appended to the log (endpoints included,
+//! as `webhook_endpoint.*` events) become messages delivered to a receiver on 127.0.0.1
+//! and listed by `GET /v1/events`. On `recap serve` (the embedded edition), and with
+//! `RECAP_TEST_WORLD=cluster` on the distributed one: a projector, two query-api, an mcp
+//! and a `recap webhooks` process over Kafka, Cassandra and Redis (the replay test keeps
+//! to the embedded edition, whose data dir it copies).
 //!
 //! - kinds, ids, data and visibility: the exact messages of each account, per endpoint,
 //!   in the feed and in MCP's `list_recent_changes`, with the ids derived from the
@@ -50,9 +53,24 @@ fn told(account: &'static str, kind: &'static str, resource: &str, cause: &Envel
     Expected { account, kind, resource: resource.into(), cause: cause.id.to_string() }
 }
 
-/// `recap serve` delivering to loopback, with a rate limit no test reaches.
+/// `recap serve` delivering to loopback, with limits no test reaches; with
+/// `RECAP_TEST_WORLD=cluster`, the distributed edition with one `recap webhooks` process.
 fn server() -> Server {
-    server_over(None)
+    if !recap_testkit::server::distributed() {
+        return server_over(None);
+    }
+    let mut server = Server::builder().env("RECAP_REST_RATE_LIMIT_PER_MINUTE", "1000000").env("RECAP_MCP_TOOL_CALLS_PER_MINUTE", "1000000").start();
+    server.cluster.as_mut().expect("the distributed edition").add_webhooks();
+    server
+}
+
+/// Where the webhooks runtime serves `/metrics`: `recap serve`'s admin listener, or the
+/// `recap webhooks` process's.
+fn webhooks_admin_url(server: &Server) -> String {
+    match &server.cluster {
+        Some(cluster) => cluster.webhooks[0].admin_url.clone(),
+        None => server.admin_url.clone(),
+    }
 }
 
 fn server_over(data_dir: Option<&std::path::Path>) -> Server {
@@ -280,7 +298,17 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
     let server = server();
     let (ada, bob) = (new_token(), new_token());
     let scenario = scenario(&receiver, &ada, &bob);
-    server.feed(&scenario.events);
+    if recap_testkit::server::distributed() {
+        // Events of different resources travel in different Kafka partitions, so the
+        // distributed projector may apply them in another order than appended (each
+        // resource's own in order). Applied one at a time, the account sees the changes
+        // in the order written here, on either edition.
+        for event in &scenario.events {
+            server.feed(std::slice::from_ref(event));
+        }
+    } else {
+        server.feed(&scenario.events);
+    }
 
     for (account, token, endpoint) in [(ADA, &ada, "ep_ada"), (BOB, &bob, "ep_bob")] {
         let expected = expected_of(&scenario.expected, account);
@@ -356,7 +384,7 @@ fn replaying_the_whole_log_into_a_fresh_data_dir_announces_the_same_message_ids(
     let receiver = Receiver::start();
     let (ada, bob) = (new_token(), new_token());
     let scenario = scenario(&receiver, &ada, &bob);
-    let first = server();
+    let first = server_over(None);
     first.feed(&scenario.events);
     let counts = [(ADA, &ada, expected_of(&scenario.expected, ADA).len()), (BOB, &bob, expected_of(&scenario.expected, BOB).len())];
     let originals: Vec<Vec<Value>> = counts.iter().map(|(_, token, count)| feed_of(&first, token, *count)).collect();
@@ -386,21 +414,19 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     setup.push(endpoint(ADA, "ep_some", &receiver).types(only).version(1).envelope());
     setup.push(endpoint(ADA, "ep_off", &receiver).enabled(false).version(1).envelope());
     setup.push(endpoint(ADA, "ep_gone", &receiver).version(1).envelope());
-    let created = meeting(ADA, "mtg_1", "Weekly", 0, 1);
-    setup.push(created.clone());
+    // The endpoints before what they are told of (their events and the meeting's travel
+    // in different partitions on the distributed edition).
     server.feed(&setup);
+    let created = meeting(ADA, "mtg_1", "Weekly", 0, 1);
+    server.feed(std::slice::from_ref(&created));
     let before: BTreeSet<String> =
         [MessageKind::MeetingCreated, MessageKind::MeetingNotesReady].into_iter().map(|kind| message_id(created.id.as_ref(), ADA, kind, "mtg_1")).collect();
     receiver.wait_for_ids("ep_gone", &before, WITHIN);
 
     let deleted = meeting_deleted(ADA, "mtg_1", 2);
     let joined = member("team_1", ADA, 1);
-    server.feed(&[
-        EVENTS.webhook_endpoint_deleted(ADA, "ep_gone").version(2).envelope(),
-        deleted.clone(),
-        team("team_1", "Design", None, false, 1),
-        joined.clone(),
-    ]);
+    server.feed(&[EVENTS.webhook_endpoint_deleted(ADA, "ep_gone").version(2).envelope()]);
+    server.feed(&[deleted.clone(), team("team_1", "Design", None, false, 1), joined.clone()]);
     let after =
         [message_id(deleted.id.as_ref(), ADA, MessageKind::MeetingDeleted, "mtg_1"), message_id(joined.id.as_ref(), ADA, MessageKind::TeamJoined, "team_1")];
     let every: BTreeSet<String> = before.iter().chain(&after).cloned().collect();
@@ -436,6 +462,29 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
         .map(|endpoint| (endpoint["id"].as_str().unwrap(), endpoint["state"]["status"].as_str().unwrap()))
         .collect();
     assert_eq!(listed, vec![("ep_all", "enabled"), ("ep_off", "disabled_by_account"), ("ep_some", "enabled")]);
+
+    // The runtime's figures are on /metrics under the names docs/operations.md and the
+    // chart's dashboards and alerts use: messages, attempts and deliveries by outcome,
+    // attempt latency, queue depth and the oldest pending delivery's age.
+    let metrics = ureq::get(&format!("{}metrics", webhooks_admin_url(&server))).call().expect("GET /metrics").into_body().read_to_string().expect("the body");
+    for name in [
+        "recap_webhooks_messages_total{",
+        "recap_webhooks_attempts_total{",
+        "recap_webhooks_deliveries_total{",
+        "recap_webhooks_attempt_duration_seconds_bucket{",
+        "recap_webhooks_queue_depth",
+        "recap_webhooks_oldest_pending_age_seconds",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+    for (name, outcome) in
+        [("recap_webhooks_messages_total", "appended"), ("recap_webhooks_attempts_total", "succeeded"), ("recap_webhooks_deliveries_total", "delivered")]
+    {
+        assert!(
+            metrics.lines().any(|line| line.starts_with(name) && line.contains(&format!("outcome=\"{outcome}\""))),
+            "{name} has no {outcome} series:\n{metrics}"
+        );
+    }
 }
 
 /// What the REST API and the MCP server show of the resource `message` announces,
@@ -535,6 +584,11 @@ fn a_receiver_reading_the_api_on_receipt_always_sees_the_change_announced() {
     setup.extend(account_with_token(BOB, &bob));
     setup.push(endpoint(ADA, "ep_ada", &receiver).version(1).envelope());
     setup.push(endpoint(BOB, "ep_bob", &receiver).version(1).envelope());
+    // An endpoint is told of the messages that follow it: on the distributed edition
+    // the endpoints' events and the resources' travel in different partitions, so the
+    // endpoints are in place before anything they are to be told of.
+    server.feed(&setup);
+    setup.clear();
     // What is deleted and withdrawn later already exists, and its announcements were read.
     const SIZE: usize = 100;
     for index in 0..SIZE / 4 {
