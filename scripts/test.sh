@@ -71,7 +71,7 @@ if scripts/engines/up.sh; then
   run cargo test --workspace --test kafka_lag --test kafka_messages -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated
-  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test delivery
+  run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test delivery --test queue
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --test kafka -- --ignored
   # The cluster worlds run the recap binary beside the test executables, which cargo
   # builds for the root package's own tests (with the features of the passes above; a
