@@ -559,10 +559,11 @@ impl Form {
 }
 
 /// The handshake-era call carrying every byte the modern one carries: the same body
-/// (`_meta` included, which that era reads only for trace context) and the same headers,
-/// but for `MCP-Protocol-Version`, which names 2025-11-25 (as long as 2026-07-28). What a
-/// modern call costs beyond it is what the modern rules cost; what it costs beyond the
-/// plain handshake-era call is what the modern bytes cost, which the revision forces.
+/// (`_meta` included) and the same headers, but for the version, which names 2025-11-25
+/// (as long as 2026-07-28) in `MCP-Protocol-Version` and in `_meta`, as the two must
+/// agree. What a modern call costs beyond it is what the modern rules cost; what it costs
+/// beyond the plain handshake-era call is what the modern bytes cost, which the revision
+/// forces.
 fn padded_handshake_era_tool_call(name: &str, arguments: serde_json::Value) -> Post {
     let mut post = modern_tool_call(name, arguments);
     for (header, value) in &mut post.headers {
@@ -570,6 +571,7 @@ fn padded_handshake_era_tool_call(name: &str, arguments: serde_json::Value) -> P
             *value = LATEST_HANDSHAKE_ERA.to_string();
         }
     }
+    post.body = post.body.replace(MODERN, LATEST_HANDSHAKE_ERA);
     post
 }
 
