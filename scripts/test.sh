@@ -28,6 +28,7 @@ mkdir -p "$target"
 # of another clone. A copy is left at $target/test.log.
 log=$(mktemp "${TMPDIR:-/tmp}/recap-test.XXXXXX")
 trap 'cp "$log" "$target/test.log" 2>/dev/null; rm -f "$log"' EXIT
+echo "the run's log: $log (copied to $target/test.log at the end)"
 status=0
 run() {
   echo "== $*" | tee -a "$log"

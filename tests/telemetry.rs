@@ -720,22 +720,24 @@ fn distributed_roles_export_kafka_batches_cassandra_and_redis_spans_and_limiter_
         point.str("db.system.name") == Some("cassandra") && point.str("db.operation.name") == Some("SELECT")
     });
 
-    // mcp: the HTTP span, the tool span and the limiter's Redis round trip in one trace.
+    // mcp: the HTTP span, the tool span, the tool-call limit's Redis round trip and the
+    // tool's Cassandra read in one trace.
     let (trace_id, _) = random_trace_context();
     let response = mcp(&cluster.mcp.url, &alice, &trace_id, 1, "tools/call", json!({"name": "get_meeting", "arguments": {"meeting_id": "mtg_0"}}));
     assert_eq!(response["result"]["isError"], json!(false), "{response}");
     let (server, _) = trace_with(&collector, &trace_id, "tools/call get_meeting");
     assert_eq!(server.resource.str("recap.role"), Some("mcp"), "{server:?}");
-    // MCP requests are not counted by the limiter (the MCP spec shows no rate limit or
-    // quota; see docs/mcp.md): the trace reads Cassandra and never calls Redis.
     collector.wait_span("a Cassandra SELECT in the MCP request's trace", |span| {
         span.trace_id == trace_id
             && span.kind == SPAN_KIND_CLIENT
             && span.str("db.system.name") == Some("cassandra")
             && span.str("db.operation.name") == Some("SELECT")
     });
-    let spans = collector.spans();
-    assert!(!spans.iter().any(|span| span.trace_id == trace_id && span.str("db.system.name") == Some("redis")), "no Redis call for MCP");
+    // Tool calls are counted per account in Redis (docs/mcp.md, Limits).
+    let evalsha = collector.wait_span("a Redis EVALSHA in the MCP request's trace", |span| {
+        span.trace_id == trace_id && span.kind == SPAN_KIND_CLIENT && span.str("db.operation.name") == Some("EVALSHA")
+    });
+    assert_eq!(evalsha.str("db.system.name"), Some("redis"), "{evalsha:?}");
 }
 
 /// The Prometheus names the dashboard, the alerts and the chart README promise are the

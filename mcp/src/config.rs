@@ -69,8 +69,9 @@ pub struct McpConfig {
     /// token of the account; past it a call answers a tool error `rate_limited` (with
     /// `isError: true` and the seconds to wait), which a model reads and can act on.
     /// Counted in Redis in the distributed edition (shared by every MCP pod), in
-    /// process otherwise. Calls refused before they reach a tool (an unknown tool, bad
-    /// params) are not counted.
+    /// process otherwise. Calls refused before they reach a tool (an unknown tool,
+    /// `tools/call` params that are not `{name, arguments}`) are not counted; a call
+    /// with an invalid argument is.
     #[arg(long = "mcp-tool-calls-per-minute", env = "RECAP_MCP_TOOL_CALLS_PER_MINUTE", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
     pub tool_calls_per_minute: u32,
 

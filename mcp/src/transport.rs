@@ -144,11 +144,13 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
     log.request(&id, &method);
     // "A request carrying modern per-request _meta is served statelessly according to"
     // 2026-07-28, whose version header must match the one `_meta` names: a request
-    // naming another version there than its handshake-era (or absent, 2025-03-26)
-    // header is refused as that revision refuses a mismatch. initialize selects the
+    // naming a version there that is not a handshake-era one (2026-07-28, or one this
+    // server does not know) under a handshake-era (or absent, 2025-03-26) header is
+    // refused as that revision refuses a mismatch. A handshake-era version in `_meta`
+    // is not that revision's envelope, and the header rules; initialize selects the
     // handshake era whatever its `_meta` says.
     if let MetaValue::Text(carried) = &params.meta.protocol_version {
-        if carried != version && method != "initialize" {
+        if rpc::supported(carried).is_none() && method != "initialize" {
             log.era = rpc::MODERN_VERSION;
             let error = RpcError::HeaderMismatch(format!(
                 "MCP-Protocol-Version header value '{version}' (2025-03-26 when the header is absent) does not match body value '{carried}'"

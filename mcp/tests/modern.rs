@@ -377,8 +377,9 @@ async fn the_token_and_plan_are_checked_before_the_protocol() {
 // this revision", whose header "MUST match the io.modelcontextprotocol/protocolVersion
 // field ... If the values do not match, the server MUST reject the request with 400 Bad
 // Request and a HeaderMismatch JSON-RPC error": a handshake-era or absent header
-// (read as 2025-03-26) with `_meta` naming 2026-07-28 is -32020. A `_meta` without
-// that key (a progress token) or naming the header's own version changes nothing.
+// (read as 2025-03-26) with `_meta` naming 2026-07-28 (or a version this server does
+// not know) is -32020. A `_meta` without that key (a progress token) or naming a
+// handshake-era version changes nothing: the header rules that era.
 #[tokio::test]
 async fn without_the_header_the_legacy_path_answers_as_before() {
     let world = World::new().await;
@@ -390,15 +391,20 @@ async fn without_the_header_the_legacy_path_answers_as_before() {
     let list = world.rpc("tools/list", json!({"_meta": {"progressToken": 1}})).await["result"].clone();
     assert!(list.get("resultType").is_none() && list.get("ttlMs").is_none(), "{list}");
     assert!(list["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{list}");
-    let own_version = json!({"_meta": {VERSION_KEY: "2025-11-25"}});
-    let list = world.rpc_as(FLOW_PAT, "tools/list", own_version, &[("mcp-protocol-version", "2025-11-25")]).await["result"].clone();
-    assert!(list.get("resultType").is_none() && list["tools"].is_array(), "{list}");
+    for named in ["2025-11-25", "2025-06-18"] {
+        let handshake_era_version = json!({"_meta": {VERSION_KEY: named}});
+        let list = world.rpc_as(FLOW_PAT, "tools/list", handshake_era_version, &[("mcp-protocol-version", "2025-11-25")]).await["result"].clone();
+        assert!(list.get("resultType").is_none() && list["tools"].is_array(), "{named}: {list}");
+    }
     assert_eq!(world.rpc("server/discover", json!({})).await["error"]["code"], -32601);
     for (method, sent) in [("tools/list", vec![]), ("server/discover", vec![]), ("tools/list", vec![("mcp-protocol-version", "2025-11-25")])] {
         let reply = world.post_raw(Some(FLOW_PAT), &body(method, with_meta(json!({}))), &sent).await;
         let error = assert_error(&reply, StatusCode::BAD_REQUEST, -32020, json!(1));
         assert!(error["message"].as_str().unwrap().contains(MODERN), "{method} {sent:?}: {error}");
     }
+    let future = json!({"_meta": {VERSION_KEY: "2099-01-01", CAPABILITIES_KEY: {}}});
+    let reply = world.post_raw(Some(FLOW_PAT), &body("tools/list", future), &[("mcp-protocol-version", "2025-11-25")]).await;
+    assert_error(&reply, StatusCode::BAD_REQUEST, -32020, json!(1));
 }
 
 // "Input-validation errors" are tool results with isError: a required argument of another type

@@ -442,6 +442,10 @@ mod rate_limit {
     #[tokio::test]
     async fn tool_calls_past_the_accounts_per_minute_limit_are_a_rate_limited_tool_error() {
         let world = World::with_config(limited(3)).await;
+        // Another account's call first: on the distributed edition it opens the mcp
+        // process's Redis connection and loads the limiter's script, so that the calls
+        // counted below are not decided locally while Redis is still being reached.
+        assert_eq!(call_as(&world, OTHER_PAT, "list_meetings").await["isError"], false);
         let unknown = world.rpc("tools/call", json!({"name": "no_such_tool", "arguments": {}})).await;
         assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
         world.call_ok("list_meetings", json!({})).await;

@@ -3,7 +3,7 @@
 //! only public unicast addresses. Never a private network, loopback, link-local (which
 //! holds the cloud metadata service at 169.254.169.254), CGNAT, multicast, unspecified
 //! or reserved address, nor an IPv6 address that embeds one of those (IPv4-mapped
-//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) or a deprecated form that
+//! `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4 `2002::/16`) or a deprecated form that
 //! could (IPv4-compatible `::a.b.c.d`, site-local `fec0::/10`, Teredo `2001::/32`). Without this rule such a URL could reach
 //! the service's own network (SSRF). The rule lives here, upstream of the webhooks
 //! runtime and the MCP server, so that both apply the same one.
@@ -81,6 +81,11 @@ fn forbidden_v6(address: Ipv6Addr) -> Option<&'static str> {
     // to 48, held to the IPv4 rule.
     if segments[..6] == [0; 6] {
         return Some("IPv4-compatible address");
+    }
+    // Local-use NAT64 (`64:ff9b:1::/48`, RFC 8215) reaches IPv4 through a translator of
+    // the local network, its IPv4 at a position the network chooses.
+    if segments[..3] == [0x64, 0xff9b, 1] {
+        return Some("local-use NAT64 address");
     }
     if segments[0] & 0xffc0 == 0xfec0 {
         return Some("site-local address");

@@ -50,10 +50,15 @@ pub struct Plan {
     pub seed: usize,
 }
 
-/// The settings a soak's cluster runs with: the per-minute limit and the quota lifted
-/// (they would turn a steady load into 429s; Redis still counts every request).
+/// The settings a soak's cluster runs with: the REST per-minute limit and quota and the
+/// MCP tool-call limit lifted (they would turn a steady load into 429s and
+/// `rate_limited` tool errors; Redis still counts every request and call).
 pub fn cluster_settings() -> Vec<(String, String)> {
-    vec![("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000000".into()), ("RECAP_DEFAULT_API_QUOTA".into(), "1000000000000".into())]
+    vec![
+        ("RECAP_REST_RATE_LIMIT_PER_MINUTE".into(), "1000000000".into()),
+        ("RECAP_DEFAULT_API_QUOTA".into(), "1000000000000".into()),
+        ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".into(), "1000000000".into()),
+    ]
 }
 
 /// One read, as the report counts it.
