@@ -290,10 +290,7 @@ async fn call_tool(
         span.record("otel.name", format!("tools/call {tool}"));
     }
     let arguments = call.arguments.unwrap_or_default();
-    let outcome = match tools::admit(state, account_id).await {
-        Ok(()) => tools::call(state, account_id, tool, &arguments).instrument(span.clone()).await,
-        Err(refused) => Err(refused),
-    };
+    let outcome = tools::call_counted(state, account_id, tool, &arguments).instrument(span.clone()).await;
     Ok(match outcome {
         Ok(text) => {
             // Results copy stored JSON; should a stored body be corrupt, the text item

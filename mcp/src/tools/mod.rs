@@ -86,15 +86,30 @@ impl ToolError {
     }
 }
 
-/// Counts one tool call of the account against `--mcp-tool-calls-per-minute` (the
-/// revision's "servers MUST rate limit tool invocations"); refused past it, counted
-/// nowhere then. A limiter that cannot decide is an unavailable store: retry shortly.
-pub async fn admit(state: &McpState, account_id: &str) -> Result<(), ToolError> {
+/// Runs `tool` for the account once its call is counted against
+/// `--mcp-tool-calls-per-minute` (the revision's "servers MUST rate limit tool
+/// invocations"); refused past it, counted nowhere then. When the limiter says the call
+/// is very likely admitted (Redis's last decision here left room to spare), the tool's
+/// reads start alongside the count's round trip, as the REST API's do: the decision
+/// still rules, and a refusal drops what the tool read.
+pub async fn call_counted(state: &McpState, account_id: &str, tool: &str, arguments: &Args) -> Result<String, ToolError> {
+    let key = format!("mcp_tools:{account_id}");
+    if !state.limiter().admits_likely(&key) {
+        admit(state, &key).await?;
+        return call(state, account_id, tool, arguments).await;
+    }
+    let (admitted, outcome) = tokio::join!(admit(state, &key), call(state, account_id, tool, arguments));
+    admitted?;
+    outcome
+}
+
+/// Counts one tool call under the limiter's `key`. A limiter that cannot decide is an
+/// unavailable store: retry shortly.
+async fn admit(state: &McpState, key: &str) -> Result<(), ToolError> {
     use recap_access::{Limits, Verdict};
     let per_minute = state.inner.config.tool_calls_per_minute;
     let limits = Limits { per_minute, period_quota: u64::MAX, billing_cycle_anchor: recap_schemas::Timestamp(0) };
-    let key = format!("mcp_tools:{account_id}");
-    match state.limiter().admit(&key, &limits).await {
+    match state.limiter().admit(key, &limits).await {
         Ok(decision) => match decision.verdict {
             Verdict::Admitted => Ok(()),
             Verdict::RateLimited { retry_after_seconds } => Err(ToolError::RateLimited { per_minute, retry_after_seconds: retry_after_seconds.max(1) }),
