@@ -1,6 +1,8 @@
 //! The deliverer: makes the attempts of the deliveries of the shards this process
 //! holds, each endpoint with a bounded number in flight (and the process with a global
-//! bound), so a slow or dead endpoint only ever holds its own slots.
+//! bound), so a slow or dead endpoint only ever holds its own slots; endpoints known to
+//! be failing share a quarter of the process's slots between them, so many dead at once
+//! leave the rest to the endpoints that answer.
 //!
 //! Deliveries reach it two ways: first attempts handed over in memory by the log
 //! reader, prepared ([`crate::handoff`]), which have no row; and the rows of
@@ -235,6 +237,11 @@ pub struct Deliverer {
     /// Rings when an attempt freed its endpoint's slot: the window has what to start.
     freed: Arc<Notify>,
     global: Arc<Semaphore>,
+    /// The slots endpoints known to be failing may hold between them (a quarter of
+    /// `global`), besides a slot of `global` each: many dead endpoints at once (a
+    /// region of receivers down) hold at most these, and the rest stay for endpoints
+    /// that answer.
+    failing: Arc<Semaphore>,
     /// The deliveries queued and not started, by endpoint in the order they came: an
     /// attempt that frees a slot starts the next of its endpoint without a scan.
     window: Mutex<HashMap<EndpointKey, EndpointQueue>>,
@@ -273,6 +280,7 @@ impl Deliverer {
         config: DelivererConfig,
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
+        let failing = Arc::new(Semaphore::new((config.global / 4).max(1)));
         // A group never waits on more than a quarter of the process's attempt slots.
         let linger = Linger { hand_ins: config.record_linger.hand_ins.min(config.global / 4).max(1), ..config.record_linger };
         let recorder = Recorder::start(store.clone(), linger);
@@ -294,6 +302,7 @@ impl Deliverer {
             shards,
             freed: Arc::new(Notify::new()),
             global,
+            failing,
             window: Mutex::default(),
             converting: Mutex::default(),
             last_hold_check: Mutex::new(Instant::now()),
@@ -543,9 +552,20 @@ impl Deliverer {
             };
             while !queue.queued.is_empty() {
                 let Ok(endpoint_permit) = in_flight.clone().try_acquire_owned() else { continue 'endpoints };
+                // An endpoint whose attempts fail (its state, in memory while it has
+                // attempts under way, says since when) also takes a slot of the
+                // failing ones' share.
+                let failing = state_lock.try_lock().is_ok_and(|cached| cached.state.as_ref().is_some_and(|state| state.failing_since.is_some()));
+                let failing_permit = match failing {
+                    true => match self.failing.clone().try_acquire_owned() {
+                        Ok(permit) => Some(permit),
+                        Err(_) => continue 'endpoints,
+                    },
+                    false => None,
+                };
                 let Ok(global_permit) = self.global.clone().try_acquire_owned() else { break 'endpoints };
                 let Some(queued) = queue.pop() else { break };
-                self.start(attempts, queued, endpoint_permit, global_permit, state_lock.clone());
+                self.start(attempts, queued, endpoint_permit, (global_permit, failing_permit), state_lock.clone());
             }
         }
         window.retain(|_, queue| !queue.queued.is_empty());
@@ -556,7 +576,7 @@ impl Deliverer {
         attempts: &mut JoinSet<()>,
         queued: Queued,
         endpoint_permit: OwnedSemaphorePermit,
-        global_permit: OwnedSemaphorePermit,
+        process_permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
         state_lock: Arc<tokio::sync::Mutex<CachedState>>,
     ) {
         if matches!(queued.origin, Origin::Row) {
@@ -580,7 +600,7 @@ impl Deliverer {
         );
         attempts.spawn(
             async move {
-                let _global_permit = global_permit;
+                let _process_permits = process_permits;
                 // Boxed: the task then holds a pointer, not the attempt's whole state
                 // (the request under way included), which it would copy on spawning and
                 // again when it ends.

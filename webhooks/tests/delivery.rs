@@ -182,6 +182,67 @@ async fn a_hanging_endpoint_never_delays_another() {
     task.await.unwrap();
 }
 
+/// Many endpoints dead at once (more slots wanted than the process has) hold, once
+/// their first attempts have failed, only the failing endpoints' quarter of the slots:
+/// two of the process's eight here, whatever their backlog, and an endpoint that
+/// answers gets its deliveries at once instead of waiting for the dead ones' timeouts.
+#[tokio::test]
+async fn endpoints_known_to_fail_share_a_quarter_of_the_slots_and_never_take_them_all() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    let dead = ["acc_d1", "acc_d2", "acc_d3", "acc_d4"];
+    for account in dead {
+        setup.endpoint(account, "ep", &format!("{}/hang_{account}", receiver.url), &[], true, 1).await;
+    }
+    setup.endpoint("acc_ok", "ep", &format!("{}/ok", receiver.url), &[], true, 1).await;
+    // A backlog that outlasts the test: sixteen slots wanted at every moment, against
+    // the process's eight.
+    let mut messages = Vec::new();
+    for index in 0..40i64 {
+        for (offset, account) in dead.iter().enumerate() {
+            messages.push((
+                4 * index + offset as i64 + 1,
+                message(account, MessageKind::MeetingCreated, &format!("evt_{account}_{index}"), &format!("mtg_{index}")),
+            ));
+        }
+    }
+    setup.outbox(&messages).await;
+    let clock = ManualClock::at(START);
+    let timeout = Duration::from_secs(1);
+    let mut runtime = runtime(&setup, &clock, timeout);
+    runtime.deliverer.global = 8;
+    let (stop, task) = start(runtime);
+    eventually("every dead endpoint is known to be failing", || async {
+        let mut failing = 0;
+        for account in dead {
+            if setup.webhooks.endpoint_state(account, "ep").await.unwrap().failing_since.is_some() {
+                failing += 1;
+            }
+        }
+        failing == dead.len()
+    })
+    .await;
+    let sent = std::time::Instant::now();
+    let ok: Vec<_> =
+        (0..4i64).map(|index| (1_000 + index, message("acc_ok", MessageKind::MeetingCreated, &format!("evt_ok_{index}"), &format!("mtg_{index}")))).collect();
+    setup.outbox(&ok).await;
+    receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 4).await;
+    let took = sent.elapsed();
+    assert!(took < timeout, "the answering endpoint got its 4 deliveries in {took:?}, not after the dead ones' {timeout:?} timeout");
+    // Once the attempts started before they were known to fail have timed out, the dead
+    // endpoints start at most two attempts a timeout between them (without the share:
+    // eight).
+    let hanging = || receiver.received().iter().filter(|request| request.path.starts_with("/hang")).count();
+    tokio::time::sleep(timeout + Duration::from_millis(300)).await;
+    let before = hanging();
+    tokio::time::sleep(timeout * 3).await;
+    let started = hanging() - before;
+    assert!(started <= 2 * 3 + 2, "{started} attempts to dead endpoints in three timeouts, where their share allows two at a time");
+    assert!(started >= 2, "{started}: the dead endpoints' backlog is still being tried");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
 #[tokio::test]
 async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_upsert() {
     let setup = setup().await;
