@@ -93,7 +93,7 @@ fn python_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
     // PAT, then with the OAuth token), no probe, nothing on 2026-07-28.
     assert_eq!(count(&answered, "initialize"), 2, "{all}");
     assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
-    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_none_on_2026_07_28(&answered);
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
     // Eleven calls with the PAT, one with the OAuth token and one after the refresh.
     assert!(count(&answered, "tools/call") >= 13, "{all}");
@@ -129,10 +129,7 @@ fn python_sdk_pinned_to_2026_07_28_lists_and_calls_every_tool_without_initialize
     let requests: Vec<&String> = lines.iter().filter(|line| line.contains("mcp request")).collect();
     let answered: Vec<&&String> = requests.iter().filter(|line| !line.contains(r#"method="-""#)).collect();
     assert!(!answered.is_empty(), "no request lines on stderr:\n{}", lines.join("\n"));
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     let count = |method: &str| answered.iter().filter(|line| line.contains(&format!(r#"method="{method}""#))).count();
     assert_eq!(count("server/discover"), 1, "only the auto-mode client probes server/discover");
     assert!(count("tools/list") >= 3 && count("tools/call") >= 12, "{}", lines.join("\n"));
@@ -179,6 +176,21 @@ fn answered_requests(server: &Server) -> (Vec<String>, Vec<String>) {
     (lines, answered)
 }
 
+/// Every request that reached the server was on 2026-07-28, and none was `initialize`.
+fn assert_all_on_2026_07_28(answered: &[impl AsRef<str>]) {
+    for line in answered.iter().map(AsRef::as_ref) {
+        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
+        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
+    }
+}
+
+/// No request that reached the server was on 2026-07-28.
+fn assert_none_on_2026_07_28(answered: &[impl AsRef<str>]) {
+    for line in answered.iter().map(AsRef::as_ref) {
+        assert!(!line.contains(r#"era="2026-07-28""#), "a request on 2026-07-28: {line}");
+    }
+}
+
 fn count(lines: &[String], method: &str) -> usize {
     lines.iter().filter(|line| line.contains(&format!(r#"method="{method}""#))).count()
 }
@@ -192,7 +204,7 @@ fn typescript_sdk_1_lists_and_calls_every_tool_and_completes_oauth() {
     // Twice with the PAT and the OAuth token, each connection with initialize.
     assert_eq!(count(&answered, "initialize"), 2, "{}", lines.join("\n"));
     assert_eq!(count(&answered, "server/discover"), 0, "a handshake-era client does not probe");
-    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
+    assert_none_on_2026_07_28(&answered);
     // Eleven calls with each credential, and the call retried after the refresh.
     assert!(count(&answered, "tools/call") >= 23, "{}", lines.join("\n"));
 }
@@ -203,10 +215,7 @@ fn typescript_sdk_2_pinned_to_2026_07_28_lists_and_calls_every_tool_and_complete
     let server = logged_world();
     run_node("sdk2_client_test.mjs", &[], &server, "the TypeScript SDK 2.x checks of 2026-07-28");
     let (lines, answered) = answered_requests(&server);
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     // Every connection, pinned or auto, begins with server/discover: PAT pinned, PAT
     // auto, OAuth pinned (the first, unauthorized attempt is refused before a method).
     assert_eq!(count(&answered, "server/discover"), 3, "{}", lines.join("\n"));
@@ -221,10 +230,7 @@ fn inspector_cli_in_modern_era_lists_and_calls_every_tool_without_initialize() {
     let server = logged_world();
     run_node("inspector_cli_test.mjs", &["modern"], &server, "the MCP Inspector CLI checks of 2026-07-28");
     let (lines, answered) = answered_requests(&server);
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     // One CLI run per request, each connecting with server/discover: a list, nine
     // calls, the paged list and the unknown meeting.
     assert_eq!(count(&answered, "server/discover"), 12, "{}", lines.join("\n"));
@@ -237,7 +243,7 @@ fn inspector_cli_in_legacy_era_lists_and_calls_every_tool() {
     let server = logged_world();
     run_node("inspector_cli_test.mjs", &["legacy"], &server, "the MCP Inspector CLI checks of the handshake era");
     let (lines, answered) = answered_requests(&server);
-    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{}", lines.join("\n"));
+    assert_none_on_2026_07_28(&answered);
     assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
     assert_eq!(count(&answered, "initialize"), 12, "each CLI run initializes: {}", lines.join("\n"));
     assert!(count(&answered, "tools/call") >= 11, "{}", lines.join("\n"));
@@ -265,10 +271,7 @@ fn inspector_cli_in_modern_era_logs_in_with_oauth_then_calls_every_tool_with_the
     run_node("inspector_cli_test.mjs", &["modern", "oauth"], &server, "the MCP Inspector CLI OAuth checks of 2026-07-28");
     let (lines, answered) = answered_requests(&server);
     assert_one_registered_login(&lines);
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     // The login run's first attempt had no token; every later request had the stored one.
     let all = lines.join("\n");
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
@@ -283,7 +286,7 @@ fn inspector_cli_in_legacy_era_logs_in_with_oauth_then_calls_every_tool_with_the
     let (lines, answered) = answered_requests(&server);
     assert_one_registered_login(&lines);
     let all = lines.join("\n");
-    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_none_on_2026_07_28(&answered);
     assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
     assert!(count(&answered, "initialize") >= 12 && count(&answered, "tools/call") >= 11, "{all}");
@@ -295,6 +298,14 @@ struct TestCa {
     ca: PathBuf,
     certificate: PathBuf,
     key: PathBuf,
+}
+
+impl TestCa {
+    /// Where a client script finds the leaf's certificate and key, to serve its
+    /// metadata document over https.
+    fn document_files(&self) -> [(&'static str, &Path); 2] {
+        [("RECAP_CIMD_CERT", &self.certificate), ("RECAP_CIMD_KEY", &self.key)]
+    }
 }
 
 fn test_ca() -> TestCa {
@@ -396,19 +407,10 @@ fn typescript_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_regi
     assert!(stderr.contains("--mcp-cimd-extra-ca-file") && stderr.contains("holds no CERTIFICATE block"), "{stderr}");
 
     let server = cimd_world(&ca);
-    let printed = run_node_with(
-        "sdk2_cimd_test.mjs",
-        &[],
-        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
-        &server,
-        "the TypeScript SDK 2.x metadata document checks",
-    );
+    let printed = run_node_with("sdk2_cimd_test.mjs", &[], &ca.document_files(), &server, "the TypeScript SDK 2.x metadata document checks");
     let (lines, answered) = assert_one_document_login(&server, &printed);
     let all = lines.join("\n");
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     assert_eq!(count(&answered, "server/discover"), 1, "{all}");
     assert!(count(&answered, "tools/call") >= 11, "{all}");
 }
@@ -424,16 +426,12 @@ fn python_sdk_2_authorizes_with_a_client_id_metadata_document_and_never_register
             .arg(repo().join("tests/python/mcp_cimd_client_test.py"))
             .env("MCP_URL", &server.mcp_url)
             .env("RECAP_PAT", PAT)
-            .env("RECAP_CIMD_CERT", &ca.certificate)
-            .env("RECAP_CIMD_KEY", &ca.key),
+            .envs(ca.document_files()),
         "the MCP Python SDK 2.x metadata document checks",
     );
     let (lines, answered) = assert_one_document_login(&server, &printed);
     let all = lines.join("\n");
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     // Pinned, the Python SDK sends no server/discover (only its auto mode probes).
     assert_eq!(count(&answered, "server/discover"), 0, "{all}");
     assert!(count(&answered, "tools/list") >= 1 && count(&answered, "tools/call") >= 10, "{all}");
@@ -447,16 +445,13 @@ fn inspector_cli_in_modern_era_logs_in_with_a_client_id_metadata_document_then_c
     let printed = run_node_with(
         "inspector_cli_test.mjs",
         &["modern", "cimd"],
-        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &ca.document_files(),
         &server,
         "the MCP Inspector CLI metadata document checks of 2026-07-28",
     );
     let (lines, answered) = assert_one_document_login(&server, &printed);
     let all = lines.join("\n");
-    for line in &answered {
-        assert!(line.contains(r#"era="2026-07-28""#), "a request not on 2026-07-28: {line}");
-        assert!(!line.contains(r#"method="initialize""#), "an initialize reached the server: {line}");
-    }
+    assert_all_on_2026_07_28(&answered);
     // The login run's first attempt had no token; every run, that one and the eleven
     // with the stored tokens, connected with server/discover.
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
@@ -472,13 +467,13 @@ fn inspector_cli_in_legacy_era_logs_in_with_a_client_id_metadata_document_then_c
     let printed = run_node_with(
         "inspector_cli_test.mjs",
         &["legacy", "cimd"],
-        &[("RECAP_CIMD_CERT", &ca.certificate), ("RECAP_CIMD_KEY", &ca.key)],
+        &ca.document_files(),
         &server,
         "the MCP Inspector CLI metadata document checks of the handshake era",
     );
     let (lines, answered) = assert_one_document_login(&server, &printed);
     let all = lines.join("\n");
-    assert!(answered.iter().all(|line| !line.contains(r#"era="2026-07-28""#)), "{all}");
+    assert_none_on_2026_07_28(&answered);
     assert_eq!(count(&answered, "server/discover"), 0, "the legacy era does not probe");
     assert!(lines.iter().any(|line| line.contains("mcp request") && line.contains("outcome=unauthorized")), "{all}");
     assert!(count(&answered, "initialize") >= 12 && count(&answered, "tools/call") >= 11, "{all}");

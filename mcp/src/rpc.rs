@@ -552,7 +552,7 @@ pub fn modern_error(id: Option<RequestId>, error: &RpcError) -> String {
 
 pub fn error(id: Option<RequestId>, error: &RpcError) -> String {
     match id {
-        Some(id) => serde_json::to_string(&JsonRpcError::new(Some(id), error.data())).unwrap_or_default(),
+        Some(id) => modern_error(Some(id), error),
         None => {
             let data = serde_json::to_string(&error.data()).unwrap_or_default();
             format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{data}}}")

@@ -14,8 +14,8 @@ import sys
 import traceback
 import urllib.parse
 
-from mcp.client.auth import TokenStorage
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 try:
     # SDK 2.x's HTTP client.
@@ -127,6 +127,18 @@ class ConsentBrowser:
         """The parameters of the redirect to the client's callback (code, state, iss)."""
         check(self.redirect.startswith(REDIRECT_URI + "?"), f"redirected to the registered URI: {self.redirect}")
         return {name: values[0] for name, values in urllib.parse.parse_qs(urllib.parse.urlparse(self.redirect).query).items()}
+
+
+def oauth_provider(client_name, storage, browser, **options):
+    """The SDK's OAuth client provider for the server, as a public client redirected to
+    REDIRECT_URI whose consent page `browser` answers; `options` are the provider's
+    other arguments (another `redirect_handler`, a `client_metadata_url`)."""
+    return OAuthClientProvider(
+        server_url=MCP_URL,
+        client_metadata=OAuthClientMetadata(client_name=client_name, redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
+        storage=storage,
+        **{"redirect_handler": browser.open, "callback_handler": browser.callback, **options},
+    )
 
 
 def main(checks):

@@ -23,10 +23,8 @@ import threading
 import urllib.parse
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import OAuthClientMetadata
 
-from common import MCP_URL, REDIRECT_URI, MemoryStorage, check, main
+from common import REDIRECT_URI, MemoryStorage, check, main, oauth_provider
 from mcp_client_test import Browser
 from mcp_modern_client_test import MODERN, call_every_tool, modern_client
 
@@ -96,14 +94,7 @@ async def authorize_with_the_document(document):
         authorization_urls.append(authorization_url)
         await browser.open(authorization_url)
 
-    provider = OAuthClientProvider(
-        server_url=MCP_URL,
-        client_metadata=OAuthClientMetadata(client_name=CLIENT_NAME, redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
-        storage=storage,
-        redirect_handler=open_page,
-        callback_handler=browser.callback,
-        client_metadata_url=document.url,
-    )
+    provider = oauth_provider(CLIENT_NAME, storage, browser, redirect_handler=open_page, client_metadata_url=document.url)
     async with httpx2.AsyncClient(auth=provider, timeout=30, event_hooks={"request": [record]}) as http:
         async with modern_client(http) as client:
             await call_every_tool(client)

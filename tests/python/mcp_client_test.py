@@ -17,12 +17,11 @@ Exits non-zero with a message on the first failed check.
 import json
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from mcp.shared.auth import AuthorizationCodeResult
 
-from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, ConsentBrowser, MemoryStorage, check, main
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, ConsentBrowser, MemoryStorage, check, main, oauth_provider
 
 
 def tool_json(result):
@@ -69,19 +68,7 @@ async def with_oauth():
     print("OAuth: discovery, registration, authorization, token exchange")
     storage = MemoryStorage()
     browser = Browser()
-    provider = OAuthClientProvider(
-        server_url=MCP_URL,
-        client_metadata=OAuthClientMetadata(
-            client_name="recap python test",
-            redirect_uris=[REDIRECT_URI],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=storage,
-        redirect_handler=browser.open,
-        callback_handler=browser.callback,
-    )
+    provider = oauth_provider("recap python test", storage, browser)
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write):
             async with ClientSession(read, write) as session:
@@ -113,13 +100,7 @@ async def with_oauth():
     # The provider's own refresh path: expire the stored access token and call again.
     storage2 = MemoryStorage()
     browser2 = Browser()
-    provider2 = OAuthClientProvider(
-        server_url=MCP_URL,
-        client_metadata=OAuthClientMetadata(client_name="recap python test 2", redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
-        storage=storage2,
-        redirect_handler=browser2.open,
-        callback_handler=browser2.callback,
-    )
+    provider2 = oauth_provider("recap python test 2", storage2, browser2)
     async with httpx2.AsyncClient(auth=provider2, timeout=30) as http:
         async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write):
             async with ClientSession(read, write) as session:

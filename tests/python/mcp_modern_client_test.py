@@ -19,11 +19,9 @@ test reading the server's debug log. Exits non-zero on the first failed check.
 
 import httpx2
 from mcp import Client
-from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientMetadata
 
-from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, MemoryStorage, check, main
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, MemoryStorage, check, main, oauth_provider
 
 # The handshake-era checks' result reading and consent page, in the same SDK's names.
 from mcp_client_test import Browser, tool_json
@@ -76,13 +74,7 @@ async def pinned_with_oauth():
     print(f"OAuth, pinned to {MODERN}: discovery, registration, authorization, token exchange")
     storage = MemoryStorage()
     browser = Browser()
-    provider = OAuthClientProvider(
-        server_url=MCP_URL,
-        client_metadata=OAuthClientMetadata(client_name="recap python modern test", redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none"),
-        storage=storage,
-        redirect_handler=browser.open,
-        callback_handler=browser.callback,
-    )
+    provider = oauth_provider("recap python modern test", storage, browser)
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with modern_client(http) as client:
             tools = await client.list_tools()

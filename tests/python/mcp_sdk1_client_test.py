@@ -23,12 +23,10 @@ import json
 
 import httpx
 from mcp import ClientSession
-from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientMetadata
 from mcp.types import LATEST_PROTOCOL_VERSION
 
-from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, REDIRECT_URI, ConsentBrowser, MemoryStorage, check, main
+from common import CALLS, EXPECTED_TOOLS, MCP_URL, PAT, ConsentBrowser, MemoryStorage, check, main, oauth_provider
 
 
 class Browser(ConsentBrowser):
@@ -79,19 +77,7 @@ async def with_oauth():
     print("OAuth: discovery, registration, authorization, token exchange")
     storage = MemoryStorage()
     browser = Browser()
-    provider = OAuthClientProvider(
-        server_url=MCP_URL,
-        client_metadata=OAuthClientMetadata(
-            client_name="recap python sdk 1 test",
-            redirect_uris=[REDIRECT_URI],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=storage,
-        redirect_handler=browser.open,
-        callback_handler=browser.callback,
-    )
+    provider = oauth_provider("recap python sdk 1 test", storage, browser)
     async with httpx.AsyncClient(auth=provider, timeout=30) as http:
         async with streamable_http_client(MCP_URL, http_client=http, terminate_on_close=False) as (read, write, _):
             async with ClientSession(read, write) as session:

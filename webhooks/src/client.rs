@@ -425,52 +425,69 @@ mod tests {
         assert!(refusal(&client, "http://[::1]:9/").await.is_none());
     }
 
-    /// A receiver speaking just enough HTTP/1.1 to answer 200 to each request; counts
-    /// the connections it accepted, and closes each after `requests_per_connection`.
-    async fn counting_receiver(requests_per_connection: usize) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// A receiver on 127.0.0.1 that serves each connection it accepts with `serve`, and
+    /// counts them.
+    async fn receiver<F, Fut>(serve: F) -> (String, Arc<std::sync::atomic::AtomicUsize>)
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = accepted.clone();
         tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
+            while let Ok((stream, _)) = listener.accept().await {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut buffer = Vec::new();
-                    for served in 1..=requests_per_connection {
-                        // Headers, then a body of the length they announce.
-                        let end = loop {
-                            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-                                break at + 4;
-                            }
-                            let mut chunk = [0u8; 4096];
-                            match stream.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
-                            }
-                        };
-                        let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-                        let length: usize =
-                            head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
-                        while buffer.len() < end + length {
-                            let mut chunk = [0u8; 4096];
-                            match stream.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
-                            }
-                        }
-                        buffer.drain(..end + length);
-                        let close = if served == requests_per_connection { "connection: close\r\n" } else { "" };
-                        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{close}\r\nok");
-                        if stream.write_all(answer.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
+                tokio::spawn(serve(stream));
             }
         });
         (url, accepted)
+    }
+
+    /// Reads into `buffer` until it holds a request's head; where the head ends, or
+    /// `None` once the client has gone.
+    async fn read_head(stream: &mut tokio::net::TcpStream, buffer: &mut Vec<u8>) -> Option<usize> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+                return Some(at + 4);
+            }
+            let mut chunk = [0u8; 4096];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+            }
+        }
+    }
+
+    /// A receiver speaking just enough HTTP/1.1 to answer 200 to each request; counts
+    /// the connections it accepted, and closes each after `requests_per_connection`.
+    async fn counting_receiver(requests_per_connection: usize) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        receiver(move |mut stream| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut buffer = Vec::new();
+            for served in 1..=requests_per_connection {
+                // Headers, then a body of the length they announce.
+                let Some(end) = read_head(&mut stream, &mut buffer).await else { return };
+                let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+                let length: usize = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse().ok()).unwrap_or(0);
+                while buffer.len() < end + length {
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                    }
+                }
+                buffer.drain(..end + length);
+                let close = if served == requests_per_connection { "connection: close\r\n" } else { "" };
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{close}\r\nok");
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await
     }
 
     #[tokio::test]
@@ -508,35 +525,20 @@ mod tests {
     /// A receiver that reads each request's head and answers `answer` as it is (then
     /// `endless` chunks of 16 KiB for ever, when set); counts the connections it accepted.
     async fn scripted_receiver(answer: String, endless: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let answer = answer.clone();
-                tokio::spawn(async move {
-                    let mut buffer = Vec::new();
-                    while !buffer.windows(4).any(|window| window == b"\r\n\r\n") {
-                        let mut chunk = [0u8; 4096];
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
-                        }
-                    }
-                    if stream.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
-                    while endless && stream.write_all(chunk.as_bytes()).await.is_ok() {}
-                    // Held open until the client goes.
-                    let _ = stream.read(&mut [0u8; 1]).await;
-                });
+        receiver(move |mut stream| {
+            let answer = answer.clone();
+            async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                if read_head(&mut stream, &mut Vec::new()).await.is_none() || stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+                while endless && stream.write_all(chunk.as_bytes()).await.is_ok() {}
+                // Held open until the client goes.
+                let _ = stream.read(&mut [0u8; 1]).await;
             }
-        });
-        (url, accepted)
+        })
+        .await
     }
 
     // "No redirects followed": a 3xx is the receiver's answer, its Location never asked.

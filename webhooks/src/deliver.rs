@@ -280,9 +280,11 @@ impl Deliverer {
         config: DelivererConfig,
     ) -> Deliverer {
         let global = Arc::new(Semaphore::new(config.global.max(1)));
-        let failing = Arc::new(Semaphore::new((config.global / 4).max(1)));
-        // A group never waits on more than a quarter of the process's attempt slots.
-        let linger = Linger { hand_ins: config.record_linger.hand_ins.min(config.global / 4).max(1), ..config.record_linger };
+        // A quarter of the process's attempt slots: the failing endpoints' share, and
+        // the most a recorder's group waits on.
+        let quarter = (config.global / 4).max(1);
+        let failing = Arc::new(Semaphore::new(quarter));
+        let linger = Linger { hand_ins: config.record_linger.hand_ins.min(quarter).max(1), ..config.record_linger };
         let recorder = Recorder::start(store.clone(), linger);
         let shared = Shared {
             store,
