@@ -5,7 +5,12 @@
 //! 1. delivery throughput to a local receiver (on loopback, answering 200 at once)
 //!    against the projector's own rate on the same events: the projector alone drains
 //!    the log, then the runtime alone delivers the outbox it left, then both run
-//!    together from an empty store (delivered/s until the last delivery arrives);
+//!    together from an empty store (delivered/s until the last delivery arrives).
+//!    Between the first two, two floors of a delivery: the same requests sent by bare
+//!    hyper connections, and the least the store is written a delivered message (its
+//!    id claimed, its feed row and head, its attempt's record, at the runtime's batch
+//!    sizes); from them and the projector's CPU a message, the best rate the machine's
+//!    cores allow the projector and any runtime together;
 //! 2. event → delivered latency (from the instant the event line is appended to the
 //!    log to the instant the receiver has the request) at half the projector's rate
 //!    just measured;
@@ -41,6 +46,7 @@ use recap_lmdb::EmbeddedDriver;
 use recap_projector::{EmbeddedProjector, EventLog, LoopConfig};
 use recap_readmodel::messages::{message_id, Message, MessageKind};
 use recap_readmodel::tables::MESSAGE_OUTBOX;
+use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, WebhookStore};
 use recap_readmodel::{Batch, Driver, ReadModel, ScanRange, Val};
 use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Timestamp;
@@ -203,6 +209,120 @@ async fn outbox_len(driver: &dyn Driver) -> usize {
     driver.scan(&MESSAGE_OUTBOX, &[Val::text("log")], &ScanRange::after(None), usize::MAX).await.expect("reading the outbox").len()
 }
 
+/// The messages' JSON as the outbox holds them: the bodies of their deliveries.
+async fn outbox_bodies(driver: &dyn Driver) -> Vec<hyper::body::Bytes> {
+    #[derive(serde::Deserialize)]
+    struct Record<'a> {
+        #[serde(borrow)]
+        message: &'a serde_json::value::RawValue,
+    }
+    let rows = driver.scan(&MESSAGE_OUTBOX, &[Val::text("log")], &ScanRange::after(None), usize::MAX).await.expect("reading the outbox");
+    rows.iter()
+        .map(|row| {
+            let record: Record<'_> = serde_json::from_str(&row.body).expect("an outbox record");
+            hyper::body::Bytes::copy_from_slice(record.message.get().as_bytes())
+        })
+        .collect()
+}
+
+/// The floor of a delivery: the same requests (each message's JSON, with the Standard
+/// Webhooks headers of the runtime's length, made once) sent by bare hyper HTTP/1.1
+/// client connections, as many as the runtime may have in flight (four per endpoint),
+/// with nothing read, written or signed per request. It is what any runtime built on
+/// hyper's client pays to send the deliveries, the receiver's share included; returns
+/// how long it took and the CPU time it used.
+async fn floor(url: &str, bodies: Vec<hyper::body::Bytes>, received: &Received) -> (Duration, Duration) {
+    use http_body_util::{BodyExt, Full};
+    let address = url.trim_start_matches("http://").split('/').next().expect("the receiver's address").to_owned();
+    let bodies = Arc::new(bodies);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let headers = [
+        ("content-type", "application/json".to_owned()),
+        ("webhook-id", format!("msg_{}", "0".repeat(32))),
+        ("webhook-timestamp", "1767225600".to_owned()),
+        ("webhook-signature", format!("v1,{}=", "A".repeat(43))),
+    ];
+    let before = received.count.load(Ordering::Relaxed);
+    let (started, cpu_before) = (Instant::now(), process_cpu());
+    let mut senders = tokio::task::JoinSet::new();
+    for _ in 0..accounts() * 4 {
+        let (address, bodies, next, headers) = (address.clone(), bodies.clone(), next.clone(), headers.clone());
+        senders.spawn(async move {
+            let stream = tokio::net::TcpStream::connect(&address).await.expect("connecting to the receiver");
+            stream.set_nodelay(true).expect("TCP_NODELAY");
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("an HTTP/1.1 connection");
+            tokio::spawn(connection);
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(body) = bodies.get(index) else { break };
+                let mut request = hyper::Request::post("/hooks").header("host", address.as_str());
+                for (name, value) in &headers {
+                    request = request.header(*name, value.as_str());
+                }
+                let request = request.body(Full::new(body.clone())).expect("a request");
+                sender.ready().await.expect("the connection is ready");
+                let response = sender.send_request(request).await.expect("an answer");
+                assert_eq!(response.status(), 200);
+                response.into_body().collect().await.expect("the answer's body");
+            }
+        });
+    }
+    while senders.join_next().await.is_some() {}
+    wait_for(received, before + bodies.len() as u64, Duration::from_secs(30)).await;
+    (started.elapsed(), process_cpu().saturating_sub(cpu_before))
+}
+
+/// The floor of what a delivered message writes to the store: its id claimed, its feed
+/// row and its account's head in batches of 500 (as the runtime ingests), and the
+/// record of its successful attempt in groups of 64 (as the runtime's recorder commits
+/// them), on a fresh store in `dir`; nothing read, no endpoint state, no position.
+/// Returns the CPU time it used.
+async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
+    let store = WebhookStore::new(open(dir, "store-floor"), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let messages: Vec<(String, String, i64, String)> = bodies
+        .iter()
+        .enumerate()
+        .map(|(index, body)| {
+            let account = format!("acc_{}", index % accounts());
+            (account, format!("msg_{index:032x}"), index as i64 + 1, String::from_utf8_lossy(body).into_owned())
+        })
+        .collect();
+    let cpu_before = process_cpu();
+    for batch in messages.chunks(500) {
+        let claims: Vec<(&str, i64, &str)> = batch.iter().map(|(account, id, seq, _)| (account.as_str(), *seq, id.as_str())).collect();
+        store.claim_ids(&claims).await.expect("claiming the ids");
+        let mut rows: Vec<_> = batch.iter().map(|(account, _, seq, body)| store.feed_row_with_body(account, *seq, body.clone())).collect();
+        let mut heads: HashMap<&str, i64> = HashMap::new();
+        for (account, _, seq, _) in batch {
+            heads.insert(account.as_str(), *seq);
+        }
+        rows.extend(heads.iter().map(|(account, seq)| store.head_row(account, *seq)));
+        store.write(rows).await.expect("writing the feed");
+    }
+    for group in messages.chunks(64) {
+        let rows = group
+            .iter()
+            .map(|(account, id, _, _)| {
+                let record = AttemptRecord {
+                    id: format!("att_{}", uuid::Uuid::new_v4().simple()),
+                    message_id: id.clone(),
+                    kind: MessageKind::MeetingCreated,
+                    attempt: 1,
+                    attempted_at: Timestamp(recap_readmodel::driver::now_micros()),
+                    outcome: AttemptOutcome::Succeeded,
+                    status: Some(200),
+                    error: None,
+                    duration_ms: 0,
+                    next_attempt_at: None,
+                };
+                store.attempt_row(account, "ep_0", &record)
+            })
+            .collect();
+        store.write(rows).await.expect("recording the attempts");
+    }
+    process_cpu().saturating_sub(cpu_before)
+}
+
 /// Waits until `count` deliveries have arrived; gives up only when none arrives for
 /// `stalled` (a slow runtime still ends its backlog: that is the figure).
 async fn wait_for(received: &Received, count: u64, stalled: Duration) {
@@ -247,6 +367,14 @@ async fn throughput() -> f64 {
     let messages = outbox_len(alone.as_ref()).await;
     assert_eq!(messages, meetings, "one meeting.created message a meeting");
 
+    // The floor: the same requests, bare.
+    let receiver_before = received.cpu();
+    let bodies = outbox_bodies(alone.as_ref()).await;
+    let store_floor_cpu = store_floor(dir.path(), &bodies).await;
+    let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
+    let floor_receiver_cpu = received.cpu().saturating_sub(receiver_before);
+    received.count.store(0, Ordering::Relaxed);
+
     // The runtime alone, on the outbox the projector left.
     let (stop, stopped) = watch::channel(false);
     let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
@@ -283,6 +411,29 @@ async fn throughput() -> f64 {
         "  projector alone                {:>9.0} messages/s                              CPU {:>5.0} us a message",
         projected,
         per_message(projector_cpu)
+    );
+    println!(
+        "  floor: bare hyper client      {:>9.0} requests/s    ratio to the projector {:.2}   CPU {:>5.0} us a request, {:.0} of them the receiver's",
+        rate(messages, floor_in),
+        rate(messages, floor_in) / projected,
+        per_message(floor_cpu),
+        per_message(floor_receiver_cpu)
+    );
+    // On this machine's cores, the projector and the deliveries together can go no
+    // faster than the cores allow for the CPU the projector and the floor use a message.
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get()) as f64;
+    let bound = cores * 1e6 / (per_message(projector_cpu) + per_message(floor_cpu));
+    println!(
+        "  together at best, on {cores:.0} cores      {:>9.0} delivered/s   ratio to the projector {:.2}   (the cores over the projector's and the floor's CPU a message)",
+        bound,
+        bound / projected
+    );
+    let written_bound = cores * 1e6 / (per_message(projector_cpu) + per_message(floor_cpu) + per_message(store_floor_cpu));
+    println!(
+        "  ... and the least it writes          {:>9.0} delivered/s   ratio to the projector {:.2}   (claim, feed row and head by 500, attempt record by 64: CPU {:.0} us a message)",
+        written_bound,
+        written_bound / projected,
+        per_message(store_floor_cpu)
     );
     println!(
         "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2}   CPU {:>5.0} us a delivery, {:.0} of them the receiver's",
