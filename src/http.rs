@@ -346,7 +346,7 @@ impl Refusal {
             status.as_u16(),
             status.canonical_reason().unwrap_or_default(),
             body.len(),
-            uuid::Uuid::new_v4().hyphenated(),
+            recap_access::request_id::generate(),
         )
         .into_bytes()
     }
@@ -394,7 +394,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         let deadline = Instant::now() + self.body_timeout;
         let shared = self.shared.clone();
         // A reference to hyper's buffer, not a copy.
-        let request_id = request.headers().get(&X_REQUEST_ID).filter(|value| recap_query_api::is_well_formed_request_id(value.as_bytes())).cloned();
+        let request_id = request.headers().get(&X_REQUEST_ID).filter(|value| recap_access::request_id::is_well_formed(value.as_bytes())).cloned();
         let mut request = request.map(|body| Body::new(TimedBody { inner: body, deadline, sleep: None, shared: shared.clone() }));
         if let Some(peer) = self.peer {
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
@@ -408,8 +408,7 @@ static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-req
 
 /// A fresh request id, a UUID as the REST API makes them.
 fn new_request_id() -> HeaderValue {
-    let mut buffer = uuid::Uuid::encode_buffer();
-    HeaderValue::from_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer)).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+    HeaderValue::from_str(&recap_access::request_id::generate()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 /// The router's answer, with an `X-Request-Id` when the router set none (the request's

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod limits;
 pub mod plans;
+pub mod request_id;
 pub mod telemetry;
 
 pub use auth::{authenticate_pat, token_sha256, AuthError, Caller, TokenCache, PAT_PREFIX};

@@ -14,7 +14,7 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest as _, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::borrow::Cow;
 use std::time::Instant;
@@ -92,11 +92,19 @@ pub async fn post(State(state): State<McpState>, request: Request) -> Response {
     let mut log = RequestLog::new();
     let (mut parts, body) = request.into_parts();
     let headers = std::mem::take(&mut parts.headers);
+    log.request_id_of(&headers);
     let body = Bytes::from_request(Request::from_parts(parts, body), &()).await;
-    let response = answer(&state, &headers, body, &mut log).await;
+    let mut response = answer(&state, &headers, body, &mut log).await;
     log.write(response.status(), started);
+    // The id the line names is the one the response carries (the HTTP layer in front
+    // sets one only on a response without it).
+    if let Some(request_id) = log.request_id.take() {
+        response.headers_mut().entry(X_REQUEST_ID.clone()).or_insert(request_id);
+    }
     response
 }
+
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>, log: &mut RequestLog) -> Response {
     // The public URLs matter only to a request with an Origin and to a refusal: they
@@ -359,6 +367,9 @@ impl Extractor for MetaExtractor<'_> {
 /// another kind of callsite would always read off).
 struct RequestLog {
     enabled: bool,
+    /// The request's id, as `X-Request-Id` (the client's own when well-formed, else a
+    /// new one): decided here only when the line is written.
+    request_id: Option<HeaderValue>,
     era: &'static str,
     id: Option<String>,
     method: Option<String>,
@@ -368,7 +379,22 @@ struct RequestLog {
 
 impl RequestLog {
     fn new() -> RequestLog {
-        RequestLog { enabled: tracing::event_enabled!(Level::DEBUG), era: "-", id: None, method: None, tool: None, outcome: Cow::Borrowed("ok") }
+        RequestLog {
+            enabled: tracing::event_enabled!(Level::DEBUG),
+            request_id: None,
+            era: "-",
+            id: None,
+            method: None,
+            tool: None,
+            outcome: Cow::Borrowed("ok"),
+        }
+    }
+
+    fn request_id_of(&mut self, headers: &HeaderMap) {
+        if self.enabled {
+            let incoming = headers.get(&X_REQUEST_ID).filter(|value| recap_access::request_id::is_well_formed(value.as_bytes()));
+            self.request_id = incoming.cloned().or_else(|| HeaderValue::from_str(&recap_access::request_id::generate()).ok());
+        }
     }
 
     fn request(&mut self, id: &RequestId, method: &str) {
@@ -407,6 +433,7 @@ impl RequestLog {
             return;
         }
         tracing::debug!(
+            request_id = self.request_id.as_ref().and_then(|value| value.to_str().ok()).unwrap_or("-"),
             era = self.era,
             id = self.id.as_deref().unwrap_or("-"),
             method = self.method.as_deref().unwrap_or("-"),

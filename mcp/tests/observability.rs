@@ -87,8 +87,9 @@ impl LogLines {
     }
 }
 
-// Debug log: one line per request to /mcp (era, JSON-RPC id, method, tool, outcome, status,
-// latency) and per refresh grant (client, outcome, latency); never a token.
+// Debug log: one line per request to /mcp (request id as the response's X-Request-Id
+// carries it, era, JSON-RPC id, method, tool, outcome, status, latency) and per refresh
+// grant (client, outcome, latency); never a token.
 #[tokio::test]
 async fn debug_lines_name_each_request_and_refresh_and_never_a_token() {
     let _one_at_a_time = OWN_SUBSCRIBER.lock().await;
@@ -102,7 +103,15 @@ async fn debug_lines_name_each_request_and_refresh_and_never_a_token() {
     world.modern_call("get_meeting", json!({"meeting_id": "mtg_nope"})).await;
     world.modern("ping", json!({})).await;
     world.call("list_meetings", json!({})).await;
-    world.post_raw(Some("svc_pat_unknown_0000000000000000000000001"), &body("tools/list", with_meta(json!({}))), &headers("tools/list", None)).await;
+    let unknown_token =
+        world.post_raw(Some("svc_pat_unknown_0000000000000000000000001"), &body("tools/list", with_meta(json!({}))), &headers("tools/list", None)).await;
+    // The client's own well-formed id is kept; a malformed one is replaced.
+    let mut own_id = headers("tools/list", None);
+    own_id.push(("x-request-id", "client-trace.42:a_b"));
+    let kept = world.post_raw(Some(FLOW_PAT), &body("tools/list", with_meta(json!({}))), &own_id).await;
+    let mut bad_id = headers("tools/list", None);
+    bad_id.push(("x-request-id", "has space"));
+    let replaced = world.post_raw(Some(FLOW_PAT), &body("tools/list", with_meta(json!({}))), &bad_id).await;
     let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
     world.rpc_as(&access, "tools/list", json!({}), &[]).await;
     let refreshed = refresh(&world, &client_id, &refresh_token).await.json();
@@ -116,6 +125,14 @@ async fn debug_lines_name_each_request_and_refresh_and_never_a_token() {
     assert_eq!(lines.count(request, &[modern, r#"method="ping""#, "outcome=-32601", "status=404"]), 1);
     assert_eq!(lines.count(request, &[r#"era="2025-03-26""#, r#"tool="list_meetings""#, "outcome=ok"]), 1);
     assert_eq!(lines.count(request, &["outcome=unauthorized", "status=401"]), 1);
+    assert_eq!(kept.header("x-request-id"), Some("client-trace.42:a_b"));
+    assert_eq!(lines.count(request, &[r#"request_id="client-trace.42:a_b""#, r#"method="tools/list""#, "status=200"]), 1);
+    for reply in [&unknown_token, &replaced] {
+        let id = reply.header("x-request-id").expect("every response carries X-Request-Id");
+        assert!(uuid::Uuid::parse_str(id).is_ok(), "a new id replaces a missing or malformed one: {id}");
+        assert_eq!(lines.count(request, &[&format!(r#"request_id="{id}""#)]), 1, "the line names the response's id");
+    }
+    assert_eq!(lines.count(request, &[r#"request_id="-""#]), 0);
     let refresh_line = "refresh token grant";
     assert_eq!(lines.count(refresh_line, &[&format!(r#"client_id="{client_id}""#), "outcome=ok", "latency_us="]), 1);
     assert_eq!(lines.count(refresh_line, &["outcome=invalid_grant"]), 1);

@@ -47,7 +47,6 @@ pub use config::{parse_retention, FeedConfig, RestConfig};
 pub use cursor::CursorSigner;
 pub use error::ApiError;
 pub use params::{DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS};
-pub use pipeline::{is_well_formed_request_id, MAX_REQUEST_ID_CHARS};
 
 /// What every request handler shares. Cheap to clone.
 #[derive(Clone)]

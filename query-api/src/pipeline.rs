@@ -38,14 +38,11 @@ use axum::http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AU
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use recap_access::{check_plan, Caller, Decision, Feature, Limits, Usage, Verdict};
+use recap_access::{check_plan, request_id, Caller, Decision, Feature, Limits, Usage, Verdict};
 
 use crate::endpoints::{self, Endpoint, Route};
 use crate::error::ApiError;
 use crate::RestState;
-
-/// Longest incoming `X-Request-Id` that is echoed.
-pub const MAX_REQUEST_ID_CHARS: usize = 128;
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 static X_QUOTA_LIMIT: HeaderName = HeaderName::from_static("x-quota-limit");
@@ -54,22 +51,14 @@ static X_QUOTA_RESET: HeaderName = HeaderName::from_static("x-quota-reset");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
-/// An incoming request id is echoed when it is 1 to 128 characters of
-/// `A-Z a-z 0-9 . _ : -` (enough for UUIDs, ULIDs and trace ids; nothing that could
-/// split a log line or a header).
-pub fn is_well_formed_request_id(value: &[u8]) -> bool {
-    (1..=MAX_REQUEST_ID_CHARS).contains(&value.len()) && value.iter().all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b':' | b'-'))
-}
-
+/// The request's own `X-Request-Id` when well-formed, else a new one.
 fn request_id(headers: &HeaderMap) -> HeaderValue {
     if let Some(incoming) = headers.get(&X_REQUEST_ID) {
-        if is_well_formed_request_id(incoming.as_bytes()) {
+        if request_id::is_well_formed(incoming.as_bytes()) {
             return incoming.clone();
         }
     }
-    let mut buffer = uuid::Uuid::encode_buffer();
-    let generated = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer);
-    HeaderValue::from_str(generated).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+    HeaderValue::from_str(&request_id::generate()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 /// What the log line and the headers need to know about how far a request got.
