@@ -1,8 +1,9 @@
 //! The deliverer: makes the attempts of the deliveries of the shards this process
 //! holds, each endpoint with a bounded number in flight (and the process with a global
-//! bound), so a slow or dead endpoint only ever holds its own slots; endpoints known to
-//! be failing share a quarter of the process's slots between them, so many dead at once
-//! leave the rest to the endpoints that answer.
+//! bound), so a slow or dead endpoint only ever holds its own slots; endpoints not known
+//! to answer (never attempted, or failing) share three quarters of the process's slots
+//! between them, and those known to be failing a quarter, so many dead at once, new or
+//! known, leave the rest to the endpoints that answer.
 //!
 //! Deliveries reach it two ways: first attempts handed over in memory by the log
 //! reader, prepared ([`crate::handoff`]), which have no row; and the rows of
@@ -60,7 +61,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::client::{SafeClient, SendError};
-use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage, Ticket};
+use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
 use crate::recorder::{Linger, Recorder};
 use crate::schedule::{Clock, RetrySchedule};
@@ -238,10 +239,16 @@ pub struct Deliverer {
     freed: Arc<Notify>,
     global: Arc<Semaphore>,
     /// The slots endpoints known to be failing may hold between them (a quarter of
-    /// `global`), besides a slot of `global` each: many dead endpoints at once (a
-    /// region of receivers down) hold at most these, and the rest stay for endpoints
-    /// that answer.
+    /// `global`), besides a slot of `global` and one of `unproven` each: many dead
+    /// endpoints at once (a region of receivers down) hold at most these, and the rest
+    /// stay for endpoints that answer.
     failing: Arc<Semaphore>,
+    /// The slots endpoints not known to answer (never attempted, failing, or whose
+    /// state is not known here) may hold between them (three quarters of `global`),
+    /// besides a slot of `global` each: a wave of new endpoints that hang (many created
+    /// at once at a dead address) leaves a quarter of the slots to endpoints whose last
+    /// attempt succeeded.
+    unproven: Arc<Semaphore>,
     /// The deliveries queued and not started, by endpoint in the order they came: an
     /// attempt that frees a slot starts the next of its endpoint without a scan.
     window: Mutex<HashMap<EndpointKey, EndpointQueue>>,
@@ -284,6 +291,7 @@ impl Deliverer {
         // the most a recorder's group waits on.
         let quarter = (config.global / 4).max(1);
         let failing = Arc::new(Semaphore::new(quarter));
+        let unproven = Arc::new(Semaphore::new(config.global.max(1).saturating_sub(quarter).max(1)));
         let linger = Linger { hand_ins: config.record_linger.hand_ins.min(quarter).max(1), ..config.record_linger };
         let recorder = Recorder::start(store.clone(), linger);
         let shared = Shared {
@@ -305,6 +313,7 @@ impl Deliverer {
             freed: Arc::new(Notify::new()),
             global,
             failing,
+            unproven,
             window: Mutex::default(),
             converting: Mutex::default(),
             last_hold_check: Mutex::new(Instant::now()),
@@ -554,20 +563,13 @@ impl Deliverer {
             };
             while !queue.queued.is_empty() {
                 let Ok(endpoint_permit) = in_flight.clone().try_acquire_owned() else { continue 'endpoints };
-                // An endpoint whose attempts fail (its state, in memory while it has
-                // attempts under way, says since when) also takes a slot of the
-                // failing ones' share.
-                let failing = state_lock.try_lock().is_ok_and(|cached| cached.state.as_ref().is_some_and(|state| state.failing_since.is_some()));
-                let failing_permit = match failing {
-                    true => match self.failing.clone().try_acquire_owned() {
-                        Ok(permit) => Some(permit),
-                        Err(_) => continue 'endpoints,
-                    },
-                    false => None,
-                };
+                // An endpoint not known to answer also takes a slot of the unproven
+                // share, and one whose attempts fail a slot of the failing share too.
+                let health = health(&state_lock, queue.queued.front());
+                let Some(shares) = self.shares(health) else { continue 'endpoints };
                 let Ok(global_permit) = self.global.clone().try_acquire_owned() else { break 'endpoints };
                 let Some(queued) = queue.pop() else { break };
-                self.start(attempts, queued, endpoint_permit, (global_permit, failing_permit), state_lock.clone());
+                self.start(attempts, queued, endpoint_permit, (global_permit, shares), state_lock.clone());
             }
         }
         window.retain(|_, queue| !queue.queued.is_empty());
@@ -578,7 +580,7 @@ impl Deliverer {
         attempts: &mut JoinSet<()>,
         queued: Queued,
         endpoint_permit: OwnedSemaphorePermit,
-        process_permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+        process_permits: (OwnedSemaphorePermit, Vec<OwnedSemaphorePermit>),
         state_lock: Arc<tokio::sync::Mutex<CachedState>>,
     ) {
         if matches!(queued.origin, Origin::Row) {
@@ -636,6 +638,19 @@ impl Deliverer {
 
     /// The endpoint's in-flight bound and state lock, kept with its queue in the window
     /// (while held there, refreshes keep them too).
+    /// The slots of the shares an attempt to an endpoint of `health` takes besides its
+    /// slot of the process's; None when one of them is full.
+    fn shares(&self, health: Health) -> Option<Vec<OwnedSemaphorePermit>> {
+        let mut permits = Vec::new();
+        if health != Health::Answering {
+            permits.push(self.unproven.clone().try_acquire_owned().ok()?);
+        }
+        if health == Health::Failing {
+            permits.push(self.failing.clone().try_acquire_owned().ok()?);
+        }
+        Some(permits)
+    }
+
     fn endpoint_slots(&self, endpoint: &EndpointKey) -> Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)> {
         let mut endpoints = self.shared.endpoints.lock().ok()?;
         let slots = endpoints.entry(endpoint.clone()).or_default();
@@ -684,6 +699,15 @@ impl Deliverer {
             });
         }
     }
+}
+
+/// What is known of an endpoint's answers when its next queued delivery starts: its
+/// state in memory while it has attempts under way (the newest), else (and while that
+/// state's lock is taken) the state the ingest read with a first attempt handed over;
+/// unknown otherwise (a row's delivery: a retry row exists because an attempt failed).
+fn health(state_lock: &tokio::sync::Mutex<CachedState>, next: Option<&Queued>) -> Health {
+    let cached = state_lock.try_lock().ok().and_then(|cached| cached.state.as_ref().map(Health::of));
+    cached.or_else(|| next.and_then(|queued| queued.prepared.as_ref()).map(|(_, endpoint)| endpoint.health)).unwrap_or_default()
 }
 
 /// Puts a first attempt back, to be made again after `delay` (still in memory, still
@@ -765,7 +789,7 @@ async fn what_to_send(shared: &Shared, queued: &Queued) -> Result<Option<(Arc<Pr
         },
     };
     let secrets = store.secrets(&delivery.account_id, &delivery.endpoint_id).await?;
-    Ok(Some((message, Arc::new(PreparedEndpoint { endpoint, secrets, read_at, changes }))))
+    Ok(Some((message, Arc::new(PreparedEndpoint { endpoint, secrets, health: Health::Unknown, read_at, changes }))))
 }
 
 /// One attempt of a queued delivery (see the module's steps).

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use hyper::body::Bytes;
 use recap_readmodel::messages::{Message, MessageKind};
-use recap_readmodel::webhooks::{DueDelivery, EndpointRecord, SecretsRecord};
+use recap_readmodel::webhooks::{DueDelivery, EndpointRecord, EndpointState, SecretsRecord};
 use tokio::sync::Notify;
 
 /// A message as a delivery sends it.
@@ -45,11 +45,35 @@ impl PreparedMessage {
     }
 }
 
-/// An endpoint and its secrets, as read at one instant.
+/// What an endpoint's last attempts said, as the deliverer weighs it when it starts an
+/// attempt (which share of the process's slots the attempt takes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Health {
+    /// Never attempted, or not known here.
+    #[default]
+    Unknown,
+    /// Its last attempt succeeded.
+    Answering,
+    /// Its last attempt failed.
+    Failing,
+}
+
+impl Health {
+    pub fn of(state: &EndpointState) -> Health {
+        match (state.failing_since, state.last_success_at) {
+            (Some(_), _) => Health::Failing,
+            (None, Some(_)) => Health::Answering,
+            (None, None) => Health::Unknown,
+        }
+    }
+}
+
+/// An endpoint and its secrets, as read at one instant, with its health then.
 #[derive(Clone, Debug)]
 pub struct PreparedEndpoint {
     pub endpoint: EndpointRecord,
     pub secrets: SecretsRecord,
+    pub health: Health,
     pub read_at: Instant,
     /// The change counts of the endpoint and secret tables taken before they were read,
     /// where the store keeps them (the embedded one): while both are unchanged, nothing
@@ -342,7 +366,13 @@ mod tests {
                 delivery: Delivery { account_id: "acc".into(), endpoint_id: "ep".into(), message_id: message.id.clone(), seq, attempt: 1 },
             },
             message: Arc::new(PreparedMessage::new(seq, &message)),
-            endpoint: Arc::new(PreparedEndpoint { endpoint, secrets: SecretsRecord::default(), read_at: Instant::now(), changes: None }),
+            endpoint: Arc::new(PreparedEndpoint {
+                endpoint,
+                secrets: SecretsRecord::default(),
+                health: Health::Unknown,
+                read_at: Instant::now(),
+                changes: None,
+            }),
             ticket: Ledger::default().register("0", seq, 1, 0),
         }
     }

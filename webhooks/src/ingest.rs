@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::deliver::Shards;
-use crate::handoff::{FirstAttempt, Handoff, PreparedEndpoint, PreparedMessage, Ticket};
+use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
@@ -197,7 +197,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
                 Some(prepared) => prepared.clone(),
                 None => {
                     let secrets = store.secrets(account_id, &endpoint.id).await?;
-                    prepared.insert(Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, read_at, changes })).clone()
+                    prepared.insert(Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, health: Health::of(state), read_at, changes })).clone()
                 }
             };
             let message = prepared_message

@@ -244,6 +244,54 @@ async fn endpoints_known_to_fail_share_a_quarter_of_the_slots_and_never_take_the
 }
 
 #[tokio::test]
+async fn a_wave_of_new_endpoints_that_hang_leaves_a_quarter_of_the_slots_to_endpoints_that_answer() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_ok", "ep", &format!("{}/ok", receiver.url), &[], true, 1).await;
+    let clock = ManualClock::at(START);
+    let timeout = Duration::from_secs(2);
+    let mut runtime = runtime(&setup, &clock, timeout);
+    runtime.deliverer.global = 8;
+    let (stop, task) = start(runtime);
+    // The answering endpoint has answered once: its state says so.
+    setup.outbox(&[(1, message("acc_ok", MessageKind::MeetingCreated, "evt_ok_first", "mtg_first"))]).await;
+    receiver.wait_for(|received| received.len() == 1).await;
+    eventually("the answer is recorded", || async { setup.webhooks.endpoint_state("acc_ok", "ep").await.unwrap().last_success_at.is_some() }).await;
+
+    // Four endpoints never attempted, each at an address that never answers, with a
+    // backlog: sixteen slots wanted against the process's eight.
+    let new = ["acc_n1", "acc_n2", "acc_n3", "acc_n4"];
+    for account in new {
+        setup.endpoint(account, "ep", &format!("{}/hang_{account}", receiver.url), &[], true, 1).await;
+    }
+    let mut messages = Vec::new();
+    for index in 0..10i64 {
+        for (offset, account) in new.iter().enumerate() {
+            messages.push((
+                2 + 4 * index + offset as i64,
+                message(account, MessageKind::MeetingCreated, &format!("evt_{account}_{index}"), &format!("mtg_{index}")),
+            ));
+        }
+    }
+    setup.outbox(&messages).await;
+    let hanging = || receiver.received().iter().filter(|request| request.path.starts_with("/hang")).count();
+    eventually("the new endpoints hold their share", || async { hanging() >= 6 }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hanging(), 6, "endpoints not known to answer hold three quarters of the eight slots, not all of them");
+
+    // Meanwhile the answering endpoint is delivered to at once, not after their timeout.
+    let sent = std::time::Instant::now();
+    let ok: Vec<_> =
+        (0..4i64).map(|index| (100 + index, message("acc_ok", MessageKind::MeetingCreated, &format!("evt_ok_{index}"), &format!("mtg_{index}")))).collect();
+    setup.outbox(&ok).await;
+    receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 5).await;
+    let took = sent.elapsed();
+    assert!(took < timeout / 2, "the answering endpoint got its 4 deliveries in {took:?}, with the new endpoints' attempts hanging for {timeout:?}");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+#[tokio::test]
 async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_upsert() {
     let setup = setup().await;
     let receiver = Receiver::start(&[500; 100]).await;
@@ -503,7 +551,13 @@ async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_
     store.write(vec![store.feed_row("acc_a", 1, &created.message)]).await.unwrap();
     let (endpoint, _) = store.endpoint("acc_a", "ep").await.unwrap().unwrap();
     let secrets = store.secrets("acc_a", "ep").await.unwrap();
-    let prepared = PreparedEndpoint { endpoint, secrets, read_at: std::time::Instant::now(), changes: store.endpoint_changes() };
+    let prepared = PreparedEndpoint {
+        endpoint,
+        secrets,
+        health: recap_webhooks::handoff::Health::Unknown,
+        read_at: std::time::Instant::now(),
+        changes: store.endpoint_changes(),
+    };
     let handoff = recap_webhooks::Handoff::new(100);
     let ticket = handoff.ledger().register("0", 1, 1, START);
     handoff.ledger().read_to("0", 1);
