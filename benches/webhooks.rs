@@ -539,7 +539,7 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
             .map(|index| {
                 let meeting = format!("mtg_{index:07}");
                 let message = Message {
-                    id: message_id(&format!("evt_{index}"), "acc", MessageKind::MeetingCreated, &meeting),
+                    id: message_id(&format!("evt_{index}"), "acc", MessageKind::MeetingCreated, &meeting, now),
                     kind: MessageKind::MeetingCreated,
                     created_at: now,
                     data: serde_json::json!({ "meeting_id": meeting, "meeting": { "id": meeting, "title": format!("Meeting {index}") } }),

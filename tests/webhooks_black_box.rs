@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use recap_readmodel::messages::{message_id, MessageKind};
-use recap_schemas::Envelope;
+use recap_schemas::{Envelope, Timestamp};
 use recap_testkit::events::*;
 use recap_testkit::process::get;
 use recap_testkit::receiver;
@@ -40,17 +40,18 @@ struct Expected {
     kind: &'static str,
     resource: String,
     cause: String,
+    at: Timestamp,
 }
 
 impl Expected {
     fn id(&self) -> String {
         let kind = MessageKind::parse(self.kind).unwrap_or_else(|| panic!("no message kind {}", self.kind));
-        message_id(&self.cause, self.account, kind, &self.resource)
+        message_id(&self.cause, self.account, kind, &self.resource, self.at)
     }
 }
 
 fn told(account: &'static str, kind: &'static str, resource: &str, cause: &Envelope) -> Expected {
-    Expected { account, kind, resource: resource.into(), cause: cause.id.to_string() }
+    Expected { account, kind, resource: resource.into(), cause: cause.id.to_string(), at: cause.occurred_at }
 }
 
 /// `recap serve` delivering to loopback, with limits no test reaches; with
@@ -419,16 +420,20 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     server.feed(&setup);
     let created = meeting(ADA, "mtg_1", "Weekly", 0, 1);
     server.feed(std::slice::from_ref(&created));
-    let before: BTreeSet<String> =
-        [MessageKind::MeetingCreated, MessageKind::MeetingNotesReady].into_iter().map(|kind| message_id(created.id.as_ref(), ADA, kind, "mtg_1")).collect();
+    let before: BTreeSet<String> = [MessageKind::MeetingCreated, MessageKind::MeetingNotesReady]
+        .into_iter()
+        .map(|kind| message_id(created.id.as_ref(), ADA, kind, "mtg_1", created.occurred_at))
+        .collect();
     receiver.wait_for_ids("ep_gone", &before, WITHIN);
 
     let deleted = meeting_deleted(ADA, "mtg_1", 2);
     let joined = member("team_1", ADA, 1);
     server.feed(&[EVENTS.webhook_endpoint_deleted(ADA, "ep_gone").version(2).envelope()]);
     server.feed(&[deleted.clone(), team("team_1", "Design", None, false, 1), joined.clone()]);
-    let after =
-        [message_id(deleted.id.as_ref(), ADA, MessageKind::MeetingDeleted, "mtg_1"), message_id(joined.id.as_ref(), ADA, MessageKind::TeamJoined, "team_1")];
+    let after = [
+        message_id(deleted.id.as_ref(), ADA, MessageKind::MeetingDeleted, "mtg_1", deleted.occurred_at),
+        message_id(joined.id.as_ref(), ADA, MessageKind::TeamJoined, "team_1", joined.occurred_at),
+    ];
     let every: BTreeSet<String> = before.iter().chain(&after).cloned().collect();
     receiver.wait_for_ids("ep_all", &every, WITHIN);
     let some: BTreeSet<String> = after.iter().cloned().collect();

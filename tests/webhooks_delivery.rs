@@ -53,8 +53,11 @@ fn meetings(count: usize) -> (Vec<Envelope>, BTreeSet<String>) {
                 .envelope()
         })
         .collect();
-    let ids =
-        events.iter().enumerate().map(|(index, event)| message_id(event.id.as_ref(), ACCOUNT, MessageKind::MeetingCreated, &format!("mtg_{index}"))).collect();
+    let ids = events
+        .iter()
+        .enumerate()
+        .map(|(index, event)| message_id(event.id.as_ref(), ACCOUNT, MessageKind::MeetingCreated, &format!("mtg_{index}"), event.occurred_at))
+        .collect();
     (events, ids)
 }
 

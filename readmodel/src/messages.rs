@@ -45,7 +45,7 @@ impl Message {
     /// The message announcing that `kind` happened to `resource_id` for `account_id`,
     /// because of the event `source_event_id` (its envelope id).
     pub fn new(source_event_id: &str, account_id: &str, kind: MessageKind, resource_id: &str, created_at: Timestamp, data: serde_json::Value) -> Message {
-        Message { id: message_id(source_event_id, account_id, kind, resource_id), kind, created_at, data }
+        Message { id: message_id(source_event_id, account_id, kind, resource_id, created_at), kind, created_at, data }
     }
 
     /// The message's JSON, as the feed stores it and a webhook's body carries it.
@@ -56,22 +56,32 @@ impl Message {
     }
 }
 
-/// `msg_` and 32 hex digits of the SHA-256 of the change's parts, each length-prefixed so
-/// that no two different changes hash the same input.
-pub fn message_id(source_event_id: &str, account_id: &str, kind: MessageKind, resource_id: &str) -> String {
+/// `msg_` and 32 hex digits: 12 of the change's time (`at`, the event's `occurred_at`,
+/// in milliseconds since the Unix epoch, 0 before it), then 20 of the SHA-256 of the
+/// change's parts, each length-prefixed so that no two different changes hash the same
+/// input. The same change always gets the same id; ids sort by the time of their
+/// change, as UUIDv7 and ULID do, so an index of ids grows at its end (the embedded
+/// store's B-tree writes one page for many ids, not a page each).
+pub fn message_id(source_event_id: &str, account_id: &str, kind: MessageKind, resource_id: &str, at: Timestamp) -> String {
+    use std::fmt::Write as _;
     let mut hasher = Sha256::new();
     for part in [source_event_id, account_id, kind.as_str(), resource_id] {
         hasher.update((part.len() as u64).to_be_bytes());
         hasher.update(part.as_bytes());
     }
     let digest = hasher.finalize();
+    let milliseconds = (at.micros().max(0) / 1_000).min(TIME_DIGITS_MAX);
     let mut id = String::with_capacity(36);
     id.push_str("msg_");
-    for byte in &digest[..16] {
-        id.push_str(&format!("{byte:02x}"));
+    let _ = write!(id, "{milliseconds:012x}");
+    for byte in &digest[..10] {
+        let _ = write!(id, "{byte:02x}");
     }
     id
 }
+
+/// The largest time twelve hex digits hold (in the year 10889).
+const TIME_DIGITS_MAX: i64 = (1 << 48) - 1;
 
 #[cfg(test)]
 mod tests {
@@ -79,19 +89,41 @@ mod tests {
 
     #[test]
     fn the_same_change_gets_the_same_id_and_another_change_another() {
-        let id = message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1");
-        assert_eq!(id, message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1"));
-        assert!(id.starts_with("msg_") && id.len() == 36, "{id}");
+        let at = Timestamp::parse("2026-11-20T09:00:00.123Z").unwrap();
+        let id = message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1", at);
+        assert_eq!(id, message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1", at));
+        assert!(id.starts_with("msg_") && id.len() == 36 && id[4..].bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f')), "{id}");
         for other in [
-            message_id("evt_2", "acc_1", MessageKind::MeetingCreated, "mtg_1"),
-            message_id("evt_1", "acc_2", MessageKind::MeetingCreated, "mtg_1"),
-            message_id("evt_1", "acc_1", MessageKind::MeetingUpdated, "mtg_1"),
-            message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_2"),
+            message_id("evt_2", "acc_1", MessageKind::MeetingCreated, "mtg_1", at),
+            message_id("evt_1", "acc_2", MessageKind::MeetingCreated, "mtg_1", at),
+            message_id("evt_1", "acc_1", MessageKind::MeetingUpdated, "mtg_1", at),
+            message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_2", at),
             // Length prefixes: moving a boundary between parts is another change.
-            message_id("evt_1a", "cc_1", MessageKind::MeetingCreated, "mtg_1"),
+            message_id("evt_1a", "cc_1", MessageKind::MeetingCreated, "mtg_1", at),
         ] {
             assert_ne!(id, other);
         }
+    }
+
+    #[test]
+    fn ids_begin_with_the_changes_time_in_milliseconds_so_they_sort_by_it() {
+        let at = Timestamp::parse("2026-11-20T09:00:00.123456Z").unwrap();
+        let id = message_id("evt_9", "acc_1", MessageKind::MeetingCreated, "mtg_1", at);
+        assert_eq!(i64::from_str_radix(&id[4..16], 16).unwrap(), at.micros() / 1_000, "{id}");
+        // Later changes sort after, whatever their other parts hash to.
+        let ids: Vec<String> = (0..100i64)
+            .map(|index| message_id(&format!("evt_{}", 99 - index), "acc_1", MessageKind::MeetingCreated, "mtg_1", Timestamp(at.micros() + index * 1_000)))
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        // Times the twelve digits cannot hold are clamped, never longer or negative.
+        for edge in [Timestamp(-5), Timestamp(i64::MAX)] {
+            let id = message_id("evt_1", "acc_1", MessageKind::MeetingCreated, "mtg_1", edge);
+            assert_eq!(id.len(), 36, "{id}");
+        }
+        assert!(message_id("e", "a", MessageKind::TeamLeft, "t", Timestamp(-5)).starts_with("msg_000000000000"));
+        assert!(message_id("e", "a", MessageKind::TeamLeft, "t", Timestamp(i64::MAX)).starts_with("msg_ffffffffffff"));
     }
 
     #[test]

@@ -45,7 +45,7 @@ async fn meeting_created_is_told_to_its_owner_with_the_list_entry_and_notes_read
     let data = json!({"meeting_id": "m1", "meeting": meeting_entry("Weekly")});
     assert_eq!(told(&messages), vec![("acc".into(), "meeting.created", data.clone()), ("acc".into(), "meeting.notes_ready", data)]);
     let first = &messages[0].message;
-    assert_eq!(first.id, message_id(&upsert.id, "acc", MessageKind::MeetingCreated, "m1"));
+    assert_eq!(first.id, message_id(&upsert.id, "acc", MessageKind::MeetingCreated, "m1", upsert.occurred_at));
     assert_eq!(first.created_at, upsert.occurred_at, "a message is dated by the change it announces");
 }
 

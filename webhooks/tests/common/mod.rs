@@ -126,7 +126,7 @@ pub fn message(account: &str, kind: MessageKind, event: &str, meeting: &str) -> 
     AccountMessage {
         account_id: account.into(),
         message: Message {
-            id: message_id(event, account, kind, meeting),
+            id: message_id(event, account, kind, meeting, Timestamp(START - 1_000_000)),
             kind,
             created_at: Timestamp(START - 1_000_000),
             data: serde_json::json!({ "meeting_id": meeting }),
