@@ -48,7 +48,7 @@
 //! due, and an upsert of the endpoint (a newer version) re-enables it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -258,6 +258,11 @@ pub struct Deliverer {
     last_hold_check: Mutex<Instant>,
     /// The shards held at the last scan.
     scanned_shards: Mutex<Vec<String>>,
+    /// Whether the last scan left rows due unread (it read a full page) or unqueued
+    /// (for want of room): the next scan need not wait for the poll.
+    more_due: AtomicBool,
+    /// Rows queued in the window at the end of the last round.
+    rows_queued: AtomicUsize,
 }
 
 /// What became of one attempt, for the attempt record.
@@ -318,6 +323,8 @@ impl Deliverer {
             converting: Mutex::default(),
             last_hold_check: Mutex::new(Instant::now()),
             scanned_shards: Mutex::default(),
+            more_due: AtomicBool::new(false),
+            rows_queued: AtomicUsize::new(0),
         }
     }
 
@@ -345,7 +352,9 @@ impl Deliverer {
             scan = tokio::select! {
                 _ = tokio::time::sleep(self.shared.config.poll) => true,
                 _ = handoff.ready() => handoff.take_scan_wanted(),
-                _ = freed.notified() => false,
+                // A backlog of rows is read a page after another as the window
+                // empties, not a page a poll.
+                _ = freed.notified() => self.rows_running_low(),
                 _ = stop.changed() => true,
             };
         }
@@ -469,6 +478,7 @@ impl Deliverer {
     async fn scan(&self) -> Result<(), StoreError> {
         let now = self.shared.clock.now_micros();
         let held_shards = self.shards.held();
+        self.more_due.store(false, Ordering::Relaxed);
         self.forget_shards_not_held(&held_shards);
         for shard in held_shards {
             self.shards.prepare(&self.shared.store, &shard, now).await?;
@@ -501,6 +511,9 @@ impl Deliverer {
                 window.retain(|_, queue| !queue.queued.is_empty());
             }
             let read_all = due_rows.len() < self.shared.config.scan;
+            if !read_all || left_out.is_some() {
+                self.more_due.store(true, Ordering::Relaxed);
+            }
             let to = left_out.unwrap_or_else(|| if read_all { now } else { due_rows.last().map_or(now, |due| due.due_at) });
             self.shards.raise(&shard, seen, to);
         }
@@ -573,6 +586,15 @@ impl Deliverer {
             }
         }
         window.retain(|_, queue| !queue.queued.is_empty());
+        self.rows_queued.store(window.values().map(|queue| queue.scanned).sum(), Ordering::Relaxed);
+    }
+
+    /// Whether the next round scans again at once: the last scan left more rows due,
+    /// fewer than a quarter of a scan's page of rows are still queued, and memory has
+    /// room for at least as many (a scan that could queue none waits for the poll).
+    fn rows_running_low(&self) -> bool {
+        let quarter = self.shared.config.scan / 4;
+        self.more_due.load(Ordering::Relaxed) && self.rows_queued.load(Ordering::Relaxed) <= quarter && self.shared.handoff.has_room(quarter.max(1))
     }
 
     fn start(

@@ -292,6 +292,32 @@ async fn a_wave_of_new_endpoints_that_hang_leaves_a_quarter_of_the_slots_to_endp
 }
 
 #[tokio::test]
+async fn a_backlog_of_rows_is_read_a_page_after_another_as_the_window_empties_not_a_page_a_poll() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    // Memory holds 40 deliveries, a scan reads 20 rows, and the poll is far away: past
+    // the 40 handed over, the batch's first attempts are written as rows due at once.
+    runtime.deliverer.window = 40;
+    runtime.deliverer.scan = 20;
+    runtime.deliverer.poll = Duration::from_secs(60);
+    let messages: Vec<_> = (1..=300i64).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+    let (stop, task) = start(runtime);
+    let sent = std::time::Instant::now();
+    setup.outbox(&messages).await;
+    receiver.wait_for(|received| received.len() == 300).await;
+    let took = sent.elapsed();
+    // A page a poll would have taken 13 polls (13 minutes) for the 260 rows.
+    assert!(took < Duration::from_secs(10), "300 deliveries, 260 of them from rows, took {took:?}");
+    let ids: std::collections::BTreeSet<String> = receiver.received().iter().map(|request| request.header("webhook-id")).collect();
+    assert_eq!(ids.len(), 300, "each message delivered");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+#[tokio::test]
 async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_upsert() {
     let setup = setup().await;
     let receiver = Receiver::start(&[500; 100]).await;
