@@ -658,8 +658,6 @@ impl Deliverer {
         );
     }
 
-    /// The endpoint's in-flight bound and state lock, kept with its queue in the window
-    /// (while held there, refreshes keep them too).
     /// The slots of the shares an attempt to an endpoint of `health` takes besides its
     /// slot of the process's; None when one of them is full.
     fn shares(&self, health: Health) -> Option<Vec<OwnedSemaphorePermit>> {
@@ -673,6 +671,8 @@ impl Deliverer {
         Some(permits)
     }
 
+    /// The endpoint's in-flight bound and state lock, kept with its queue in the window
+    /// (while held there, refreshes keep them too).
     fn endpoint_slots(&self, endpoint: &EndpointKey) -> Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)> {
         let mut endpoints = self.shared.endpoints.lock().ok()?;
         let slots = endpoints.entry(endpoint.clone()).or_default();
