@@ -304,9 +304,9 @@ async fn a_backlog_of_rows_is_read_a_page_after_another_as_the_window_empties_no
     runtime.deliverer.scan = 20;
     runtime.deliverer.poll = Duration::from_secs(60);
     let messages: Vec<_> = (1..=300i64).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
-    let (stop, task) = start(runtime);
-    let sent = std::time::Instant::now();
     setup.outbox(&messages).await;
+    let sent = std::time::Instant::now();
+    let (stop, task) = start(runtime);
     receiver.wait_for(|received| received.len() == 300).await;
     let took = sent.elapsed();
     // A page a poll would have taken 13 polls (13 minutes) for the 260 rows.

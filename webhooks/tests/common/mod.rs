@@ -105,9 +105,12 @@ impl Setup {
             .unwrap();
     }
 
-    /// Appends messages to the outbox at `seq`s, as the projector does.
+    /// Appends messages to the outbox at `seq`s, as the projector does: in one write
+    /// where writes land all at once (the embedded store, the outbox's own), else one
+    /// row a write in `seq` order, so that a reader running meanwhile never sees a seq
+    /// before an earlier one has landed (it would read past the earlier one).
     pub async fn outbox(&self, messages: &[(i64, AccountMessage)]) {
-        let rows = messages
+        let mut rows: Vec<Mutation> = messages
             .iter()
             .map(|(seq, message)| Mutation {
                 table: &MESSAGE_OUTBOX,
@@ -117,7 +120,14 @@ impl Setup {
                 ts: *seq,
             })
             .collect();
-        self.driver().write(rows).await.unwrap();
+        if self.webhooks.writes_atomically() {
+            self.driver().write(rows).await.unwrap();
+            return;
+        }
+        rows.sort_by_key(|row| row.ts);
+        for row in rows {
+            self.driver().write(vec![row]).await.unwrap();
+        }
     }
 }
 
