@@ -394,7 +394,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         let deadline = Instant::now() + self.body_timeout;
         let shared = self.shared.clone();
         // A reference to hyper's buffer, not a copy.
-        let request_id = request.headers().get(&X_REQUEST_ID).filter(|value| recap_access::request_id::is_well_formed(value.as_bytes())).cloned();
+        let request_id = recap_access::request_id::kept(request.headers());
         let mut request = request.map(|body| Body::new(TimedBody { inner: body, deadline, sleep: None, shared: shared.clone() }));
         if let Some(peer) = self.peer {
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
@@ -405,11 +405,6 @@ impl hyper::service::Service<Request<Incoming>> for Service {
 }
 
 static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
-
-/// A fresh request id, a UUID as the REST API makes them.
-fn new_request_id() -> HeaderValue {
-    HeaderValue::from_str(&recap_access::request_id::generate()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
-}
 
 /// The router's answer, with an `X-Request-Id` when the router set none (the request's
 /// own when well-formed, as the REST API echoes it, else a new one); a 408 instead when
@@ -434,7 +429,7 @@ impl Future for Served {
         cx.waker().wake_by_ref();
         let request_id = match response.headers().get(&X_REQUEST_ID) {
             Some(set) => set.clone(),
-            None => self.request_id.take().unwrap_or_else(new_request_id),
+            None => self.request_id.take().unwrap_or_else(recap_access::request_id::new_value),
         };
         if !self.shared.body_timed_out.swap(false, Ordering::Relaxed) {
             let mut response = response;

@@ -2,6 +2,8 @@
 //! a well-formed id the client sent is kept, else a new UUID is made. REST, MCP and the
 //! HTTP layer in front of both decide the same way.
 
+use http::{HeaderMap, HeaderName, HeaderValue};
+
 /// Longest incoming `X-Request-Id` that is kept.
 pub const MAX_CHARS: usize = 128;
 
@@ -15,6 +17,23 @@ pub fn is_well_formed(value: &[u8]) -> bool {
 /// A new request id: a random UUID, hyphenated, lower case.
 pub fn generate() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
+}
+
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The request's own `X-Request-Id`, when it is well-formed.
+pub fn kept(headers: &HeaderMap) -> Option<HeaderValue> {
+    headers.get(&X_REQUEST_ID).filter(|value| is_well_formed(value.as_bytes())).cloned()
+}
+
+/// A new request id, as a header value.
+pub fn new_value() -> HeaderValue {
+    HeaderValue::from_str(&generate()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// The request's id: its own when well-formed, else a new one.
+pub fn of(headers: &HeaderMap) -> HeaderValue {
+    kept(headers).unwrap_or_else(new_value)
 }
 
 #[cfg(test)]

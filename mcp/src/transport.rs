@@ -392,8 +392,7 @@ impl RequestLog {
 
     fn request_id_of(&mut self, headers: &HeaderMap) {
         if self.enabled {
-            let incoming = headers.get(&X_REQUEST_ID).filter(|value| recap_access::request_id::is_well_formed(value.as_bytes()));
-            self.request_id = incoming.cloned().or_else(|| HeaderValue::from_str(&recap_access::request_id::generate()).ok());
+            self.request_id = Some(recap_access::request_id::of(headers));
         }
     }
 

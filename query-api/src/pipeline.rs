@@ -51,16 +51,6 @@ static X_QUOTA_RESET: HeaderName = HeaderName::from_static("x-quota-reset");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
-/// The request's own `X-Request-Id` when well-formed, else a new one.
-fn request_id(headers: &HeaderMap) -> HeaderValue {
-    if let Some(incoming) = headers.get(&X_REQUEST_ID) {
-        if request_id::is_well_formed(incoming.as_bytes()) {
-            return incoming.clone();
-        }
-    }
-    HeaderValue::from_str(&request_id::generate()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
-}
-
 /// What the log line and the headers need to know about how far a request got.
 struct Trace {
     route: &'static str,
@@ -153,7 +143,7 @@ pub(crate) async fn serve(State(state): State<RestState>, request: Request) -> R
     // The body is never read (every endpoint is GET), and a request body is not
     // `Sync`, so only the head is carried through the awaits.
     let (parts, _body) = request.into_parts();
-    let request_id = request_id(&parts.headers);
+    let request_id = request_id::of(&parts.headers);
     let mut trace = Trace { route: "unmatched", stage: "route", usage: None };
     let result = run(&state, &parts, &mut trace).await;
     let (status, body, error) = match result {
