@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use recap_readmodel::messages::MessageKind;
+use recap_readmodel::messages::{AccountMessage, MessageKind};
 use recap_readmodel::tables::MESSAGE_OUTBOX;
 use recap_readmodel::webhooks::{AttemptOutcome, SigningSecret};
 use recap_readmodel::{ScanRange, Val};
@@ -182,6 +182,35 @@ async fn a_hanging_endpoint_never_delays_another() {
     task.await.unwrap();
 }
 
+/// An endpoint for each of `accounts` at an address of the receiver that never answers.
+async fn hanging_endpoints(setup: &Setup, receiver: &Receiver, accounts: &[&str]) {
+    for account in accounts {
+        setup.endpoint(account, "ep", &format!("{}/hang_{account}", receiver.url), &[], true, 1).await;
+    }
+}
+
+/// `rounds` messages to each of `accounts`, interleaved, at seqs from `first_seq` on.
+fn backlog(accounts: &[&str], rounds: i64, first_seq: i64) -> Vec<(i64, AccountMessage)> {
+    (0..rounds)
+        .flat_map(|index| {
+            accounts.iter().enumerate().map(move |(offset, account)| {
+                let message = message(account, MessageKind::MeetingCreated, &format!("evt_{account}_{index}"), &format!("mtg_{index}"));
+                (first_seq + accounts.len() as i64 * index + offset as i64, message)
+            })
+        })
+        .collect()
+}
+
+/// Four messages to `acc_ok`, at seqs from `first_seq` on.
+fn answering_messages(first_seq: i64) -> Vec<(i64, AccountMessage)> {
+    (0..4i64).map(|index| (first_seq + index, message("acc_ok", MessageKind::MeetingCreated, &format!("evt_ok_{index}"), &format!("mtg_{index}")))).collect()
+}
+
+/// The requests the receiver got at its addresses that never answer.
+fn hanging_requests(receiver: &Receiver) -> usize {
+    receiver.received().iter().filter(|request| request.path.starts_with("/hang")).count()
+}
+
 /// Many endpoints dead at once (more slots wanted than the process has) hold, once
 /// their first attempts have failed, only the failing endpoints' quarter of the slots:
 /// two of the process's eight here, whatever their backlog, and an endpoint that
@@ -191,22 +220,11 @@ async fn endpoints_known_to_fail_share_a_quarter_of_the_slots_and_never_take_the
     let setup = setup().await;
     let receiver = Receiver::start(&[]).await;
     let dead = ["acc_d1", "acc_d2", "acc_d3", "acc_d4"];
-    for account in dead {
-        setup.endpoint(account, "ep", &format!("{}/hang_{account}", receiver.url), &[], true, 1).await;
-    }
+    hanging_endpoints(&setup, &receiver, &dead).await;
     setup.endpoint("acc_ok", "ep", &format!("{}/ok", receiver.url), &[], true, 1).await;
     // A backlog that outlasts the test: sixteen slots wanted at every moment, against
     // the process's eight.
-    let mut messages = Vec::new();
-    for index in 0..40i64 {
-        for (offset, account) in dead.iter().enumerate() {
-            messages.push((
-                4 * index + offset as i64 + 1,
-                message(account, MessageKind::MeetingCreated, &format!("evt_{account}_{index}"), &format!("mtg_{index}")),
-            ));
-        }
-    }
-    setup.outbox(&messages).await;
+    setup.outbox(&backlog(&dead, 40, 1)).await;
     let clock = ManualClock::at(START);
     let timeout = Duration::from_secs(1);
     let mut runtime = runtime(&setup, &clock, timeout);
@@ -223,20 +241,17 @@ async fn endpoints_known_to_fail_share_a_quarter_of_the_slots_and_never_take_the
     })
     .await;
     let sent = std::time::Instant::now();
-    let ok: Vec<_> =
-        (0..4i64).map(|index| (1_000 + index, message("acc_ok", MessageKind::MeetingCreated, &format!("evt_ok_{index}"), &format!("mtg_{index}")))).collect();
-    setup.outbox(&ok).await;
+    setup.outbox(&answering_messages(1_000)).await;
     receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 4).await;
     let took = sent.elapsed();
     assert!(took < timeout, "the answering endpoint got its 4 deliveries in {took:?}, not after the dead ones' {timeout:?} timeout");
     // Once the attempts started before they were known to fail have timed out, the dead
     // endpoints start at most two attempts a timeout between them (without the share:
     // eight).
-    let hanging = || receiver.received().iter().filter(|request| request.path.starts_with("/hang")).count();
     tokio::time::sleep(timeout + Duration::from_millis(300)).await;
-    let before = hanging();
+    let before = hanging_requests(&receiver);
     tokio::time::sleep(timeout * 3).await;
-    let started = hanging() - before;
+    let started = hanging_requests(&receiver) - before;
     assert!(started <= 2 * 3 + 2, "{started} attempts to dead endpoints in three timeouts, where their share allows two at a time");
     assert!(started >= 2, "{started}: the dead endpoints' backlog is still being tried");
     let _ = stop.send(true);
@@ -261,29 +276,15 @@ async fn a_wave_of_new_endpoints_that_hang_leaves_a_quarter_of_the_slots_to_endp
     // Four endpoints never attempted, each at an address that never answers, with a
     // backlog: sixteen slots wanted against the process's eight.
     let new = ["acc_n1", "acc_n2", "acc_n3", "acc_n4"];
-    for account in new {
-        setup.endpoint(account, "ep", &format!("{}/hang_{account}", receiver.url), &[], true, 1).await;
-    }
-    let mut messages = Vec::new();
-    for index in 0..10i64 {
-        for (offset, account) in new.iter().enumerate() {
-            messages.push((
-                2 + 4 * index + offset as i64,
-                message(account, MessageKind::MeetingCreated, &format!("evt_{account}_{index}"), &format!("mtg_{index}")),
-            ));
-        }
-    }
-    setup.outbox(&messages).await;
-    let hanging = || receiver.received().iter().filter(|request| request.path.starts_with("/hang")).count();
-    eventually("the new endpoints hold their share", || async { hanging() >= 6 }).await;
+    hanging_endpoints(&setup, &receiver, &new).await;
+    setup.outbox(&backlog(&new, 10, 2)).await;
+    eventually("the new endpoints hold their share", || async { hanging_requests(&receiver) >= 6 }).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(hanging(), 6, "endpoints not known to answer hold three quarters of the eight slots, not all of them");
+    assert_eq!(hanging_requests(&receiver), 6, "endpoints not known to answer hold three quarters of the eight slots, not all of them");
 
     // Meanwhile the answering endpoint is delivered to at once, not after their timeout.
     let sent = std::time::Instant::now();
-    let ok: Vec<_> =
-        (0..4i64).map(|index| (100 + index, message("acc_ok", MessageKind::MeetingCreated, &format!("evt_ok_{index}"), &format!("mtg_{index}")))).collect();
-    setup.outbox(&ok).await;
+    setup.outbox(&answering_messages(100)).await;
     receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 5).await;
     let took = sent.elapsed();
     assert!(took < timeout / 2, "the answering endpoint got its 4 deliveries in {took:?}, with the new endpoints' attempts hanging for {timeout:?}");
