@@ -18,12 +18,12 @@
 //!    feed holds 1,000 messages and one whose feed holds a million (first page, and a
 //!    page from a cursor half way down), the two sizes alternated in rounds.
 //!
-//! The receiver runs on a thread of its own (its own single-threaded runtime), so that
-//! what it costs is measured apart (the CPU time of its thread, per request) and it
-//! never queues behind the runtime's tasks: in production it is another machine. It is
-//! a bare HTTP/1.1 responder (keep-alive, `Content-Length` bodies, `200` with an empty
-//! body); `RECAP_BENCH_RECEIVER=axum` puts an axum server there instead, which costs
-//! several times as much a request. The CPU time of the whole process per message, and
+//! The receiver (`recap_testkit::bench::receiver`) runs on a thread of its own (its own
+//! single-threaded runtime), so that what it costs is measured apart (the CPU time of
+//! its thread, per request) and it never queues behind the runtime's tasks: in
+//! production it is another machine. It is a bare HTTP/1.1 responder (keep-alive,
+//! `Content-Length` bodies, `200` with an empty body); `RECAP_BENCH_RECEIVER=axum` puts
+//! an axum server there instead, which costs several times as much a request. The CPU time of the whole process per message, and
 //! the receiver's share of it, are printed beside each rate.
 //!
 //! `RECAP_BENCH_WEBHOOK_EVENTS` sizes the throughput rounds (20,000 meetings),
@@ -38,8 +38,8 @@ extern crate recap;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use recap_lmdb::EmbeddedDriver;
@@ -50,6 +50,7 @@ use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, WebhookStore};
 use recap_readmodel::{Batch, Driver, ReadModel, ScanRange, Val};
 use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Timestamp;
+use recap_testkit::bench::receiver::{cpu_time, receiver, Received};
 use recap_webhooks::{ClientConfig, Runtime};
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -69,107 +70,8 @@ fn setting(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-/// What the receiver has had: every request's arrival, by the meeting it announces,
-/// and where to read the CPU time of its thread.
-#[derive(Default)]
-struct Received {
-    count: AtomicU64,
-    arrivals: Mutex<Vec<(String, Instant)>>,
-    thread_stat: Mutex<Option<std::path::PathBuf>>,
-}
-
-impl Received {
-    fn arrived(&self, body: &[u8]) {
-        let at = Instant::now();
-        self.arrivals.lock().expect("the arrivals lock").push((meeting_of(body), at));
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The CPU time the receiver's thread has used so far.
-    fn cpu(&self) -> Duration {
-        self.thread_stat.lock().expect("the stat lock").as_deref().map_or(Duration::ZERO, cpu_time)
-    }
-}
-
-/// The meeting a delivery announces (`data.meeting_id`), found without parsing the body.
-fn meeting_of(body: &[u8]) -> String {
-    const KEY: &[u8] = b"\"meeting_id\":\"";
-    let Some(start) = body.windows(KEY.len()).position(|window| window == KEY).map(|at| at + KEY.len()) else { return String::new() };
-    let end = body[start..].iter().position(|byte| *byte == b'"').map_or(body.len(), |length| start + length);
-    String::from_utf8_lossy(&body[start..end]).into_owned()
-}
-
-/// The user and system CPU time in a `/proc` stat file (a process's or a thread's).
-fn cpu_time(stat: &Path) -> Duration {
-    let Ok(text) = std::fs::read_to_string(stat) else { return Duration::ZERO };
-    // The fields after the command's closing parenthesis: utime and stime are the 12th
-    // and 13th of them, in clock ticks (100 a second on Linux).
-    let fields: Vec<&str> = text.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let ticks = |index: usize| fields.get(index).and_then(|field| field.parse::<u64>().ok()).unwrap_or(0);
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
 fn process_cpu() -> Duration {
     cpu_time(Path::new("/proc/self/stat"))
-}
-
-/// A receiver on loopback answering 200 at once, on a thread of its own; returns its URL.
-fn receiver(received: Arc<Received>) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the receiver");
-    let url = format!("http://{}/hooks", listener.local_addr().expect("the receiver's address"));
-    listener.set_nonblocking(true).expect("a non-blocking listener");
-    std::thread::spawn(move || {
-        // `/proc/thread-self` links to `<pid>/task/<tid>`, relative to `/proc`.
-        *received.thread_stat.lock().expect("the stat lock") =
-            std::fs::read_link("/proc/thread-self").ok().map(|task| Path::new("/proc").join(task).join("stat"));
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the receiver's runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("the receiver's listener");
-            if std::env::var("RECAP_BENCH_RECEIVER").is_ok_and(|receiver| receiver == "axum") {
-                let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
-                    let received = received.clone();
-                    async move {
-                        received.arrived(&body);
-                        axum::http::StatusCode::OK
-                    }
-                });
-                let _ = axum::serve(listener, app).await;
-                return;
-            }
-            while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(answer(socket, received.clone()));
-            }
-        });
-    });
-    url
-}
-
-/// Answers the requests of one connection, in order, 200 with an empty body each.
-async fn answer(mut socket: tokio::net::TcpStream, received: Arc<Received>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buffer = Vec::with_capacity(16 * 1024);
-    loop {
-        let head_end = loop {
-            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-                break at + 4;
-            }
-            if !matches!(socket.read_buf(&mut buffer).await, Ok(read) if read > 0) {
-                return;
-            }
-        };
-        let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
-        let length = head.lines().find_map(|line| line.strip_prefix("content-length:")).and_then(|value| value.trim().parse::<usize>().ok()).unwrap_or(0);
-        while buffer.len() < head_end + length {
-            if !matches!(socket.read_buf(&mut buffer).await, Ok(read) if read > 0) {
-                return;
-            }
-        }
-        received.arrived(&buffer[head_end..head_end + length]);
-        buffer.drain(..head_end + length);
-        if socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.is_err() {
-            return;
-        }
-    }
 }
 
 fn line(envelope: &recap_schemas::Envelope) -> String {

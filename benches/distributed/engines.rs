@@ -67,11 +67,15 @@ pub const LAG_CHECK: Duration = Duration::from_secs(3);
 
 pub const TOPICS: [&str; 3] = ["recap.accounts.v1", "recap.meetings.v1", "recap.sharing.v1"];
 
+/// The topics recap writes: dead letters, and the messages the projector announces
+/// (which `recap webhooks` reads).
+const OWN_TOPICS: [&str; 2] = ["recap.deadletter.v1", "recap.messages.v1"];
+
 /// Creates the contract topics under `prefix` (3 partitions each, as the chart does).
 pub async fn create_topics(brokers: &str, prefix: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("kafka admin client");
-    let names: Vec<String> = TOPICS.iter().chain(["recap.deadletter.v1"].iter()).map(|topic| format!("{prefix}{topic}")).collect();
+    let names: Vec<String> = TOPICS.iter().chain(OWN_TOPICS.iter()).map(|topic| format!("{prefix}{topic}")).collect();
     let topics: Vec<NewTopic> = names.iter().map(|name| NewTopic::new(name, 3, TopicReplication::Fixed(1))).collect();
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics(&topics, &options).await.expect("create topics (are the engines up? `make up`)") {
@@ -85,7 +89,7 @@ pub async fn create_topics(brokers: &str, prefix: &str) {
 pub async fn delete_topics(brokers: &str, prefix: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions};
     let Ok(admin) = ClientConfig::new().set("bootstrap.servers", brokers).create::<AdminClient<rdkafka::client::DefaultClientContext>>() else { return };
-    let names: Vec<String> = TOPICS.iter().chain(["recap.deadletter.v1"].iter()).map(|topic| format!("{prefix}{topic}")).collect();
+    let names: Vec<String> = TOPICS.iter().chain(OWN_TOPICS.iter()).map(|topic| format!("{prefix}{topic}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let _ = admin.delete_topics(&refs, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)))).await;
 }
@@ -157,7 +161,9 @@ impl Role {
         });
         let (mut url, mut admin_url) = (String::new(), String::new());
         let deadline = Instant::now() + Duration::from_secs(120);
-        while admin_url.is_empty() || (role != "projector" && url.is_empty()) {
+        // The projector and the webhooks role serve only their admin address.
+        let serves_public = !matches!(role, "projector" | "webhooks");
+        while admin_url.is_empty() || (serves_public && url.is_empty()) {
             let line = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("recap {role} printed no URLs"));
             if let Some(found) = line.split("base_url ").nth(1) {
                 url = found.trim().to_string();

@@ -16,7 +16,9 @@
 //!    a core of its own (judged: the store has the same CPU on both sides, as ScyllaDB
 //!    on nodes of its own), then Cassandra sharing both cores with wrk and Redis;
 //! 5. resident memory of the projector and the query-api at those loads.
-//! 6. only when asked for (`cargo bench --bench distributed soak`, its own section of
+//! 6. `recap webhooks` against the projector on the same events, alone and together
+//!    (webhooks.rs);
+//! 7. only when asked for (`cargo bench --bench distributed soak`, its own section of
 //!    `make bench`): the soak, mixed REST and MCP reads at half their maximum for
 //!    `RECAP_BENCH_SOAK_MINUTES` (15) with events produced throughout and the projector
 //!    and a query-api restarted midway (soak.rs).
@@ -35,6 +37,7 @@ mod engines;
 mod events;
 mod load;
 mod soak;
+mod webhooks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -688,6 +691,9 @@ fn main() {
             rest_vs_raw(&bench, &query_api);
         }
         query_api.stop();
+    }
+    if wants("webhooks") {
+        webhooks::webhooks_vs_projector(&mut bench);
     }
     println!("total {:.0} s", started.elapsed().as_secs_f64());
     let _ = std::fs::remove_file(engines::recap_bin());
