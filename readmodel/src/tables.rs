@@ -319,10 +319,10 @@ pub static FEED_HEADS: Table = Table {
 pub static MESSAGES_BY_ID: Table = Table {
     id: 33,
     name: "messages_by_id",
-    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq} (the message is the feed row at that seq; claims written before also held the message)",
+    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq} (the message is the feed row at that seq; claims written before also held the message); write time = 2^62 - seq, so the lowest seq stands",
     partition: &[text("account_id"), text("message_id")],
     clustering: &[],
-    clock: Clock::FirstWriteWins,
+    clock: Clock::Position,
 };
 
 pub static WEBHOOK_DELIVERIES: Table = Table {

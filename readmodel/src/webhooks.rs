@@ -10,10 +10,11 @@
 //!   its `recap.messages.v1` partition in the distributed one, where an account's
 //!   messages all travel in one partition);
 //! - a message enters the feed once: its id is claimed by the first seq that carries
-//!   it ([`Driver::insert_if_absent`] on `messages_by_id`, a claim holding the seq
-//!   only, the feed row at that seq being the message); a replay of the same seq
-//!   finds its own claim and writes the same rows again, a duplicate at another seq
-//!   (the projector replaying a batch) finds another's claim and is dropped;
+//!   it (`messages_by_id`, a claim holding the seq only, the feed row at that seq
+//!   being the message; read, then written if absent, see
+//!   [`WebhookStore::claim_ids`]); a replay of the same seq finds its own claim and
+//!   writes the same rows again, a duplicate at another seq (the projector replaying a
+//!   batch) finds another's claim and is dropped;
 //! - readers see the feed up to its head (`feed_heads`), which is written only once
 //!   every row at or below it is: a row that lands late (CQL writes of one batch land in
 //!   any order) is never skipped by a cursor that moved past it;
@@ -25,13 +26,26 @@ use std::sync::Arc;
 use recap_schemas::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{now_micros, ConditionalRow, Driver, Mutation, Op, Row, ScanRange, StoreError};
+use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
 use crate::messages::{AccountMessage, Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{
     FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_RETRIES, WEBHOOK_SECRETS,
     WEBHOOK_SHARDS,
 };
+
+/// The write time of a claim of `messages_by_id` for `seq`: it falls as the seq grows,
+/// so that of two claims of one id the lowest seq stands (the stores keep the write
+/// with the latest time). Far above any wall-clock or position time, below the
+/// largest a store accepts.
+pub fn claim_clock(seq: i64) -> i64 {
+    CLAIM_CLOCK.saturating_sub(seq)
+}
+
+const CLAIM_CLOCK: i64 = 1 << 62;
+
+/// Claims read at once in [`WebhookStore::claim_ids`].
+const CLAIM_READS: usize = 32;
 
 /// How long a feed message, its id and an attempt are kept unless configured otherwise.
 pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
@@ -389,9 +403,9 @@ impl WebhookStore {
     }
 
     /// [`WebhookStore::claim`] of each `(account id, seq, message)`, told in their
-    /// order (and whether this seq held it before: a replay), with one conditional write
-    /// for all of them (one commit on the embedded store). Each message at most once a
-    /// call: of two seqs of one id in one call, which wins is not decided here.
+    /// order (and whether this seq held it before: a replay), with one write for the
+    /// claims made (one commit on the embedded store). Of two seqs of one id in one
+    /// call, the first in the call is decided first.
     pub async fn claim_many(&self, claims: &[(&str, i64, &Message)]) -> Result<Vec<Claimed>, StoreError> {
         let claims: Vec<(&str, i64, &str)> = claims.iter().map(|(account_id, seq, message)| (*account_id, *seq, message.id.as_str())).collect();
         self.claim_ids(&claims).await
@@ -399,27 +413,46 @@ impl WebhookStore {
 
     /// [`WebhookStore::claim_many`] of `(account id, seq, message id)`. A claim holds
     /// the seq only: the message itself is the feed row at that seq.
+    ///
+    /// Each id's claim is read, then the claims of the ids no seq holds are written in
+    /// one plain write: no conditional write (a lightweight transaction a message on
+    /// ScyllaDB, a Paxos round that cost several times the rest of the message's
+    /// writes). That is enough because an account's messages are read in seq order by
+    /// one reader at a time (the outbox; the account's partition of the message topic):
+    /// a duplicate's later seq is claimed only after its earlier one was written and
+    /// acknowledged, so its read finds the earlier claim; two holders of a partition
+    /// for the moment of a rebalance each read it in order from the committed offset,
+    /// so they make the same claims. Whatever order claims of one id land in, their
+    /// write time ([`claim_clock`]) makes the lowest seq the one that stands.
     pub async fn claim_ids(&self, claims: &[(&str, i64, &str)]) -> Result<Vec<Claimed>, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        // Collected first: a lazy iterator's closure held across the await would make
+        // the future `Send` for one lifetime only.
+        let reads: Vec<_> = claims.iter().map(|(account_id, _, message_id)| self.claimed_seq(account_id, message_id)).collect();
+        let holders: Vec<Option<i64>> = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect().await?;
         let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
-        let rows = claims
-            .iter()
-            .map(|(account_id, seq, message_id)| ConditionalRow {
-                partition: vec![Val::text(*account_id), Val::text(*message_id)],
-                clustering: vec![],
-                body: format!("{{\"seq\":{seq}}}"),
-                expires_at,
-            })
-            .collect();
-        let won = self.driver.insert_if_absent_many(&MESSAGES_BY_ID, rows).await?;
-        let mut told = Vec::with_capacity(won.len());
-        for ((account_id, seq, message_id), won) in claims.iter().zip(won) {
-            if won {
-                told.push(Claimed::New);
-                continue;
-            }
-            // Held already: by this very seq in an earlier run (a replay), or another.
-            let holder = self.claimed_seq(account_id, message_id).await?;
-            told.push(if holder == Some(*seq) { Claimed::Again } else { Claimed::Elsewhere });
+        let (mut told, mut writes) = (Vec::with_capacity(claims.len()), Vec::new());
+        let mut claimed_now: std::collections::HashMap<(&str, &str), i64> = std::collections::HashMap::new();
+        for ((account_id, seq, message_id), holder) in claims.iter().zip(holders) {
+            let holder = holder.or_else(|| claimed_now.get(&(*account_id, *message_id)).copied());
+            told.push(match holder {
+                Some(holder) if holder == *seq => Claimed::Again,
+                Some(_) => Claimed::Elsewhere,
+                None => {
+                    claimed_now.insert((account_id, message_id), *seq);
+                    writes.push(Mutation {
+                        table: &MESSAGES_BY_ID,
+                        partition: vec![Val::text(*account_id), Val::text(*message_id)],
+                        clustering: vec![],
+                        op: Op::Put { body: format!("{{\"seq\":{seq}}}"), expires_at },
+                        ts: claim_clock(*seq),
+                    });
+                    Claimed::New
+                }
+            });
+        }
+        if !writes.is_empty() {
+            self.driver.write(writes).await?;
         }
         Ok(told)
     }

@@ -1,12 +1,11 @@
 //! From the message log to the feed and the deliverer, for one batch: its messages are
-//! claimed in one conditional write (a duplicate at another seq is dropped), the feed
-//! rows and heads are written, then the first attempt of each delivery (one per
-//! endpoint that wants the message) is handed over to the deliverer in memory
-//! ([`crate::handoff`]), prepared, and registered in the [`crate::handoff::Ledger`]. A
-//! first attempt has no row: the message log is its queue, and the reader commits its
-//! position only up to the messages whose first attempts are settled. Only those that
-//! do not fit in memory are written as rows of `webhook_retries`, due at once, in the
-//! write of the feed rows.
+//! claimed (a duplicate at another seq is dropped), the feed rows and heads are
+//! written, then the first attempt of each delivery (one per endpoint that wants the
+//! message) is handed over to the deliverer in memory ([`crate::handoff`]), prepared,
+//! and registered in the [`crate::handoff::Ledger`]. A first attempt has no row: the
+//! message log is its queue, and the reader commits its position only up to the
+//! messages whose first attempts are settled. Only those that do not fit in memory are
+//! written as rows of `webhook_retries`, due at once, in the write of the feed rows.
 //!
 //! A crash anywhere before the position covers a message reads it again: the same
 //! claim (this seq's), the same feed row and head, and its first attempts handed over
@@ -14,7 +13,7 @@
 //! at least once).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -134,15 +133,11 @@ struct Prepared {
 /// to commit, and its holder reads them again. The caller tells the ledger how far the
 /// log is read once this returns.
 pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats: &Stats, shards: &Shards, handoff: &Handoff) -> Result<Ingested, StoreError> {
-    // A message the batch carries twice is claimed only at its first seq: concurrent
-    // claims of one id could otherwise let the later seq win.
-    let mut first_seen: HashSet<(&str, &str)> = HashSet::new();
-    let firsts: Vec<bool> = batch.iter().map(|entry| first_seen.insert((entry.account_id.as_str(), entry.id.as_str()))).collect();
-    let pending: Vec<(&str, i64, &str)> =
-        batch.iter().zip(&firsts).filter(|(_, first)| **first).map(|(entry, _)| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
-    let mut told = store.claim_ids(&pending).await?.into_iter();
+    // A message the batch carries twice is claimed at its first seq (the claims of one
+    // call are decided in their order).
+    let pending: Vec<(&str, i64, &str)> = batch.iter().map(|entry| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
+    let claims: Vec<Claimed> = store.claim_ids(&pending).await?;
     drop(pending);
-    let claims: Vec<Claimed> = firsts.iter().map(|first| if *first { told.next().unwrap_or(Claimed::Elsewhere) } else { Claimed::Elsewhere }).collect();
     // Taken before the endpoints are read: a change counted later means they may be stale.
     let changes = store.endpoint_changes();
     let read_at = Instant::now();

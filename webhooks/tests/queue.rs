@@ -406,3 +406,53 @@ async fn after_hundreds_of_deliveries_and_removed_retries_no_scan_covers_a_remov
     assert!(scans.iter().all(|scan| scan.table.name != "webhook_deliveries"), "the table before webhook_retries is not read again once its rows were moved");
     assert_eq!(answers.lock().unwrap().len(), 3 * count as usize, "nothing was sent again");
 }
+
+/// A message enters the feed once (docs/webhooks.md, "For each batch of the log"): its
+/// id is claimed by the first seq that carries it, without a conditional write. A
+/// replay of that seq finds its own claim, a later seq (a duplicate) finds another's,
+/// and of one id twice in a call the first is decided first. Should two readers ever
+/// write claims of one id for two seqs, whatever the order they land in, the lowest
+/// seq stands (`claim_clock`), and `GET /v1/events/{id}` agrees with the feed.
+#[tokio::test]
+async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any_order_the_lowest_stands() {
+    use recap_readmodel::tables::MESSAGES_BY_ID;
+    use recap_readmodel::webhooks::{claim_clock, Claimed};
+    let setup = setup().await;
+    let store = &setup.webhooks;
+    let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1").message.id;
+    let updated = message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1").message.id;
+    let deleted = message("acc_a", MessageKind::MeetingDeleted, "evt_3", "mtg_1").message.id;
+    async fn claimed(store: &WebhookStore, claims: &[(i64, &str)]) -> Vec<Claimed> {
+        let claims: Vec<(&str, i64, &str)> = claims.iter().map(|(seq, id)| ("acc_a", *seq, *id)).collect();
+        store.claim_ids(&claims).await.unwrap()
+    }
+    assert_eq!(claimed(store, &[(3, &created)]).await, vec![Claimed::New]);
+    assert_eq!(claimed(store, &[(3, &created), (5, &created)]).await, vec![Claimed::Again, Claimed::Elsewhere], "a replay, then a duplicate");
+    assert_eq!(claimed(store, &[(7, &updated), (9, &updated)]).await, vec![Claimed::New, Claimed::Elsewhere], "twice in one call");
+    assert_eq!(claimed(store, &[(9, &updated)]).await, vec![Claimed::Elsewhere]);
+    // Two readers' claims of one id, each written as a claim is written: the later
+    // seq's lands first, then the earlier seq's.
+    let written = |seq: i64, id: &str| Mutation {
+        table: &MESSAGES_BY_ID,
+        partition: vec![Val::text("acc_a"), Val::text(id)],
+        clustering: vec![],
+        op: Op::Put { body: format!("{{\"seq\":{seq}}}"), expires_at: None },
+        ts: claim_clock(seq),
+    };
+    store.write(vec![written(12, &deleted)]).await.unwrap();
+    store.write(vec![written(11, &deleted)]).await.unwrap();
+    assert_eq!(claimed(store, &[(11, &deleted), (12, &deleted)]).await, vec![Claimed::Again, Claimed::Elsewhere]);
+    // The earlier seq's first, then the later one's.
+    store.write(vec![written(8, &updated)]).await.unwrap();
+    assert_eq!(claimed(store, &[(7, &updated), (8, &updated), (4, &updated)]).await, vec![Claimed::Again, Claimed::Elsewhere, Claimed::Elsewhere]);
+    let all = [(3, &created, MessageKind::MeetingCreated), (7, &updated, MessageKind::MeetingUpdated), (11, &deleted, MessageKind::MeetingDeleted)];
+    for (seq, _, kind) in all {
+        let event = format!("evt_{}", [3, 7, 11].iter().position(|at| *at == seq).unwrap() + 1);
+        store.write(vec![store.feed_row("acc_a", seq, &message("acc_a", kind, &event, "mtg_1").message)]).await.unwrap();
+    }
+    store.write(vec![store.head_row("acc_a", 11)]).await.unwrap();
+    for (seq, id, _) in all {
+        let (found_seq, found) = store.message("acc_a", id).await.unwrap().expect("the message by its id");
+        assert_eq!((found_seq, found.id.as_str()), (seq, id.as_str()));
+    }
+}
