@@ -49,20 +49,6 @@ pub fn check_conditional_write(table: &Table) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// One row of [`Driver::insert_if_absent_many`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConditionalRow {
-    pub partition: Vec<Val>,
-    pub clustering: Vec<Val>,
-    pub body: String,
-    /// Wall-clock microseconds after which the row reads as absent.
-    pub expires_at: Option<i64>,
-}
-
-/// Conditional inserts in flight at once in [`Driver::insert_if_absent_many`]'s
-/// default (each a lightweight transaction on ScyllaDB).
-pub const CONDITIONAL_CONCURRENCY: usize = 32;
-
 /// What [`Driver::scan_bodies`] appended: how many bodies, the clustering key of the
 /// last one, and whether a further row exists past them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -289,17 +275,6 @@ pub trait Driver: Send + Sync + 'static {
         body: &str,
         expires_at: Option<i64>,
     ) -> Result<bool, StoreError>;
-
-    /// [`Driver::insert_if_absent`] of every row of `rows` (all of `table`), told in
-    /// their order. Of rows with the same key in one call, exactly one is told it wrote
-    /// (the embedded driver: the first). An error leaves every row's outcome unknown.
-    /// The embedded driver decides them all in one write transaction (one commit, not
-    /// one a row); the default makes up to [`CONDITIONAL_CONCURRENCY`] calls at once.
-    async fn insert_if_absent_many(&self, table: &'static Table, rows: Vec<ConditionalRow>) -> Result<Vec<bool>, StoreError> {
-        use futures::{StreamExt, TryStreamExt};
-        let calls = rows.into_iter().map(|row| async move { self.insert_if_absent(table, &row.partition, &row.clustering, &row.body, row.expires_at).await });
-        futures::stream::iter(calls).buffered(CONDITIONAL_CONCURRENCY).try_collect().await
-    }
 
     /// Writes the rows of a frozen batch (see [`crate::Batch::freeze`]) as one atomic
     /// write, like [`Driver::write`]. The batch stays readable (the next one reads it

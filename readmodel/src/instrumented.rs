@@ -13,7 +13,7 @@ use opentelemetry::metrics::Histogram;
 use opentelemetry::KeyValue;
 use tracing::Instrument;
 
-use crate::driver::{BodiesPage, ConditionalRow, Driver, Mutation, MutationRef, Row, ScanRange, StoreError};
+use crate::driver::{BodiesPage, Driver, Mutation, MutationRef, Row, ScanRange, StoreError};
 use crate::projection::Frozen;
 use crate::table::{Table, Val};
 
@@ -131,10 +131,6 @@ impl Driver for Instrumented {
         expires_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         self.observe("INSERT", Some(table.name), self.inner.insert_if_absent(table, partition, clustering, body, expires_at)).await
-    }
-
-    async fn insert_if_absent_many(&self, table: &'static Table, rows: Vec<ConditionalRow>) -> Result<Vec<bool>, StoreError> {
-        self.observe("INSERT", Some(table.name), self.inner.insert_if_absent_many(table, rows)).await
     }
 
     async fn scan_bodies(

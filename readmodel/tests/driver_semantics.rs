@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CLAIMS, OAUTH_CODES, TEAMS_BY_ACCOUNT};
-use recap_readmodel::{ConditionalRow, Driver, Mutation, Op, ScanRange, StoreError, Val};
+use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
     let dir = tempfile::tempdir().unwrap();
@@ -170,31 +170,6 @@ async fn conditional_inserts_write_only_where_no_live_row_is(driver: Arc<dyn Dri
     assert_eq!(claim(&driver, "c").await.as_deref(), Some("again"));
 }
 
-fn conditional(id: &str, body: &str) -> ConditionalRow {
-    ConditionalRow { partition: claim_key(id).to_vec(), clustering: vec![], body: body.into(), expires_at: None }
-}
-
-/// A batch of conditional inserts tells each row's outcome in order, as one insert each
-/// would: absent keys are written, live rows kept.
-async fn a_batch_of_conditional_inserts_tells_each_row(driver: Arc<dyn Driver>) {
-    assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("held"), &[], "earlier", None).await.unwrap());
-    let rows = vec![conditional("new1", "a"), conditional("held", "b"), conditional("new2", "c")];
-    assert_eq!(driver.insert_if_absent_many(&OAUTH_CLAIMS, rows).await.unwrap(), vec![true, false, true]);
-    assert_eq!(
-        (claim(&driver, "new1").await.as_deref(), claim(&driver, "held").await.as_deref(), claim(&driver, "new2").await.as_deref()),
-        (Some("a"), Some("earlier"), Some("c"))
-    );
-    assert_eq!(driver.insert_if_absent_many(&OAUTH_CLAIMS, vec![conditional("new1", "d")]).await.unwrap(), vec![false], "a replay writes nothing");
-    assert_eq!(driver.insert_if_absent_many(&OAUTH_CLAIMS, vec![]).await.unwrap(), Vec::<bool>::new());
-    let refused = driver
-        .insert_if_absent_many(
-            &MEETINGS_BY_ACCOUNT,
-            vec![ConditionalRow { partition: vec![Val::text("acc")], clustering: vec![Val::Int(1), Val::text("m")], body: "v".into(), expires_at: None }],
-        )
-        .await;
-    assert!(matches!(refused, Err(StoreError::Misuse(_))), "{refused:?}");
-}
-
 /// "A table is written one way only": a plain write or delete of a conditionally
 /// written table, and a conditional insert into any other, are refused, and nothing of
 /// a refused batch is written.
@@ -218,7 +193,7 @@ async fn each_table_takes_only_its_own_kind_of_write(driver: Arc<dyn Driver>) {
 }
 
 /// Many tasks insert one key at once, spread over `sessions` (separate connections to
-/// one store, as separate pods hold), alone or in batches: exactly one is told it wrote,
+/// one store, as separate pods hold): exactly one is told it wrote,
 /// and every later read, through every session, returns that one's body. Several
 /// rounds, a key each.
 async fn racing_conditional_inserts_let_exactly_one_write(sessions: Vec<Arc<dyn Driver>>) {
@@ -233,16 +208,7 @@ async fn racing_conditional_inserts_let_exactly_one_write(sessions: Vec<Arc<dyn 
                     let body = format!("racer{racer}");
                     start.wait().await;
                     let expires_at = Some(recap_readmodel::driver::now_micros() + 600_000_000);
-                    // Half of them in batches, beside a key of their own.
-                    let wrote = if racer % 2 == 0 {
-                        driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key(&key), &[], &body, expires_at).await.unwrap()
-                    } else {
-                        let own = ConditionalRow { expires_at, ..conditional(&format!("{key}-{racer}"), &body) };
-                        let raced = ConditionalRow { expires_at, ..conditional(&key, &body) };
-                        let wrote = driver.insert_if_absent_many(&OAUTH_CLAIMS, vec![own, raced]).await.unwrap();
-                        assert!(wrote[0], "a key no one else writes is written");
-                        wrote[1]
-                    };
+                    let wrote = driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key(&key), &[], &body, expires_at).await.unwrap();
                     (body.clone(), wrote)
                 })
             })
@@ -421,7 +387,6 @@ for_each_driver!(
     body_pages_are_the_scans_bodies_joined,
     reads_past_the_first_page_of_rows,
     conditional_inserts_write_only_where_no_live_row_is,
-    a_batch_of_conditional_inserts_tells_each_row,
     each_table_takes_only_its_own_kind_of_write
 );
 

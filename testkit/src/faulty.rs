@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use recap_readmodel::projection::Frozen;
 use recap_readmodel::table::{Table, Val};
-use recap_readmodel::{BodiesPage, ConditionalRow, Driver, Mutation, Row, ScanRange, StoreError};
+use recap_readmodel::{BodiesPage, Driver, Mutation, Row, ScanRange, StoreError};
 use tokio::sync::watch;
 
 /// How long a stalled call waits before it answers: longer than any test, so that only
@@ -193,11 +193,6 @@ impl Shared {
     ) -> Result<bool, StoreError> {
         self.enter(Call::Write, &[table]).await?;
         self.inner.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-
-    async fn insert_if_absent_many(&self, table: &'static Table, rows: Vec<ConditionalRow>) -> Result<Vec<bool>, StoreError> {
-        self.enter(Call::Write, &[table]).await?;
-        self.inner.insert_if_absent_many(table, rows).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -411,13 +406,6 @@ impl Driver for FaultyDriver {
         expires_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         self.shared.insert_if_absent(table, partition, clustering, body, expires_at).await
-    }
-
-    async fn insert_if_absent_many(&self, table: &'static Table, rows: Vec<ConditionalRow>) -> Result<Vec<bool>, StoreError> {
-        if self.trait_defaults {
-            return self.defaults().insert_if_absent_many(table, rows).await;
-        }
-        self.shared.insert_if_absent_many(table, rows).await
     }
 
     async fn write_frozen(&self, frozen: Arc<Frozen>) -> Result<(), StoreError> {

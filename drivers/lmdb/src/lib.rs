@@ -30,8 +30,7 @@ use async_trait::async_trait;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use recap_readmodel::driver::{
-    check_conditional_write, check_plain_write, now_micros, BodiesPage, ConditionalRow, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row,
-    ScanRange, StoreError,
+    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
 };
 use recap_readmodel::keys::{append_clustering, decode_clustering, partition_prefix, prefix_successor};
 use recap_readmodel::table::{Table, Val};
@@ -195,31 +194,25 @@ impl EmbeddedDriver {
         Ok(())
     }
 
-    /// Writes each `(key, value)` unless a live row is there (or an earlier pair of
-    /// this call wrote the key), all in one write transaction; which ones it wrote.
-    fn insert_if_absent_sync(&self, table: &'static Table, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<bool>, StoreError> {
+    /// Writes `value` at `key` unless a live row is there, in one write transaction;
+    /// whether it wrote.
+    fn insert_if_absent_sync(&self, table: &'static Table, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
         let mut write = self.env.write_txn().map_err(storage)?;
-        let now = now_micros();
-        let mut wrote = Vec::with_capacity(rows.len());
-        for (key, value) in rows {
-            let live = match self.rows.get(&write, key).map_err(storage)? {
-                Some(previous) => {
-                    let stored = decode_value(previous)?;
-                    !stored.tombstone && stored.expires_at > now
-                }
-                None => false,
-            };
-            if !live {
-                self.rows.put(&mut write, key, value).map_err(storage)?;
+        let live = match self.rows.get(&write, key).map_err(storage)? {
+            Some(previous) => {
+                let stored = decode_value(previous)?;
+                !stored.tombstone && stored.expires_at > now_micros()
             }
-            wrote.push(!live);
+            None => false,
+        };
+        if live {
+            // Dropped uncommitted: nothing written.
+            return Ok(false);
         }
-        if wrote.contains(&true) {
-            write.commit().map_err(storage)?;
-            self.changes[usize::from(table.id)].fetch_add(1, Ordering::Release);
-        }
-        // Otherwise dropped uncommitted: nothing written.
-        Ok(wrote)
+        self.rows.put(&mut write, key, value).map_err(storage)?;
+        write.commit().map_err(storage)?;
+        self.changes[usize::from(table.id)].fetch_add(1, Ordering::Release);
+        Ok(true)
     }
 }
 
@@ -340,24 +333,9 @@ impl Driver for EmbeddedDriver {
         expires_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         check_conditional_write(table)?;
-        let row = (row_key(table, partition, clustering), encode_value(now_micros(), &Op::Put { body: body.to_string(), expires_at }));
+        let (key, value) = (row_key(table, partition, clustering), encode_value(now_micros(), &Op::Put { body: body.to_string(), expires_at }));
         let driver = self.clone();
-        let wrote = tokio::task::spawn_blocking(move || driver.insert_if_absent_sync(table, &[row]))
-            .await
-            .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))??;
-        Ok(wrote.first().copied().unwrap_or(false))
-    }
-
-    /// One write transaction (one commit) for all of them.
-    async fn insert_if_absent_many(&self, table: &'static Table, rows: Vec<ConditionalRow>) -> Result<Vec<bool>, StoreError> {
-        check_conditional_write(table)?;
-        let now = now_micros();
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = rows
-            .into_iter()
-            .map(|row| (row_key(table, &row.partition, &row.clustering), encode_value(now, &Op::Put { body: row.body, expires_at: row.expires_at })))
-            .collect();
-        let driver = self.clone();
-        tokio::task::spawn_blocking(move || driver.insert_if_absent_sync(table, &rows))
+        tokio::task::spawn_blocking(move || driver.insert_if_absent_sync(table, &key, &value))
             .await
             .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
     }
