@@ -23,8 +23,9 @@
 //! its thread, per request) and it never queues behind the runtime's tasks: in
 //! production it is another machine. It is a bare HTTP/1.1 responder (keep-alive,
 //! `Content-Length` bodies, `200` with an empty body); `RECAP_BENCH_RECEIVER=axum` puts
-//! an axum server there instead, which costs several times as much a request. The CPU time of the whole process per message, and
-//! the receiver's share of it, are printed beside each rate.
+//! an axum server there instead, which costs several times as much a request. The CPU
+//! time of the whole process per message, and the receiver's share of it, are printed
+//! beside each rate.
 //!
 //! `RECAP_BENCH_WEBHOOK_EVENTS` sizes the throughput rounds (20,000 meetings),
 //! `RECAP_BENCH_WEBHOOK_ACCOUNTS` the accounts, one endpoint each (4),
@@ -140,7 +141,7 @@ async fn floor(url: &str, bodies: Vec<hyper::body::Bytes>, received: &Received) 
         ("webhook-timestamp", "1767225600".to_owned()),
         ("webhook-signature", format!("v1,{}=", "A".repeat(43))),
     ];
-    let before = received.count.load(Ordering::Relaxed);
+    let before = received.count();
     let (started, cpu_before) = (Instant::now(), process_cpu());
     let mut senders = tokio::task::JoinSet::new();
     for _ in 0..accounts() * 4 {
@@ -166,7 +167,7 @@ async fn floor(url: &str, bodies: Vec<hyper::body::Bytes>, received: &Received) 
         });
     }
     while senders.join_next().await.is_some() {}
-    wait_for(received, before + bodies.len() as u64, Duration::from_secs(30)).await;
+    received.wait_for(before + bodies.len() as u64, Duration::from_secs(30)).await;
     (started.elapsed(), process_cpu().saturating_sub(cpu_before))
 }
 
@@ -221,20 +222,6 @@ async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
     process_cpu().saturating_sub(cpu_before)
 }
 
-/// Waits until `count` deliveries have arrived; gives up only when none arrives for
-/// `stalled` (a slow runtime still ends its backlog: that is the figure).
-async fn wait_for(received: &Received, count: u64, stalled: Duration) {
-    let (mut seen, mut progressed) = (received.count.load(Ordering::Relaxed), Instant::now());
-    while seen < count {
-        assert!(progressed.elapsed() < stalled, "{seen} of {count} deliveries arrived, then none for {stalled:?}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        let now_seen = received.count.load(Ordering::Relaxed);
-        if now_seen > seen {
-            (seen, progressed) = (now_seen, Instant::now());
-        }
-    }
-}
-
 /// A temp dir on the disk, or on tmpfs with `RECAP_BENCH_TMPFS=1` (a diagnosis: how
 /// much of a figure is waiting for the disk to sync commits).
 fn store_dir() -> tempfile::TempDir {
@@ -271,27 +258,27 @@ async fn throughput() -> f64 {
     let receiver_before = received.cpu();
     let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
     let floor_receiver_cpu = received.cpu().saturating_sub(receiver_before);
-    received.count.store(0, Ordering::Relaxed);
+    received.reset();
 
     // The runtime alone, on the outbox the projector left.
     let (stop, stopped) = watch::channel(false);
     let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
     let running = start_runtime(alone, stopped);
-    wait_for(&received, messages as u64, Duration::from_secs(30)).await;
+    received.wait_for(messages as u64, Duration::from_secs(30)).await;
     let delivered_in = started.elapsed();
     let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
     stop.send(true).expect("stopping the runtime");
     running.await.expect("the runtime ends");
 
     // Both together, from an empty store: until the last delivery arrives.
-    received.count.store(0, Ordering::Relaxed);
+    received.reset();
     let together = open(dir.path(), "together");
     let (stop, stopped) = watch::channel(false);
     let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
     let running = start_runtime(together.clone(), stopped);
     projector(together, &log, dir.path(), "together").drain().await.expect("projecting");
     let projected_together_in = started.elapsed();
-    wait_for(&received, messages as u64, Duration::from_secs(30)).await;
+    received.wait_for(messages as u64, Duration::from_secs(30)).await;
     let together_in = started.elapsed();
     let (together_cpu, together_receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
     stop.send(true).expect("stopping the runtime");
@@ -397,12 +384,12 @@ async fn latency(rate: f64) {
         (appended, started.elapsed())
     });
     let (appended, offered_in) = pacer.await.expect("the pacer");
-    wait_for(&received, total as u64, Duration::from_secs(30)).await;
+    received.wait_for(total as u64, Duration::from_secs(30)).await;
     stop.send(true).expect("stopping");
     running.await.expect("the runtime ends");
     projecting.await.expect("the projector ends").expect("projecting");
 
-    let arrivals = std::mem::take(&mut *received.arrivals.lock().expect("the arrivals lock"));
+    let arrivals = received.take_arrivals();
     let mut first: HashMap<&str, Instant> = HashMap::new();
     for (meeting, at) in &arrivals {
         first.entry(meeting.as_str()).and_modify(|seen| *seen = (*seen).min(*at)).or_insert(*at);

@@ -18,7 +18,7 @@
 //! CPU time a message (Kafka's and Cassandra's are not counted).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use recap_schemas::build::{Epoch, Events};
 use recap_testkit::bench::receiver::{receiver, Received};
@@ -48,20 +48,6 @@ fn round_events(url: &str, accounts: usize, meetings: usize, round: &str) -> Vec
         event(&meeting.id(format!("e_wh{round}{index}")).occurred_at(created).envelope())
     });
     endpoints.chain(meetings).collect()
-}
-
-/// Waits until the receiver has had `count` requests; panics when it stops getting
-/// them for `stalled`.
-fn wait_received(received: &Received, count: u64, stalled: Duration) {
-    let (mut seen, mut progressed) = (received.count(), Instant::now());
-    while seen < count {
-        std::thread::sleep(Duration::from_millis(10));
-        let now_seen = received.count();
-        if now_seen > seen {
-            (seen, progressed) = (now_seen, Instant::now());
-        }
-        assert!(progressed.elapsed() < stalled, "the receiver has had {seen} of {count} deliveries");
-    }
 }
 
 fn webhooks_role(bench: &Bench, prefix: &str) -> Role {
@@ -101,7 +87,7 @@ pub fn webhooks_vs_projector(bench: &mut Bench) {
     received.reset();
     let cassandra_before = cassandra_seconds();
     let webhooks = webhooks_role(bench, &prefix);
-    wait_received(&received, meetings as u64, Duration::from_secs(120));
+    bench.runtime.block_on(received.wait_for(meetings as u64, Duration::from_secs(120)));
     let (first, last) = received.first_and_last().expect("deliveries");
     let delivered = meetings as f64 / last.duration_since(first).as_secs_f64();
     let (webhooks_cpu, webhooks_cassandra) = (cpu_seconds(&webhooks), cassandra_seconds() - cassandra_before);
@@ -125,7 +111,7 @@ pub fn webhooks_vs_projector(bench: &mut Bench) {
     let webhooks = webhooks_role(bench, &prefix);
     let projector = Role::start("projector", &bench.envs(&prefix), None);
     let (first, done) = wait_accounted(&projector, 0, events, Duration::from_secs(1_800));
-    wait_received(&received, meetings as u64, Duration::from_secs(120));
+    bench.runtime.block_on(received.wait_for(meetings as u64, Duration::from_secs(120)));
     let (_, last) = received.first_and_last().expect("deliveries");
     let together = meetings as f64 / last.saturating_duration_since(first).as_secs_f64();
     let (projector_cpu, webhooks_cpu) = (cpu_seconds(&projector), cpu_seconds(&webhooks));

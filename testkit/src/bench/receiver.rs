@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 /// and where to read the CPU time of its thread.
 #[derive(Default)]
 pub struct Received {
-    pub count: AtomicU64,
-    pub arrivals: Mutex<Vec<(String, Instant)>>,
+    count: AtomicU64,
+    arrivals: Mutex<Vec<(String, Instant)>>,
     thread_stat: Mutex<Option<PathBuf>>,
 }
 
@@ -35,6 +35,24 @@ impl Received {
     pub fn reset(&self) {
         self.count.store(0, Ordering::Relaxed);
         self.arrivals.lock().expect("the arrivals lock").clear();
+    }
+
+    /// Waits until `count` requests were received; panics when none came for `stalled`.
+    pub async fn wait_for(&self, count: u64, stalled: Duration) {
+        let (mut seen, mut progressed) = (self.count(), Instant::now());
+        while seen < count {
+            assert!(progressed.elapsed() < stalled, "{seen} of {count} deliveries arrived, then none for {stalled:?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let now_seen = self.count();
+            if now_seen > seen {
+                (seen, progressed) = (now_seen, Instant::now());
+            }
+        }
+    }
+
+    /// The arrivals so far, by the meeting each request announced; forgets them.
+    pub fn take_arrivals(&self) -> Vec<(String, Instant)> {
+        std::mem::take(&mut *self.arrivals.lock().expect("the arrivals lock"))
     }
 
     /// When the first and the last of the requests received so far arrived.
