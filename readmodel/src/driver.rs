@@ -351,7 +351,19 @@ pub trait Driver: Send + Sync + 'static {
     fn change_count(&self, _table: &'static Table) -> Option<u64> {
         None
     }
+
+    /// A future that resolves at the first committed write to `table` after this call,
+    /// for a driver that sees every write ([`Driver::change_count`]), so that a reader
+    /// tailing a table waits for its next write instead of polling it. Taken before the
+    /// table is read, it misses no write that lands after the read. None for a store
+    /// that other processes write too.
+    fn next_change(&self, _table: &'static Table) -> Option<NextChange<'_>> {
+        None
+    }
 }
+
+/// What [`Driver::next_change`] gives: resolves at a table's next committed write.
+pub type NextChange<'a> = futures::future::BoxFuture<'a, ()>;
 
 /// Wall-clock microseconds, for TTL checks.
 pub fn now_micros() -> i64 {

@@ -13,7 +13,7 @@ use opentelemetry::metrics::Histogram;
 use opentelemetry::KeyValue;
 use tracing::Instrument;
 
-use crate::driver::{BodiesPage, Driver, Mutation, MutationRef, Row, ScanRange, StoreError};
+use crate::driver::{BodiesPage, Driver, Mutation, MutationRef, NextChange, Row, ScanRange, StoreError};
 use crate::projection::Frozen;
 use crate::table::{Table, Val};
 
@@ -163,6 +163,10 @@ impl Driver for Instrumented {
 
     fn change_count(&self, table: &'static Table) -> Option<u64> {
         self.inner.change_count(table)
+    }
+
+    fn next_change(&self, table: &'static Table) -> Option<NextChange<'_>> {
+        self.inner.next_change(table)
     }
 
     fn writes_atomically(&self) -> bool {

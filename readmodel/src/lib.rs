@@ -27,7 +27,7 @@ pub mod views;
 pub mod webhooks;
 pub mod words;
 
-pub use driver::{BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
+pub use driver::{BodiesPage, Driver, Mutation, MutationRef, NextChange, Offered, Op, PageBuilder, Row, ScanRange, StoreError};
 pub use instrumented::Instrumented;
 pub use projection::{Applied, Batch, Frozen};
 pub use queries::{AccountRecord, ActionItemFilter, MeetingFilter, Page, ReadModel, TokenRecord, TranscriptRecord};

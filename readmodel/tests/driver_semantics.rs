@@ -420,3 +420,26 @@ async fn the_embedded_driver_counts_committed_writes_per_table() {
     assert_eq!(driver.change_count(&MEETINGS_BY_ACCOUNT), Some(2), "one count per committed write, not per row");
     assert_eq!(driver.change_count(&TEAMS_BY_ACCOUNT), Some(0), "other tables keep theirs");
 }
+
+#[tokio::test]
+async fn the_embedded_driver_wakes_a_waiter_at_the_next_committed_write_to_its_table() {
+    // A reader tailing a table waits for its next write instead of polling it
+    // (Driver::next_change): taken before a write, the future resolves once the write is
+    // committed, and only a write to its own table ends it.
+    use futures::FutureExt;
+    let (_dir, driver) = embedded();
+    let team = Mutation {
+        table: &TEAMS_BY_ACCOUNT,
+        partition: vec![Val::text("acc")],
+        clustering: vec![Val::text("team_a")],
+        op: Op::Put { body: "team_a".into(), expires_at: None },
+        ts: 1,
+    };
+    let mut meetings_written = driver.next_change(&MEETINGS_BY_ACCOUNT).expect("the embedded driver tells of its writes");
+    driver.write(vec![team]).await.unwrap();
+    assert!((&mut meetings_written).now_or_never().is_none(), "another table's write does not end the wait");
+    driver.write(vec![put("acc", 1, "m", "v5", 5)]).await.unwrap();
+    assert_eq!(meetings_written.now_or_never(), Some(()), "the table's write ends it");
+    let after = driver.next_change(&MEETINGS_BY_ACCOUNT).unwrap();
+    assert!(after.now_or_never().is_none(), "a wait taken after a write is not ended by it");
+}

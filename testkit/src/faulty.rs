@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use recap_readmodel::projection::Frozen;
 use recap_readmodel::table::{Table, Val};
-use recap_readmodel::{BodiesPage, Driver, Mutation, Row, ScanRange, StoreError};
+use recap_readmodel::{BodiesPage, Driver, Mutation, NextChange, Row, ScanRange, StoreError};
 use tokio::sync::watch;
 
 /// How long a stalled call waits before it answers: longer than any test, so that only
@@ -463,6 +463,10 @@ impl Driver for FaultyDriver {
 
     fn change_count(&self, table: &'static Table) -> Option<u64> {
         self.reports_change_counts.then(|| self.shared.inner.change_count(table)).flatten()
+    }
+
+    fn next_change(&self, table: &'static Table) -> Option<NextChange<'_>> {
+        self.reports_change_counts.then(|| self.shared.inner.next_change(table)).flatten()
     }
 
     fn writes_atomically(&self) -> bool {

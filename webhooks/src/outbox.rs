@@ -36,7 +36,9 @@ pub const EMBEDDED_SHARD: &str = "0";
 pub struct OutboxConfig {
     /// Messages per batch, at most.
     pub batch: usize,
-    /// How often the outbox is looked at when it had nothing new.
+    /// How often the outbox is looked at when it had nothing new, where the store does
+    /// not tell of its writes ([`Driver::next_change`]); where it does, a write to the
+    /// outbox wakes the reader at once.
     pub poll: Duration,
     /// How often the position is committed, at most, while it moves.
     pub commit_every: Duration,
@@ -151,6 +153,9 @@ impl OutboxReader {
         let mut backoff = Duration::from_millis(100);
         let mut seen_changes = None;
         while !*stop.borrow() {
+            // Taken before the outbox is read: a message written after the read wakes
+            // the wait below.
+            let written = self.driver.next_change(&MESSAGE_OUTBOX);
             let changes = self.driver.change_count(&MESSAGE_OUTBOX);
             let result = match cursor.as_mut() {
                 None => self.position().await.map(|position| {
@@ -187,6 +192,7 @@ impl OutboxReader {
             if idle {
                 tokio::select! {
                     _ = tokio::time::sleep(self.config.poll) => {}
+                    Some(()) = async { Some(written?.await) } => {}
                     _ = stop.changed() => {}
                 }
             }

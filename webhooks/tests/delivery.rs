@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -13,6 +14,7 @@ use recap_readmodel::tables::MESSAGE_OUTBOX;
 use recap_readmodel::webhooks::{AttemptOutcome, SigningSecret};
 use recap_readmodel::{ScanRange, Val};
 use recap_schemas::Timestamp;
+use recap_testkit::faulty::FaultyDriver;
 use recap_webhooks::ManualClock;
 
 const SECOND: i64 = 1_000_000;
@@ -86,6 +88,48 @@ async fn the_outbox_reader_resumes_after_its_position() {
     task.await.unwrap();
     assert_eq!(receiver.received().len(), 2, "the first message is not read again");
     assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(2));
+}
+
+/// Where the store tells of its writes (the embedded one), a message written to the
+/// outbox wakes its reader at once: with an hour between looks, it is still delivered
+/// within the wait. A store that does not (Cassandra, whose outbox only the upgrade reads)
+/// leaves the reader to its poll, so there is nothing to check.
+#[tokio::test]
+async fn a_message_written_to_the_outbox_wakes_its_reader_before_the_next_poll() {
+    let setup = setup().await;
+    if setup.driver().next_change(&MESSAGE_OUTBOX).is_none() {
+        return;
+    }
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    runtime.outbox.poll = Duration::from_secs(3_600);
+    let reads = Arc::new(FaultyDriver::new(setup.driver()));
+    reads.record_scans();
+    runtime.driver = reads.clone();
+    let (stop, task) = start(runtime);
+    receiver.wait_for(|received| received.len() == 1).await;
+    // Once the reader has looked past the first message and found nothing, it waits (the
+    // margin lets that read end), and only the write below can end the wait within the hour.
+    let looked_past_the_first = std::sync::atomic::AtomicBool::new(false);
+    eventually("the reader looks past the first message", || {
+        let looked =
+            reads.take_scans().iter().any(|scan| scan.table.name == MESSAGE_OUTBOX.name && !scan.covers(&[Val::Int(1)]) && scan.covers(&[Val::Int(2)]));
+        let looked = looked_past_the_first.fetch_or(looked, std::sync::atomic::Ordering::Relaxed) || looked;
+        async move { looked }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    setup.outbox(&[(2, message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1"))]).await;
+    receiver.wait_for(|received| received.len() == 2).await;
+    setup.outbox(&[(3, message("acc_a", MessageKind::MeetingDeleted, "evt_3", "mtg_1"))]).await;
+    receiver.wait_for(|received| received.len() == 3).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(setup.webhooks.head("acc_a").await.unwrap(), Some(3));
 }
 
 /// A scan starts at its shard's mark, not at the start of the removed rows: a message

@@ -30,11 +30,13 @@ use async_trait::async_trait;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use recap_readmodel::driver::{
-    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, MutationRef, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
+    check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, MutationRef, NextChange, Offered, Op, PageBuilder, Row, ScanRange,
+    StoreError,
 };
 use recap_readmodel::keys::{append_clustering, decode_clustering, partition_prefix, prefix_successor};
 use recap_readmodel::table::{Table, Val};
 use recap_readmodel::Frozen;
+use tokio::sync::Notify;
 
 const HEADER: usize = 8 + 1 + 8;
 const NO_EXPIRY: i64 = i64::MAX;
@@ -50,9 +52,28 @@ pub struct EmbeddedDriver {
     /// The store file, locked (flock) for as long as the driver lives: LMDB lets several
     /// processes share a store, and one data dir has one owner.
     _owner: Arc<std::fs::File>,
-    /// Committed writes per table id ([`Driver::change_count`]): every write goes
-    /// through this driver, since it owns the store.
-    changes: Arc<[AtomicU64; 256]>,
+    /// Committed writes per table id: every write goes through this driver, since it
+    /// owns the store.
+    changes: Arc<Changes>,
+}
+
+/// Per table id, the committed writes ([`Driver::change_count`]) and the readers waiting
+/// for the next one ([`Driver::next_change`]).
+struct Changes {
+    counts: [AtomicU64; 256],
+    written: [Notify; 256],
+}
+
+impl Changes {
+    fn new() -> Changes {
+        Changes { counts: std::array::from_fn(|_| AtomicU64::new(0)), written: std::array::from_fn(|_| Notify::new()) }
+    }
+
+    /// Counts a committed write to table `id` and wakes whoever waits for one.
+    fn committed(&self, id: usize) {
+        self.counts[id].fetch_add(1, Ordering::Release);
+        self.written[id].notify_waiters();
+    }
 }
 
 fn storage(error: impl std::fmt::Display) -> StoreError {
@@ -133,7 +154,7 @@ impl EmbeddedDriver {
         let mut write = env.write_txn().map_err(storage)?;
         let rows = env.create_database(&mut write, None).map_err(storage)?;
         write.commit().map_err(storage)?;
-        Ok(EmbeddedDriver { env, rows, _owner: Arc::new(owner), changes: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))) })
+        Ok(EmbeddedDriver { env, rows, _owner: Arc::new(owner), changes: Arc::new(Changes::new()) })
     }
 
     /// Hands the live rows (neither deleted nor expired) of one partition within
@@ -189,7 +210,7 @@ impl EmbeddedDriver {
         write.commit().map_err(storage)?;
         // Counted once committed: a reader that sees the new count reads the new rows.
         for (id, _) in touched.iter().enumerate().filter(|(_, touched)| **touched) {
-            self.changes[id].fetch_add(1, Ordering::Release);
+            self.changes.committed(id);
         }
         Ok(())
     }
@@ -211,7 +232,7 @@ impl EmbeddedDriver {
         }
         self.rows.put(&mut write, key, value).map_err(storage)?;
         write.commit().map_err(storage)?;
-        self.changes[usize::from(table.id)].fetch_add(1, Ordering::Release);
+        self.changes.committed(usize::from(table.id));
         Ok(true)
     }
 }
@@ -353,7 +374,13 @@ impl Driver for EmbeddedDriver {
     }
 
     fn change_count(&self, table: &'static Table) -> Option<u64> {
-        Some(self.changes[usize::from(table.id)].load(Ordering::Acquire))
+        Some(self.changes.counts[usize::from(table.id)].load(Ordering::Acquire))
+    }
+
+    fn next_change(&self, table: &'static Table) -> Option<NextChange<'_>> {
+        // Created here, not when first polled: it hears every write from now on.
+        let written = self.changes.written[usize::from(table.id)].notified();
+        Some(Box::pin(written))
     }
 
     /// One write transaction a batch.
