@@ -190,9 +190,15 @@ impl OutboxReader {
                 }
             };
             if idle {
+                let written = async {
+                    match written {
+                        Some(written) => written.await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = tokio::time::sleep(self.config.poll) => {}
-                    Some(()) = async { Some(written?.await) } => {}
+                    () = written => {}
                     _ = stop.changed() => {}
                 }
             }
