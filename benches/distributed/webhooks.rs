@@ -14,18 +14,26 @@
 //! 2. together: `recap webhooks` is started and ready first, then the projector; from
 //!    the projector's first applied event to the last delivery received.
 //!
+//! 3. latency: both roles running and warmed up (one delivery an account), meetings are
+//!    produced at a tenth of the projector's rate alone, a quarter, then half of it, for
+//!    `RECAP_BENCH_WEBHOOK_LATENCY_SECONDS` (10) each, every meeting timed from its send
+//!    to Kafka to its delivery's arrival at the receiver; and, to tell the two roles'
+//!    shares apart, to its message's timestamp in the message topic (set by the
+//!    projector's producer, on the same machine's clock).
+//!
 //! Each rate is printed with its ratio to the projector's rate alone, and each role's
 //! CPU time a message (Kafka's and Cassandra's are not counted).
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use recap_schemas::build::{Epoch, Events};
 use recap_testkit::bench::receiver::{receiver, Received};
 
 use crate::engines::{self, Role};
 use crate::events::Event;
-use crate::{env_usize, produce, wait_accounted, Bench};
+use crate::{env_usize, load, produce, wait_accounted, Bench};
 
 /// The events happen on 2026-01-01 (UTC).
 const EVENTS: Events = Events::new(Epoch::from_unix_seconds(1_767_225_600));
@@ -124,4 +132,113 @@ pub fn webhooks_vs_projector(bench: &mut Bench) {
         per_message(projector_cpu),
         per_message(webhooks_cpu)
     );
+
+    latency(bench, &url, &received, accounts, projected);
+}
+
+/// When a meeting's event was sent to Kafka: by the monotonic clock (for its arrival at
+/// the receiver) and by the wall clock (for its message's timestamp).
+struct Sent {
+    at: Instant,
+    wall_ms: f64,
+}
+
+/// Round 3: event → delivered at a tenth, a quarter and half of `projected` events/s, both
+/// roles running.
+fn latency(bench: &mut Bench, url: &str, received: &Received, accounts: usize, projected: f64) {
+    let seconds = env_usize("RECAP_BENCH_WEBHOOK_LATENCY_SECONDS", 10);
+    let prefix = bench.topics("wh2");
+    // The endpoints, then a meeting an account: once each is delivered, both roles hold
+    // their partitions and every stage is flowing.
+    produce(&bench.engines.brokers, &prefix, &round_events(url, accounts, accounts, "w"));
+    received.reset();
+    let webhooks = webhooks_role(bench, &prefix);
+    let projector = Role::start("projector", &bench.envs(&prefix), None);
+    bench.runtime.block_on(received.wait_for(accounts as u64, Duration::from_secs(120)));
+
+    let mut phases = Vec::new();
+    for (share, round) in [(0.1, "l"), (0.25, "m"), (0.5, "h")] {
+        received.reset();
+        let rate = projected * share;
+        let total = ((rate * seconds as f64) as usize).max(1);
+        let events = round_events(url, accounts, total, round).split_off(accounts);
+        let (sent, offered_in) = paced(&bench.engines.brokers, &prefix, &events, rate, |index| format!("mtg_wh{round}{index:07}"));
+        bench.runtime.block_on(received.wait_for(total as u64, Duration::from_secs(300)));
+        phases.push((share, total, offered_in, sent, received.take_arrivals()));
+    }
+    projector.stop();
+    webhooks.stop();
+
+    let produced = produced_at(&bench.engines.brokers, &format!("{prefix}{}", recap_projector::kafka::MESSAGES_TOPIC));
+    for (share, total, offered_in, sent, arrivals) in phases {
+        let mut first: HashMap<String, Instant> = HashMap::new();
+        for (meeting, at) in arrivals {
+            first.entry(meeting).and_modify(|seen| *seen = (*seen).min(at)).or_insert(at);
+        }
+        let mut delivered: Vec<f64> = sent.iter().map(|(meeting, sent)| first[meeting].saturating_duration_since(sent.at).as_secs_f64() * 1e3).collect();
+        let mut to_topic: Vec<f64> = sent.iter().filter_map(|(meeting, sent)| Some(*produced.get(meeting)? as f64 - sent.wall_ms)).collect();
+        let (p50, p99, max) = load::percentiles(&mut delivered);
+        let (topic_p50, topic_p99, _) = load::percentiles(&mut to_topic);
+        println!(
+            "  event -> delivered at {share} of the projector's rate ({:.0} events/s offered, {total} events in {:.1} s): p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms (event -> message in the topic: p50 {topic_p50:.1} ms, p99 {topic_p99:.1} ms)",
+            total as f64 / offered_in.as_secs_f64(),
+            offered_in.as_secs_f64()
+        );
+    }
+}
+
+/// Sends `events` at `rate` a second (what is due every millisecond, no linger), each
+/// timed by the meeting `meeting(index)` names; returns the times and how long it took.
+fn paced(brokers: &str, prefix: &str, events: &[Event], rate: f64, meeting: impl Fn(usize) -> String) -> (HashMap<String, Sent>, Duration) {
+    let producer = engines::bulk_producer(brokers, 0);
+    let mut sent = HashMap::with_capacity(events.len());
+    let started = Instant::now();
+    let mut next = 0;
+    while next < events.len() {
+        let due = ((started.elapsed().as_secs_f64() * rate) as usize + 1).min(events.len());
+        for (index, (topic, key, line)) in events.iter().enumerate().take(due).skip(next) {
+            let wall_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs_f64() * 1e3;
+            sent.insert(meeting(index), Sent { at: Instant::now(), wall_ms });
+            engines::send(&producer, &format!("{prefix}{topic}"), key, line);
+        }
+        next = due;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let offered_in = started.elapsed();
+    engines::flush(&producer);
+    (sent, offered_in)
+}
+
+/// The timestamp (milliseconds, set by the projector's producer) of each message in
+/// `topic`, by the meeting it announces: every partition read from its start (no group)
+/// until the topic has been quiet for two seconds.
+fn produced_at(brokers: &str, topic: &str) -> HashMap<String, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message as _, Offset, TopicPartitionList};
+    // A group id the consumer never joins (it assigns itself every partition) nor
+    // commits for, which librdkafka still wants.
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("{topic}.timestamps"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer of the message topic");
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("the message topic's partitions");
+    let mut partitions = TopicPartitionList::new();
+    for partition in metadata.topics().iter().flat_map(|topic| topic.partitions()) {
+        partitions.add_partition_offset(topic, partition.id(), Offset::Beginning).expect("a partition to read");
+    }
+    consumer.assign(&partitions).expect("reading the message topic");
+    let mut produced = HashMap::new();
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < Duration::from_secs(2) {
+        let Some(Ok(record)) = consumer.poll(Duration::from_millis(100)) else { continue };
+        quiet_since = Instant::now();
+        let (Some(timestamp), Some(payload)) = (record.timestamp().to_millis(), record.payload()) else { continue };
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(payload) else { continue };
+        if let Some(meeting) = message.pointer("/message/data/meeting_id").and_then(serde_json::Value::as_str) {
+            produced.insert(meeting.to_owned(), timestamp);
+        }
+    }
+    produced
 }
