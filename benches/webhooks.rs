@@ -172,7 +172,8 @@ async fn floor(url: &str, bodies: Vec<hyper::body::Bytes>, received: &Received) 
 }
 
 /// The floor of what a delivered message writes to the store: its id claimed, its feed
-/// row and its account's head in batches of 500 (as the runtime ingests), and the
+/// row and its account's head in batches of 500, in one commit (as the runtime
+/// ingests), and the
 /// record of its successful attempt in groups of 64 (as the runtime's recorder commits
 /// them), on a fresh store in `dir`; nothing read, no endpoint state, no position.
 /// Returns the CPU time it used.
@@ -189,8 +190,8 @@ async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
     let cpu_before = process_cpu();
     for batch in messages.chunks(500) {
         let claims: Vec<(&str, i64, &str)> = batch.iter().map(|(account, id, seq, _)| (account.as_str(), *seq, id.as_str())).collect();
-        store.claim_ids(&claims).await.expect("claiming the ids");
-        let mut rows: Vec<_> = batch.iter().map(|(account, _, seq, body)| store.feed_row_with_body(account, *seq, body.clone())).collect();
+        let (_, mut rows) = store.claim_rows(&claims).await.expect("claiming the ids");
+        rows.extend(batch.iter().map(|(account, _, seq, body)| store.feed_row_with_body(account, *seq, body.clone())));
         let mut heads: HashMap<&str, i64> = HashMap::new();
         for (account, _, seq, _) in batch {
             heads.insert(account.as_str(), *seq);

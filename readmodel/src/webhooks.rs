@@ -11,8 +11,8 @@
 //!   messages all travel in one partition);
 //! - a message enters the feed once: its id is claimed by the first seq that carries
 //!   it (`messages_by_id`, a claim holding the seq only, the feed row at that seq
-//!   being the message; read, then written if absent, see
-//!   [`WebhookStore::claim_ids`]); a replay of the same seq finds its own claim and
+//!   being the message; read, then written if absent with the batch's feed rows, see
+//!   [`WebhookStore::claim_rows`]); a replay of the same seq finds its own claim and
 //!   writes the same rows again, a duplicate at another seq (the projector replaying a
 //!   batch) finds another's claim and is dropped;
 //! - readers see the feed up to its head (`feed_heads`), which is written only once
@@ -425,6 +425,18 @@ impl WebhookStore {
     /// so they make the same claims. Whatever order claims of one id land in, their
     /// write time ([`claim_clock`]) makes the lowest seq the one that stands.
     pub async fn claim_ids(&self, claims: &[(&str, i64, &str)]) -> Result<Vec<Claimed>, StoreError> {
+        let (told, writes) = self.claim_rows(claims).await?;
+        if !writes.is_empty() {
+            self.driver.write(writes).await?;
+        }
+        Ok(told)
+    }
+
+    /// What [`WebhookStore::claim_ids`] decides, and the claim rows it would write,
+    /// which the caller writes instead, with the other rows of its batch (in the same
+    /// commit on the embedded store). The claims hold once those rows are written and
+    /// acknowledged, before the next claims of the same account are read.
+    pub async fn claim_rows(&self, claims: &[(&str, i64, &str)]) -> Result<(Vec<Claimed>, Vec<Mutation>), StoreError> {
         use futures::{StreamExt, TryStreamExt};
         // Collected first: a lazy iterator's closure held across the await would make
         // the future `Send` for one lifetime only.
@@ -451,10 +463,7 @@ impl WebhookStore {
                 }
             });
         }
-        if !writes.is_empty() {
-            self.driver.write(writes).await?;
-        }
-        Ok(told)
+        Ok((told, writes))
     }
 
     /// The seq that claimed the account's message, while the claim is kept.

@@ -136,14 +136,15 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // A message the batch carries twice is claimed at its first seq (the claims of one
     // call are decided in their order).
     let pending: Vec<(&str, i64, &str)> = batch.iter().map(|entry| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
-    let claims: Vec<Claimed> = store.claim_ids(&pending).await?;
+    // The claims are written with the feed rows, before the heads.
+    let (claims, claim_rows): (Vec<Claimed>, _) = store.claim_rows(&pending).await?;
     drop(pending);
     // Taken before the endpoints are read: a change counted later means they may be stale.
     let changes = store.endpoint_changes();
     let read_at = Instant::now();
     let mut endpoints: HashMap<&str, AccountEndpoints> = HashMap::new();
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut rows = Vec::new();
+    let mut rows = claim_rows;
     // What fits in memory now; only the deliverer frees room meanwhile.
     let mut room = handoff.room();
     // Per message (by its index in the batch), the first attempts going into memory.

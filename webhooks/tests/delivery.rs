@@ -527,6 +527,40 @@ async fn ingesting_a_batch_again_appends_the_same_feed_rows_and_hands_its_first_
     assert_eq!(setup.webhooks.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.len(), 3);
 }
 
+/// A batch's claims are written with its feed rows, and the heads after them: one
+/// write (one commit) on the embedded store, whose writes land all or nothing; two on
+/// Cassandra, the heads only once the rows below them are written. A replay writes no
+/// claim again.
+#[tokio::test]
+async fn a_batch_writes_its_claims_with_its_feed_rows_and_its_heads_last() {
+    use recap_readmodel::tables::{FEED, FEED_HEADS, MESSAGES_BY_ID};
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let writes = FaultyDriver::new(setup.driver());
+    writes.record_writes();
+    let store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(writes.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let (stats, shards, handoff) = (recap_webhooks::Stats::default(), recap_webhooks::Shards::fixed(&["0"]), recap_webhooks::Handoff::new(100));
+    let batch = batch_of(1..=3, |seq| format!("mtg_{seq}"));
+    recap_webhooks::ingest::ingest(&store, &batch, START, &stats, &shards, &handoff).await.unwrap();
+    let tables = |write: &Vec<recap_readmodel::Mutation>| {
+        let mut tables: Vec<&str> = write.iter().map(|row| row.table.name).collect();
+        tables.dedup();
+        tables
+    };
+    let written: Vec<Vec<&str>> = writes.take_recorded().iter().map(tables).collect();
+    if store.writes_atomically() {
+        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name, FEED_HEADS.name]]);
+    } else {
+        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name], vec![FEED_HEADS.name]]);
+    }
+    recap_webhooks::ingest::ingest(&store, &batch, START, &stats, &shards, &handoff).await.unwrap();
+    let again: Vec<Vec<&str>> = writes.take_recorded().iter().map(tables).collect();
+    assert!(again.iter().flatten().all(|table| *table != MESSAGES_BY_ID.name), "a replay finds its claims: {again:?}");
+    for entry in &batch {
+        assert_eq!(setup.webhooks.message("acc_a", &entry.id).await.unwrap().map(|(seq, _)| seq), Some(entry.seq));
+    }
+}
+
 /// Memory holds a bounded number of deliveries: the first attempts past the bound are
 /// written as rows, due at once, in the write of the batch's feed rows.
 #[tokio::test]
