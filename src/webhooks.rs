@@ -92,6 +92,11 @@ pub struct WebhooksRoleConfig {
     /// Messages read per batch, at most.
     #[arg(long = "webhooks-max-batch", env = "RECAP_WEBHOOKS_MAX_BATCH", default_value_t = 500)]
     pub max_batch: usize,
+    /// How long a batch waits for more messages once it has one, in milliseconds; 0
+    /// takes only the messages already fetched (batches still fill under load, from
+    /// what arrived while the previous one was written).
+    #[arg(long = "webhooks-batch-wait-ms", env = "RECAP_WEBHOOKS_BATCH_WAIT_MS", default_value_t = 0)]
+    pub batch_wait_ms: u64,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
@@ -118,7 +123,7 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
         brokers: config.kafka.kafka_brokers.clone(),
         topic_prefix: config.kafka.topic_prefix.clone(),
         max_batch: config.max_batch,
-        batch_wait: Duration::from_millis(5),
+        batch_wait: Duration::from_millis(config.batch_wait_ms),
     };
     runtime.run_distributed(kafka, shutdown).await.context("webhooks")?;
     let _ = admin.await;

@@ -40,7 +40,8 @@ pub struct KafkaReaderConfig {
     pub topic_prefix: String,
     /// Messages per batch, at most.
     pub max_batch: usize,
-    /// How long a batch waits for more messages once it has one.
+    /// How long a batch waits for more messages once it has one; zero takes only
+    /// those already fetched.
     pub batch_wait: Duration,
 }
 
