@@ -173,9 +173,9 @@ async fn floor(url: &str, bodies: Vec<hyper::body::Bytes>, received: &Received) 
 
 /// The floor of what a delivered message writes to the store: its id claimed, its feed
 /// row and its account's head in batches of 500, in one commit (as the runtime
-/// ingests), and the
-/// record of its successful attempt in groups of 64 (as the runtime's recorder commits
-/// them), on a fresh store in `dir`; nothing read, no endpoint state, no position.
+/// ingests), and the record of its successful attempt in groups of 64 (as the runtime's
+/// recorder commits them), on a fresh store in `dir`; nothing read, no endpoint state, no
+/// position.
 /// Returns the CPU time it used.
 async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
     let store = WebhookStore::new(open(dir, "store-floor"), recap_readmodel::webhooks::DEFAULT_RETENTION);
@@ -390,12 +390,8 @@ async fn latency(rate: f64) {
     running.await.expect("the runtime ends");
     projecting.await.expect("the projector ends").expect("projecting");
 
-    let arrivals = received.take_arrivals();
-    let mut first: HashMap<&str, Instant> = HashMap::new();
-    for (meeting, at) in &arrivals {
-        first.entry(meeting.as_str()).and_modify(|seen| *seen = (*seen).min(*at)).or_insert(*at);
-    }
-    let mut millis: Vec<f64> = appended.iter().map(|(meeting, at)| first[meeting.as_str()].duration_since(*at).as_secs_f64() * 1e3).collect();
+    let first = received.take_first_arrivals();
+    let mut millis: Vec<f64> = appended.iter().map(|(meeting, at)| first[meeting].duration_since(*at).as_secs_f64() * 1e3).collect();
     millis.sort_by(f64::total_cmp);
     println!(
         "event -> delivered at half the projector's rate ({:.0} events/s offered, {} events in {:.1} s): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",

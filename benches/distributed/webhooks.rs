@@ -164,17 +164,13 @@ fn latency(bench: &mut Bench, url: &str, received: &Received, accounts: usize, p
         let events = round_events(url, accounts, total, round).split_off(accounts);
         let (sent, offered_in) = paced(&bench.engines.brokers, &prefix, &events, rate, |index| format!("mtg_wh{round}{index:07}"));
         bench.runtime.block_on(received.wait_for(total as u64, Duration::from_secs(300)));
-        phases.push((share, total, offered_in, sent, received.take_arrivals()));
+        phases.push((share, total, offered_in, sent, received.take_first_arrivals()));
     }
     projector.stop();
     webhooks.stop();
 
     let produced = produced_at(&bench.engines.brokers, &format!("{prefix}{}", recap_projector::kafka::MESSAGES_TOPIC));
-    for (share, total, offered_in, sent, arrivals) in phases {
-        let mut first: HashMap<String, Instant> = HashMap::new();
-        for (meeting, at) in arrivals {
-            first.entry(meeting).and_modify(|seen| *seen = (*seen).min(at)).or_insert(at);
-        }
+    for (share, total, offered_in, sent, first) in phases {
         let mut delivered: Vec<f64> = sent.iter().map(|(meeting, sent)| first[meeting].saturating_duration_since(sent.at).as_secs_f64() * 1e3).collect();
         let mut to_topic: Vec<f64> = sent.iter().filter_map(|(meeting, sent)| Some(*produced.get(meeting)? as f64 - sent.wall_ms)).collect();
         let (p50, p99, max) = load::percentiles(&mut delivered);

@@ -137,7 +137,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // call are decided in their order).
     let pending: Vec<(&str, i64, &str)> = batch.iter().map(|entry| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
     // The claims are written with the feed rows, before the heads.
-    let (claims, claim_rows): (Vec<Claimed>, _) = store.claim_rows(&pending).await?;
+    let (claims, claim_rows) = store.claim_rows(&pending).await?;
     drop(pending);
     // Taken before the endpoints are read: a change counted later means they may be stale.
     let changes = store.endpoint_changes();

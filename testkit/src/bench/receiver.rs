@@ -50,9 +50,14 @@ impl Received {
         }
     }
 
-    /// The arrivals so far, by the meeting each request announced; forgets them.
-    pub fn take_arrivals(&self) -> Vec<(String, Instant)> {
-        std::mem::take(&mut *self.arrivals.lock().expect("the arrivals lock"))
+    /// When the first request announcing each meeting arrived (a meeting delivered twice
+    /// counts at its first), of the arrivals so far; forgets them.
+    pub fn take_first_arrivals(&self) -> std::collections::HashMap<String, Instant> {
+        let mut first = std::collections::HashMap::new();
+        for (meeting, at) in std::mem::take(&mut *self.arrivals.lock().expect("the arrivals lock")) {
+            first.entry(meeting).and_modify(|seen: &mut Instant| *seen = (*seen).min(at)).or_insert(at);
+        }
+        first
     }
 
     /// When the first and the last of the requests received so far arrived.
