@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use hyper::body::Bytes;
 use recap_readmodel::messages::{AccountMessage, MessageKind};
-use recap_readmodel::webhooks::{Claimed, Delivery, DueDelivery, EndpointRecord, EndpointState, WebhookStore};
+use recap_readmodel::webhooks::{Claimed, Delivery, DueDelivery, EndpointRecord, EndpointState, SecretsRecord, WebhookStore};
 use recap_readmodel::StoreError;
 use recap_schemas::Timestamp;
 use serde::de::IgnoredAny;
@@ -114,10 +114,46 @@ pub struct Ingested {
     pub written: usize,
 }
 
-/// An account's endpoints as the batch read them: each with its state, and once a
-/// first attempt to it is prepared, with its secrets.
+/// An account's endpoints as the batch read them: each with its state and, when it
+/// takes deliveries, its secrets, until a first attempt to it is prepared with them.
 struct AccountEndpoints {
-    endpoints: Vec<(EndpointRecord, EndpointState, Option<Arc<PreparedEndpoint>>)>,
+    endpoints: Vec<(EndpointRecord, EndpointState, Secrets)>,
+}
+
+/// An endpoint's secrets in a batch: read with the endpoint, then kept in the prepared
+/// endpoint its first attempts share.
+enum Secrets {
+    /// Not read: the endpoint takes no deliveries (disabled, or failing for too long).
+    Unread,
+    Read(SecretsRecord),
+    Prepared(Arc<PreparedEndpoint>),
+}
+
+/// How many accounts' endpoints a batch reads at once.
+const ENDPOINT_READS: usize = 32;
+
+/// The endpoints of `accounts`, each with its state and, when it takes deliveries, its
+/// secrets: the accounts read side by side, and within one the states and secrets
+/// after the endpoints, side by side too (on ScyllaDB two round trips an account, not
+/// one an endpoint, a state and a secret, one after another).
+async fn read_endpoints<'a>(store: &WebhookStore, accounts: Vec<&'a str>) -> Result<HashMap<&'a str, AccountEndpoints>, StoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let reads: Vec<_> = accounts.into_iter().map(|account_id| read_account(store, account_id)).collect();
+    futures::stream::iter(reads).buffer_unordered(ENDPOINT_READS).try_collect().await
+}
+
+async fn read_account<'a>(store: &WebhookStore, account_id: &'a str) -> Result<(&'a str, AccountEndpoints), StoreError> {
+    let endpoints = store.endpoints(account_id).await?;
+    let secrets = futures::future::try_join_all(endpoints.iter().map(|(endpoint, state)| async move {
+        if endpoint.enabled && !state.disables(endpoint) {
+            store.secrets(account_id, &endpoint.id).await.map(Secrets::Read)
+        } else {
+            Ok(Secrets::Unread)
+        }
+    }))
+    .await?;
+    let endpoints = endpoints.into_iter().zip(secrets).map(|((endpoint, state), secrets)| (endpoint, state, secrets)).collect();
+    Ok((account_id, AccountEndpoints { endpoints }))
 }
 
 /// A first attempt prepared before the batch's writes, registered after them.
@@ -136,13 +172,19 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // A message the batch carries twice is claimed at its first seq (the claims of one
     // call are decided in their order).
     let pending: Vec<(&str, i64, &str)> = batch.iter().map(|entry| (entry.account_id.as_str(), entry.seq, entry.id.as_str())).collect();
-    // The claims are written with the feed rows, before the heads.
-    let (claims, claim_rows) = store.claim_rows(&pending).await?;
-    drop(pending);
     // Taken before the endpoints are read: a change counted later means they may be stale.
     let changes = store.endpoint_changes();
     let read_at = Instant::now();
-    let mut endpoints: HashMap<&str, AccountEndpoints> = HashMap::new();
+    // The endpoints of the accounts whose deliveries are this process's, read beside the
+    // claims: neither read depends on the other.
+    // Whether each message's shard is held is asked once: its endpoints are read then.
+    let delivers: Vec<bool> = batch.iter().map(|entry| shards.holds(&entry.shard)).collect();
+    let mut delivering: Vec<&str> = batch.iter().zip(&delivers).filter(|(_, delivers)| **delivers).map(|(entry, _)| entry.account_id.as_str()).collect();
+    delivering.sort_unstable();
+    delivering.dedup();
+    // The claims are written with the feed rows, before the heads.
+    let ((claims, claim_rows), mut endpoints) = futures::try_join!(store.claim_rows(&pending), read_endpoints(store, delivering))?;
+    drop(pending);
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = claim_rows;
     // What fits in memory now; only the deliverer frees room meanwhile.
@@ -164,16 +206,12 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
         // A replay of this seq (claimed Again) is handed over again too: whether its
         // deliveries were made before is what the log position knows, and it is
         // behind this message.
-        let delivers = shards.holds(&entry.shard);
-        if delivers && !endpoints.contains_key(account_id) {
-            let read = store.endpoints(account_id).await?.into_iter().map(|(endpoint, state)| (endpoint, state, None)).collect();
-            endpoints.insert(account_id, AccountEndpoints { endpoints: read });
-        }
+        let delivers = delivers[index];
         let due_at = entry.created_at.micros().min(now);
         let mut prepared_message = None;
         let mut in_memory = Vec::new();
         let account = endpoints.get_mut(account_id).filter(|_| delivers).map(|account| &mut account.endpoints);
-        for (endpoint, state, prepared) in account.into_iter().flatten() {
+        for (endpoint, state, secrets) in account.into_iter().flatten() {
             if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(entry.kind) {
                 continue;
             }
@@ -189,13 +227,18 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
                 continue;
             }
             room -= 1;
-            let endpoint = match prepared {
-                Some(prepared) => prepared.clone(),
-                None => {
-                    let secrets = store.secrets(account_id, &endpoint.id).await?;
-                    prepared.insert(Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, health: Health::of(state), read_at, changes })).clone()
+            let endpoint = match std::mem::replace(secrets, Secrets::Unread) {
+                Secrets::Prepared(prepared) => prepared,
+                read => {
+                    // Read with the endpoint, as every endpoint taking deliveries is.
+                    let secrets = match read {
+                        Secrets::Read(secrets) => secrets,
+                        _ => store.secrets(account_id, &endpoint.id).await?,
+                    };
+                    Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, health: Health::of(state), read_at, changes })
                 }
             };
+            *secrets = Secrets::Prepared(endpoint.clone());
             let message = prepared_message
                 .get_or_insert_with(|| {
                     Arc::new(PreparedMessage { id: entry.id.clone(), kind: entry.kind, seq: entry.seq, body: Bytes::from(entry.body.clone()) })

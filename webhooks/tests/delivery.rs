@@ -561,6 +561,43 @@ async fn a_batch_writes_its_claims_with_its_feed_rows_and_its_heads_last() {
     }
 }
 
+/// A batch's reads overlap: its claims, and the endpoints of every account it delivers
+/// for with their states and secrets, are read side by side, so a store whose reads
+/// take a round trip (ScyllaDB's) keeps a batch waiting for two of them, not for one
+/// a read. The round trip is long beside the rest of the batch's work, and the bound
+/// leaves four of them for a busy machine: one after another, the reads take 28.
+#[tokio::test]
+async fn a_batch_reads_its_claims_and_every_accounts_endpoints_side_by_side() {
+    let setup = setup().await;
+    let accounts = ["acc_a", "acc_b", "acc_c", "acc_d"];
+    for account in accounts {
+        setup.endpoint(account, "ep_1", "https://receiver.example/hook", &[], true, 1).await;
+        setup.endpoint(account, "ep_2", "https://receiver.example/other", &[], true, 1).await;
+    }
+    let batch: Vec<_> = (1..=12i64)
+        .map(|seq| {
+            let account = accounts[(seq % 4) as usize];
+            recap_webhooks::ingest::LogMessage::new(seq, "0", &message(account, MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))
+        })
+        .collect();
+    let reads = FaultyDriver::new(setup.driver());
+    let round_trip = Duration::from_millis(250);
+    reads.slow_gets(round_trip);
+    let store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(reads.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let handoff = recap_webhooks::Handoff::new(100);
+    let started = std::time::Instant::now();
+    let ingested = recap_webhooks::ingest::ingest(&store, &batch, START, &recap_webhooks::Stats::default(), &recap_webhooks::Shards::fixed(&["0"]), &handoff)
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!((ingested.appended, ingested.deliveries), (12, 24));
+    // 12 claims, and per account 2 states and 2 secrets: 28 point reads, one after
+    // another 28 round trips; the states wait for their account's endpoints, the
+    // secrets for their states.
+    assert_eq!(reads.gets(), 28);
+    assert!(waited < round_trip * 6, "the batch waited {waited:?}, {:.1} round trips", waited.as_secs_f64() / round_trip.as_secs_f64());
+}
+
 /// Memory holds a bounded number of deliveries: the first attempts past the bound are
 /// written as rows, due at once, in the write of the batch's feed rows.
 #[tokio::test]
