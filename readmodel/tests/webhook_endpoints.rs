@@ -104,3 +104,22 @@ async fn rule_2_an_endpoint_delete_removes_record_and_secrets_and_shadows_an_old
     let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
     assert_eq!((record.url.as_str(), record.created_at), ("https://back.example.com/", at(5)));
 }
+
+/// Endpoint ids are unique across accounts; should a producer reuse one under another
+/// account, the endpoint moves there whole: the first account no longer lists it, and
+/// the other's secrets hold its own secret only, never the first account's, which would
+/// otherwise sign the other's messages through the rotation overlap.
+#[tokio::test]
+async fn an_endpoint_id_reused_under_another_account_moves_there_without_the_first_accounts_secret() {
+    let mut store = Store::new();
+    let first = EVENTS.webhook_endpoint("acc_a", "ep_1", "https://a.example.com/hooks").key(&[1; 32]).version(1).occurred_at(at(0));
+    let moved = EVENTS.webhook_endpoint("acc_b", "ep_1", "https://b.example.com/hooks").key(&[2; 32]).version(2).occurred_at(at(60));
+    let secret_b = moved.data.endpoint.secret.as_str().to_owned();
+    store.apply(&[first.envelope(), moved.envelope()], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    assert_eq!(webhooks.secrets("acc_b", "ep_1").await.unwrap().secrets, vec![SigningSecret { secret: secret_b, expires_at: None }]);
+    let (record, _) = webhooks.endpoint("acc_b", "ep_1").await.unwrap().unwrap();
+    assert_eq!((record.url.as_str(), record.created_at), ("https://b.example.com/hooks", at(60)), "created anew under its account");
+    assert_eq!(webhooks.endpoint("acc_a", "ep_1").await.unwrap(), None);
+    assert!(webhooks.secrets("acc_a", "ep_1").await.unwrap().secrets.is_empty());
+}

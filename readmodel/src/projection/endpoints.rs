@@ -3,7 +3,10 @@
 //! upsert arriving later is stale). An endpoint owns two rows: its record
 //! (`webhook_endpoints`, what the account may read) and its secrets (`webhook_secrets`,
 //! what only the deliverer reads). A changed secret keeps the previous one signing for
-//! [`ROTATION_OVERLAP`] after the upsert's `occurred_at`.
+//! [`ROTATION_OVERLAP`] after the upsert's `occurred_at`, under the same account only:
+//! should a producer reuse an endpoint id under another account (ids are unique across
+//! accounts), the endpoint moves there whole, its rows under the first account are
+//! removed, and no secret of the first account ever signs the other's messages.
 
 use recap_schemas::{Timestamp, WebhookEndpointDeleted, WebhookEndpointUpserted};
 use serde::{Deserialize, Serialize};
@@ -19,21 +22,25 @@ use super::entities::{EntityKind, EntityState, Revision};
 use super::rows::RowWrite;
 use super::Applied;
 
-/// What an endpoint's state remembers: when it was created, and its secrets (to keep
-/// the previous one through a rotation).
+/// What an endpoint's state remembers: its account, when it was created, and its
+/// secrets (to keep the previous one through a rotation).
 #[derive(Serialize, Deserialize)]
 struct EndpointData {
+    /// Absent in a state written before the account was kept: taken as the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    account_id: Option<String>,
     created_at: Timestamp,
     secrets: SecretsRecord,
 }
 
 impl EndpointData {
-    /// What the endpoint's state holds, while the endpoint exists.
-    fn of(state: &EntityState) -> Option<EndpointData> {
+    /// What the endpoint's state holds, while the endpoint exists under `account_id`.
+    fn of(state: &EntityState, account_id: &str) -> Option<EndpointData> {
         if state.deleted {
             return None;
         }
-        state.data.clone().and_then(|data| serde_json::from_value(data).ok())
+        let data: EndpointData = state.data.clone().and_then(|data| serde_json::from_value(data).ok())?;
+        data.account_id.as_deref().is_none_or(|known| known == account_id).then_some(data)
     }
 }
 
@@ -60,7 +67,7 @@ impl Batch {
         let endpoint_id: &str = &endpoint.id;
         let Some(mut state) = self.newer(EntityKind::WebhookEndpoint, endpoint_id, version).await? else { return Ok(Applied::Stale) };
         let now = self.source.occurred_at;
-        let known = EndpointData::of(&state);
+        let known = EndpointData::of(&state, &event.account_id);
         let created_at = known.as_ref().map_or(now, |known| known.created_at);
         let secrets = rotate(known.as_ref().map(|known| &known.secrets), endpoint.secret.as_str(), now);
         let record = EndpointRecord {
@@ -78,7 +85,7 @@ impl Batch {
             RowWrite { table: &WEBHOOK_ENDPOINTS, partition: vec![account.clone()], clustering: vec![Val::text(endpoint_id)], body: render(&record) },
             RowWrite { table: &WEBHOOK_SECRETS, partition: vec![account, Val::text(endpoint_id)], clustering: vec![], body: render(&secrets) },
         ];
-        state.data = serde_json::to_value(EndpointData { created_at, secrets }).ok();
+        state.data = serde_json::to_value(EndpointData { account_id: Some(event.account_id.to_string()), created_at, secrets }).ok();
         self.revise(EntityKind::WebhookEndpoint, endpoint_id, state, version, Revision::Present(rows), stamp);
         Ok(Applied::Applied)
     }
