@@ -2,8 +2,11 @@
 //! access token (`svc_oat_`) issued by this server's authorization server. An OAuth
 //! token is good while its row is live and unexpired, its grant is live, and the PAT
 //! that approved the grant is not revoked (checked on every request, so revoking that
-//! PAT ends every connection it authorized on the next request). Then the plan must
-//! include MCP. Every store call is bounded; a timeout or an unreachable store is 503.
+//! PAT ends every connection it authorized on the next request). An OAuth token is good
+//! only at the MCP endpoint its grant is for (RFC 8707 audience: the URL the
+//! authorization request reached), so a token issued under one name of the server is
+//! refused under another. Then the plan must include MCP. Every store call is bounded;
+//! a timeout or an unreachable store is 503.
 
 use axum::http::HeaderMap;
 use recap_access::{check_plan, AuthError, Caller, Feature, PlanError, PAT_PREFIX};
@@ -13,6 +16,7 @@ use recap_readmodel::{AccountRecord, StoreError};
 use crate::error::{HttpError, StoreFailure};
 use crate::oauth::secrets::ACCESS_TOKEN_PREFIX;
 use crate::state::McpState;
+use crate::urls::PublicUrls;
 
 /// What a token check found, before it becomes an HTTP error (which needs the URL).
 #[derive(Debug)]
@@ -43,9 +47,11 @@ impl From<StoreError> for Denied {
     }
 }
 
-/// Authenticates the request's bearer token and checks the plan.
-pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata: impl FnOnce() -> String) -> Result<Caller, HttpError> {
-    let caller = match authenticate(state, headers).await {
+/// Authenticates the request's bearer token and checks the plan. `urls` gives the
+/// request's public URLs, derived only when needed.
+pub async fn authorize(state: &McpState, headers: &HeaderMap, urls: impl Fn() -> PublicUrls) -> Result<Caller, HttpError> {
+    let resource_metadata = || urls().resource_metadata();
+    let caller = match authenticate(state, headers, &urls).await {
         Ok(caller) => caller,
         Err(Denied::Missing) => return Err(HttpError::Unauthorized { resource_metadata: resource_metadata(), token_present: false }),
         Err(Denied::Duplicate) => return Err(HttpError::DuplicateAuthorization { resource_metadata: resource_metadata() }),
@@ -65,7 +71,7 @@ pub async fn authorize(state: &McpState, headers: &HeaderMap, resource_metadata:
     }
 }
 
-async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, Denied> {
+async fn authenticate(state: &McpState, headers: &HeaderMap, urls: impl Fn() -> PublicUrls) -> Result<Caller, Denied> {
     let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
     let Some(header) = values.next() else { return Err(Denied::Missing) };
     if values.next().is_some() {
@@ -95,6 +101,9 @@ async fn authenticate(state: &McpState, headers: &HeaderMap) -> Result<Caller, D
     }
     // A deleted grant means it was revoked (replay, refresh reuse, RFC 7009, the PAT).
     let grant = inner.bounded(oauth.grant(&record.grant_id)).await?.ok_or(Denied::Revoked)?;
+    if grant.resource.as_ref().is_some_and(|audience| *audience != urls().mcp_url) {
+        return Err(Denied::Unknown);
+    }
     let pat = inner.bounded(inner.readmodel.token_by_hash(&grant.pat_sha256)).await?;
     match pat {
         Some(pat) if !pat.revoked => {}

@@ -113,7 +113,7 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
     if headers.contains_key(header::ORIGIN) && !origin_allowed(state, headers, &urls().origin) {
         return log.refused(HttpError::ForbiddenOrigin);
     }
-    let caller = match auth::authorize(state, headers, || urls().resource_metadata()).await {
+    let caller = match auth::authorize(state, headers, urls).await {
         Ok(caller) => caller,
         Err(error) => return log.refused(error),
     };

@@ -50,6 +50,21 @@ impl PublicUrls {
     }
 }
 
+/// Whether a `resource` parameter (RFC 8707) names the MCP endpoint at `mcp_url`: an
+/// absolute URI without a fragment (§2), equal to it as URLs compare (scheme and host
+/// in any case, the default port written or not), a trailing slash aside, as the MCP
+/// authorization spec lets a client write the canonical URI either way.
+pub fn names_resource(resource: &str, mcp_url: &str) -> bool {
+    let (Ok(given), Ok(ours)) = (url::Url::parse(resource), url::Url::parse(mcp_url)) else { return false };
+    let path = |url: &url::Url| url.path().trim_end_matches('/').to_string();
+    given.fragment().is_none()
+        && given.scheme() == ours.scheme()
+        && given.host() == ours.host()
+        && given.port_or_known_default() == ours.port_or_known_default()
+        && path(&given) == path(&ours)
+        && given.query() == ours.query()
+}
+
 /// A Host header we are willing to echo into documents: a host name or address and an
 /// optional port, nothing that could break out of a URL.
 fn valid_host(host: &str) -> bool {
@@ -68,6 +83,27 @@ mod tests {
         let urls = PublicUrls::of(&McpConfig::default(), &headers);
         assert_eq!(urls.mcp_url, "https://mcp.example.com:8443/mcp");
         assert_eq!(urls.resource_metadata(), "https://mcp.example.com:8443/mcp/.well-known/oauth-protected-resource");
+    }
+
+    #[test]
+    fn a_resource_names_the_endpoint_as_urls_compare_and_nothing_else() {
+        let ours = "https://mcp.example.com/mcp";
+        for same in ["https://mcp.example.com/mcp", "https://mcp.example.com/mcp/", "HTTPS://MCP.example.com:443/mcp"] {
+            assert!(names_resource(same, ours), "{same}");
+        }
+        for other in [
+            "https://other.example.com/mcp",
+            "http://mcp.example.com/mcp",
+            "https://mcp.example.com:8443/mcp",
+            "https://mcp.example.com/",
+            "https://mcp.example.com/mcp/other",
+            "https://mcp.example.com/mcp#fragment",
+            "https://mcp.example.com/mcp?x=1",
+            "mcp.example.com/mcp",
+            "/mcp",
+        ] {
+            assert!(!names_resource(other, ours), "{other}");
+        }
     }
 
     #[test]

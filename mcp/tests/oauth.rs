@@ -1202,3 +1202,94 @@ async fn an_oversized_consent_form_is_a_413_error_page_and_never_redirects() {
     let reply = world.post_form("/mcp/authorize", &within).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
 }
+
+// RFC 8707 (the MCP authorization spec: "MCP servers MUST validate that access tokens
+// were issued specifically for them as the intended audience"): a `resource` must name
+// this server's MCP endpoint, at authorization (shown, `invalid_target`) and at the token
+// endpoint (400 `invalid_target`, the code or refresh token not spent); the tokens are
+// good at the endpoint the authorization reached only, not under another name of the
+// same server.
+#[tokio::test]
+async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_there_only() {
+    let world = World::new().await;
+    let client_id = register(&world, &[REDIRECT_URI]).await;
+    let other = "https://other.example.com/mcp";
+    let refused = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &[("resource", other)]))).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("<code id=\"error\">invalid_target</code>"), "{}", refused.body);
+    assert_eq!(query_value(&return_link(&refused).1, "error").as_deref(), Some("invalid_target"));
+    for named in ["http://mcp.test:8080/mcp", "http://MCP.test:8080/mcp/"] {
+        let shown = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &[("resource", named)]))).await;
+        assert_eq!(shown.status, StatusCode::OK, "{named}: {}", shown.body);
+    }
+    let challenge = challenge(VERIFIER);
+    let approval = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", REDIRECT_URI),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("resource", "http://mcp.test:8080/mcp"),
+        ("pat", FLOW_PAT),
+        ("decision", "approve"),
+    ];
+    let reply = world.post_form("/mcp/authorize", &approval).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    let code = query_value(&location_query(&reply).1, "code").expect("code");
+    let exchange_for = |resource: &'static str| {
+        let (client_id, code) = (client_id.clone(), code.clone());
+        let world = &world;
+        async move {
+            world
+                .post_form(
+                    "/mcp/token",
+                    &[
+                        ("grant_type", "authorization_code"),
+                        ("code", &code),
+                        ("redirect_uri", REDIRECT_URI),
+                        ("client_id", &client_id),
+                        ("code_verifier", VERIFIER),
+                        ("resource", resource),
+                    ],
+                )
+                .await
+        }
+    };
+    for resource in [other, "not a uri"] {
+        let refused = exchange_for(resource).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{resource}: {}", refused.body);
+        assert_eq!(refused.json()["error"], "invalid_target", "{resource}");
+    }
+    let issued = exchange_for("http://mcp.test:8080/mcp").await;
+    assert_eq!(issued.status, StatusCode::OK, "the refused exchanges did not spend the code: {}", issued.body);
+    let tokens = issued.json();
+    let (access, refresh_token) = (tokens["access_token"].as_str().unwrap().to_string(), tokens["refresh_token"].as_str().unwrap().to_string());
+    assert_eq!(mcp_status(&world, &access).await.0, StatusCode::OK);
+    // The same server under another name: the token is not for it.
+    let elsewhere = world
+        .send(
+            axum::http::Request::post("/mcp")
+                .header("host", "other.test:8080")
+                .header("authorization", format!("Bearer {access}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(elsewhere.status, StatusCode::UNAUTHORIZED);
+    assert!(elsewhere.header("www-authenticate").unwrap().contains("error=\"invalid_token\""), "{:?}", elsewhere.header("www-authenticate"));
+    // A refresh naming another resource is refused and spends nothing.
+    let refused = world
+        .post_form("/mcp/token", &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id), ("resource", other)])
+        .await;
+    assert_eq!((refused.status, refused.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_target")));
+    let refreshed = world
+        .post_form(
+            "/mcp/token",
+            &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id), ("resource", "http://mcp.test:8080/mcp")],
+        )
+        .await;
+    assert_eq!(refreshed.status, StatusCode::OK, "{}", refreshed.body);
+    assert_eq!(mcp_status(&world, refreshed.json()["access_token"].as_str().unwrap()).await.0, StatusCode::OK);
+}

@@ -60,6 +60,10 @@ pub struct CodeRecord {
     /// Microseconds (the injectable clock's).
     pub expires_at: i64,
     pub used: bool,
+    /// The protected resource (RFC 8707) its tokens are for: the MCP endpoint's URL as
+    /// the authorization request reached it. Absent in a code written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// One authorization: a client acting for an account, approved with a personal access
@@ -76,6 +80,10 @@ pub struct GrantRecord {
     /// The one refresh token currently valid (SHA-256).
     pub refresh_sha256: String,
     pub expires_at: i64,
+    /// The audience of its tokens ([`CodeRecord::resource`]): they are good at that
+    /// URL only. Absent in a grant written before it was kept: good at any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]

@@ -30,6 +30,7 @@ fn code() -> CodeRecord {
         grant_id: "grt_1".into(),
         expires_at: 1,
         used: false,
+        resource: Some("https://mcp.example.com/mcp".into()),
     }
 }
 
@@ -43,6 +44,7 @@ fn grant(refresh_sha256: &str) -> GrantRecord {
         scope: "svc:read".into(),
         refresh_sha256: refresh_sha256.into(),
         expires_at: 2,
+        resource: Some("https://mcp.example.com/mcp".into()),
     }
 }
 

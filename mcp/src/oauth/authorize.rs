@@ -14,6 +14,9 @@
 //! name any port (RFC 8252 §7.3; `register::redirect_uri_matches`). A `client_id` that
 //! is a URL is a Client ID Metadata Document (`cimd.rs`): its redirect URIs are the
 //! document's, and a document that cannot be used is an error page (`invalid_client`).
+//! A `resource` (RFC 8707) must name this server's MCP endpoint (`invalid_target`
+//! otherwise); whether or not it is given, the code, and the grant it creates, are for
+//! that endpoint as this request reached it, and its tokens are good there only.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -31,7 +34,7 @@ use crate::oauth::register::redirect_uri_matches;
 use crate::oauth::secrets::{random_id, random_secret, SCOPE};
 use crate::oauth::{cimd, page};
 use crate::state::McpState;
-use crate::urls::PublicUrls;
+use crate::urls::{names_resource, PublicUrls};
 
 /// Parameters of a form or query string. A repeated parameter is an error (RFC 6749 §3.1).
 pub struct Params(Vec<(String, String)>);
@@ -127,7 +130,7 @@ fn store_failure_page(error: &StoreError, unavailable: &'static str) -> (StatusC
     }
 }
 
-async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal> {
+async fn validate(state: &McpState, params: &Params, mcp_url: &str) -> Result<Request, Refusal> {
     // Shown, never redirected, each naming its OAuth error code (RFC 6749 §4.1.2.1: the
     // user is told, the client is not).
     let bad_page = |code: &str, message: String| Refusal::Page(StatusCode::BAD_REQUEST, format!("{code}: {message}"));
@@ -195,6 +198,11 @@ async fn validate(state: &McpState, params: &Params) -> Result<Request, Refusal>
             return Err(back("invalid_scope", "the only scope is svc:read"));
         }
     }
+    if let Some(resource) = params.get("resource").ok().flatten() {
+        if !names_resource(resource, mcp_url) {
+            return Err(back("invalid_target", &format!("the only resource is {mcp_url}")));
+        }
+    }
     Ok(Request {
         client,
         redirect_uri,
@@ -242,7 +250,7 @@ fn consent(status: StatusCode, request: &Request, error: Option<&str>) -> Respon
 pub async fn show(State(state): State<McpState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
     let urls = PublicUrls::of(&state.inner.config, &headers);
     let params = Params::parse(query.unwrap_or_default().as_bytes());
-    match validate(&state, &params).await {
+    match validate(&state, &params, &urls.mcp_url).await {
         Ok(request) => consent(StatusCode::OK, &request, None),
         Err(refusal) => refuse(refusal, urls.issuer()),
     }
@@ -261,7 +269,7 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Re
     };
     let urls = PublicUrls::of(&state.inner.config, &headers);
     let params = Params::parse(&body);
-    let request = match validate(&state, &params).await {
+    let request = match validate(&state, &params, &urls.mcp_url).await {
         Ok(request) => request,
         Err(refusal) => return refuse(refusal, urls.issuer()),
     };
@@ -304,6 +312,7 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Re
         grant_id: random_id("grt_"),
         expires_at: state.now_micros() + inner.config.code_ttl_secs as i64 * 1_000_000,
         used: false,
+        resource: Some(urls.mcp_url.clone()),
     };
     if let Err(error) = inner.bounded(inner.readmodel.oauth().save_code(&token_sha256(&code), &record, lifetime)).await {
         let (status, message) = store_failure_page(&error, "The service is unavailable; retry shortly.");

@@ -30,6 +30,10 @@ pub enum OAuthError {
     InvalidRedirectUri(String),
     #[error("{0}")]
     InvalidClientMetadata(String),
+    /// RFC 8707 §2: a `resource` that is not this server's MCP endpoint, or not the one
+    /// the grant was for.
+    #[error("{0}")]
+    InvalidTarget(String),
     /// 503 `temporarily_unavailable`, or 500 `server_error` for a store call refused as
     /// a misuse (see `StoreFailure`).
     #[error("{}", store_description(.0))]
@@ -57,6 +61,7 @@ impl OAuthError {
             OAuthError::UnsupportedGrantType => "unsupported_grant_type",
             OAuthError::InvalidScope => "invalid_scope",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
+            OAuthError::InvalidTarget(_) => "invalid_target",
             OAuthError::InvalidClientMetadata(_) | OAuthError::TooLarge(_) => "invalid_client_metadata",
             OAuthError::RequestTooLarge(_) => "invalid_request",
             OAuthError::RateLimited { .. } => "rate_limited",

@@ -6,7 +6,8 @@
 //! so its `client_id` is what binds a refresh token to it: a refresh and a revocation
 //! must name the client the token was issued to (`invalid_request` without it,
 //! `invalid_grant` with another), as a code exchange must. Redeeming a code also keeps
-//! a registered client for `--mcp-client-ttl-secs` (until then it lives a day).
+//! a registered client for `--mcp-client-ttl-secs` (until then it lives a day). A
+//! `resource` (RFC 8707) must name the endpoint the grant is for (`invalid_target`).
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use crate::oauth::cimd;
 use crate::oauth::error::OAuthError;
 use crate::oauth::secrets::{random_secret, ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE};
 use crate::state::McpState;
+use crate::urls::names_resource;
 
 fn param<'a>(params: &'a Params, name: &str) -> Result<Option<&'a str>, OAuthError> {
     params.get(name).map_err(OAuthError::InvalidRequest)
@@ -82,6 +84,18 @@ fn verifier_well_formed(verifier: &str) -> bool {
 
 pub fn s256(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// A token request's `resource`, when it names one, must be the grant's (RFC 8707 §2.2:
+/// the tokens are for that resource only). A grant from before resources were kept
+/// takes any that parses.
+fn check_resource(params: &Params, granted: Option<&str>) -> Result<(), OAuthError> {
+    let Some(resource) = param(params, "resource")? else { return Ok(()) };
+    match granted {
+        Some(granted) if !names_resource(resource, granted) => Err(OAuthError::InvalidTarget(format!("the grant is for {granted} only"))),
+        _ if url::Url::parse(resource).is_err() => Err(OAuthError::InvalidTarget("resource is not an absolute URI".into())),
+        _ => Ok(()),
+    }
 }
 
 /// Whether the PAT that approved a grant still works.
@@ -182,6 +196,7 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     if !verifier_well_formed(verifier) || s256(verifier) != record.code_challenge {
         return Err(OAuthError::InvalidGrant("code_verifier does not match the code_challenge".into()));
     }
+    check_resource(params, record.resource.as_deref())?;
     if !pat_alive(state, &record.pat_sha256).await? {
         return Err(OAuthError::InvalidGrant("the personal access token that approved this request was revoked".into()));
     }
@@ -194,6 +209,7 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
         scope: record.scope.clone(),
         refresh_sha256: String::new(),
         expires_at: 0,
+        resource: record.resource.clone(),
     };
     // Only a request that passed every check may spend the code: a wrong verifier or
     // client must not burn (and so revoke) someone else's authorization.
@@ -247,6 +263,7 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
     let Some(grant) = grant else {
         return Err(OAuthError::InvalidGrant("the grant was revoked".into()));
     };
+    check_resource(params, grant.resource.as_deref())?;
     if !pat_alive(state, &grant.pat_sha256).await? {
         inner.bounded(oauth.revoke_grant(&grant.grant_id)).await?;
         return Err(OAuthError::InvalidGrant("the personal access token that approved this grant was revoked".into()));
