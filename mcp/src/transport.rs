@@ -299,13 +299,18 @@ async fn call_tool(
     }
     let arguments = call.arguments.unwrap_or_default();
     let outcome = tools::call_counted(state, account_id, tool, &arguments).instrument(span.clone()).await;
-    Ok(match outcome {
-        Ok(text) => {
-            // Results copy stored JSON; should a stored body be corrupt, the text item
-            // still carries it (escaped) but it is not pasted raw into the response.
-            let structured = structured && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
-            rpc::tool_result_with(id, &text, false, structured, extra)
+    // Results copy stored JSON. A stored body that does not read back makes a result
+    // that is not JSON: where the tool's output schema is declared, a success must carry
+    // structuredContent that conforms, so it is the store's failure, as any unreadable
+    // row is (without one, the text item carries it, escaped, as before).
+    let outcome = match outcome {
+        Ok(text) if structured && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() => {
+            Err(tools::ToolError::Store(recap_readmodel::StoreError::Corrupt(format!("a stored body of {tool} does not read back as JSON"))))
         }
+        outcome => outcome,
+    };
+    Ok(match outcome {
+        Ok(text) => rpc::tool_result_with(id, &text, false, structured, extra),
         Err(error) => {
             if let tools::ToolError::Store(store_error) = &error {
                 span.in_scope(|| StoreFailure::logged(store_error, "mcp_tool"));

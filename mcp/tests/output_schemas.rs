@@ -126,3 +126,36 @@ async fn the_feed_results_validate_against_their_output_schema() {
         }
     }
 }
+
+// "If an output schema is provided: Servers MUST provide structured results that conform
+// to this schema." A stored list entry that does not read back (written by hand here)
+// cannot make a conforming result: the call is the store's failure (isError,
+// `read_failed`), never a success without structuredContent; a handshake-era call
+// without structured output still carries the text.
+#[tokio::test]
+async fn a_stored_body_that_is_not_json_is_a_tool_error_where_an_output_schema_is_declared() {
+    use recap_readmodel::table::Val;
+    use recap_readmodel::{Mutation, Op};
+    let world = World::in_process(recap_mcp::McpConfig::default()).await;
+    let corrupt = Mutation {
+        table: &recap_readmodel::tables::MEETINGS_BY_ACCOUNT,
+        partition: vec![Val::text("acc_flow")],
+        clustering: vec![Val::Int(i64::MAX - 1), Val::text("mtg_corrupt")],
+        op: Op::Put { body: "{not json".into(), expires_at: None },
+        ts: 1,
+    };
+    world.readmodel().driver().write(vec![corrupt]).await.unwrap();
+    for headers in [&STRUCTURED[..], &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "list_meetings")][..]] {
+        let modern = headers.iter().any(|(_, value)| *value == "2026-07-28");
+        let params = json!({"name": "list_meetings", "arguments": {"limit": 1}});
+        let params = if modern { with_meta(params) } else { params };
+        let response = world.rpc_as(FLOW_PAT, "tools/call", params, headers).await;
+        let result = &response["result"];
+        assert_eq!(result["isError"], true, "{headers:?}: {response}");
+        assert_eq!(result.get("structuredContent"), None, "{headers:?}");
+        assert_eq!(text_json(result)["error"]["code"], "read_failed", "{headers:?}: {response}");
+    }
+    let legacy = world.rpc_as(FLOW_PAT, "tools/call", json!({"name": "list_meetings", "arguments": {"limit": 1}}), &[]).await;
+    assert_eq!(legacy["result"]["isError"], false, "{legacy}");
+    assert!(legacy["result"]["content"][0]["text"].as_str().unwrap().contains("{not json"), "{legacy}");
+}
