@@ -192,11 +192,12 @@ async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
         let claims: Vec<(&str, i64, &str)> = batch.iter().map(|(account, id, seq, _)| (account.as_str(), *seq, id.as_str())).collect();
         let (_, mut rows) = store.claim_rows(&claims).await.expect("claiming the ids");
         rows.extend(batch.iter().map(|(account, _, seq, body)| store.feed_row_with_body(account, *seq, body.clone())));
-        let mut heads: HashMap<&str, i64> = HashMap::new();
+        let mut heads: HashMap<&str, (i64, i64)> = HashMap::new();
         for (account, _, seq, _) in batch {
-            heads.insert(account.as_str(), *seq);
+            heads.entry(account.as_str()).or_insert((*seq, *seq)).1 = *seq;
         }
-        rows.extend(heads.iter().map(|(account, seq)| store.head_row(account, *seq)));
+        rows.extend(heads.iter().flat_map(|(account, (lowest, _))| store.floor_rows(account, *lowest)));
+        rows.extend(heads.iter().map(|(account, (_, seq))| store.head_row(account, *seq)));
         store.write(rows).await.expect("writing the feed");
     }
     for group in messages.chunks(64) {
@@ -433,6 +434,7 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
         let claimed = store.claim_many(&claims).await.expect("claim");
         assert!(claimed.iter().all(|claimed| claimed.holds()));
         let mut rows: Vec<_> = chunk.iter().map(|(seq, message)| store.feed_row("acc", *seq, message)).collect();
+        rows.extend(store.floor_rows("acc", chunk.first().map_or(0, |(seq, _)| *seq)));
         rows.push(store.head_row("acc", chunk.last().map_or(0, |(seq, _)| *seq)));
         store.write(rows).await.expect("writing feed rows");
     }

@@ -316,6 +316,18 @@ pub static FEED_HEADS: Table = Table {
     clock: Clock::Position,
 };
 
+/// The hour of a [`FEED_FLOORS`] row: microseconds since the epoch, whole hours.
+pub const FEED_FLOOR_HOUR_US: i64 = 3_600_000_000;
+
+pub static FEED_FLOORS: Table = Table {
+    id: 39,
+    name: "feed_floors",
+    doc: "GET /events without a cursor: per account and hour of writing, the lowest seq of the feed rows written in that hour, kept for the retention and an hour, so a read starts at the oldest message kept rather than stepping over expired ones; body {seq}; write time = 2^62 - seq, so the lowest seq stands",
+    partition: &[text("account_id")],
+    clustering: &[seq("hour_us")],
+    clock: Clock::Position,
+};
+
 pub static MESSAGES_BY_ID: Table = Table {
     id: 33,
     name: "messages_by_id",
@@ -414,6 +426,7 @@ pub static ALL: &[&Table] = &[
     &WEBHOOK_ENDPOINT_STATES,
     &WEBHOOK_RETRIES,
     &WEBHOOK_SHARDS,
+    &FEED_FLOORS,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {

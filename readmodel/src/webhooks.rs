@@ -18,6 +18,10 @@
 //! - readers see the feed up to its head (`feed_heads`), which is written only once
 //!   every row at or below it is: a row that lands late (CQL writes of one batch land in
 //!   any order) is never skipped by a cursor that moved past it;
+//! - a read without a cursor starts at the oldest message kept, not at the partition's
+//!   start: `feed_floors` keeps, per hour of writing, the lowest seq written in it
+//!   ([`WebhookStore::floor_rows`]), so expired rows (tombstones until compaction on
+//!   ScyllaDB) are not stepped over one by one;
 //! - service-written rows (deliveries, attempts, endpoint states) carry wall-clock
 //!   timestamps.
 
@@ -30,8 +34,8 @@ use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError
 use crate::messages::{AccountMessage, Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{
-    FEED, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_RETRIES, WEBHOOK_SECRETS,
-    WEBHOOK_SHARDS,
+    FEED, FEED_FLOORS, FEED_FLOOR_HOUR_US, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES,
+    WEBHOOK_RETRIES, WEBHOOK_SECRETS, WEBHOOK_SHARDS,
 };
 
 /// The write time of a claim of `messages_by_id` for `seq`: it falls as the seq grows,
@@ -263,6 +267,21 @@ struct Head {
     seq: i64,
 }
 
+/// A row of `feed_floors`: the lowest seq written in its hour.
+#[derive(Serialize, Deserialize)]
+struct Floor {
+    seq: i64,
+}
+
+/// The row of `feed_floors` at this hour says since when the account's floors are kept:
+/// rows written before that have none.
+const FLOORS_SINCE_KEY: i64 = 0;
+
+#[derive(Serialize, Deserialize)]
+struct FloorsSince {
+    since_us: i64,
+}
+
 /// Most feed rows one page reads past, when a type filter skips them, before it answers
 /// with what it has (and a cursor after the last row read).
 pub const FEED_SCAN_BUDGET: usize = 1_000;
@@ -491,6 +510,52 @@ impl WebhookStore {
         }
     }
 
+    /// The rows to write with a batch's feed rows of the account, `lowest_seq` the lowest
+    /// of them: the floor of the hour they are written in (of two writes of one hour,
+    /// the lowest seq stands), kept an hour longer than the rows, and since when the
+    /// account's floors are kept (the earliest write stands; kept for good).
+    pub fn floor_rows(&self, account_id: &str, lowest_seq: i64) -> [Mutation; 2] {
+        let now = now_micros();
+        let hour = now - now.rem_euclid(FEED_FLOOR_HOUR_US);
+        let expires_at = Some(now.saturating_add(micros(self.retention)).saturating_add(FEED_FLOOR_HOUR_US));
+        let floor = |clustering: i64, body: String, expires_at: Option<i64>, ts: i64| Mutation {
+            table: &FEED_FLOORS,
+            partition: vec![Val::text(account_id)],
+            clustering: vec![Val::Int(clustering)],
+            op: Op::Put { body, expires_at },
+            ts,
+        };
+        [
+            floor(hour, encode(&Floor { seq: lowest_seq }), expires_at, claim_clock(lowest_seq)),
+            floor(FLOORS_SINCE_KEY, encode(&FloorsSince { since_us: now }), None, claim_clock(now)),
+        ]
+    }
+
+    /// The seq a read of the account's feed without a cursor starts after: just below
+    /// the floor of the first hour whose rows may still be kept, when floors were kept
+    /// over the whole retention; `None` (the partition's start) when they were not, or
+    /// the account has none.
+    async fn feed_start(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
+        let now = now_micros();
+        let kept_from = now.saturating_sub(micros(self.retention));
+        let first_hour = kept_from - kept_from.rem_euclid(FEED_FLOOR_HOUR_US);
+        let partition = [Val::text(account_id)];
+        let since = self.driver.get(&FEED_FLOORS, &partition, &[Val::Int(FLOORS_SINCE_KEY)]);
+        let from_first_hour =
+            ScanRange { start: std::ops::Bound::Included(vec![Val::Int(first_hour.max(FLOORS_SINCE_KEY + 1))]), end: std::ops::Bound::Unbounded };
+        let first = self.driver.scan(&FEED_FLOORS, &partition, &from_first_hour, 1);
+        let (since, first) = futures::try_join!(since, first)?;
+        let Some(since) = since else { return Ok(None) };
+        if decode::<FloorsSince>(&FEED_FLOORS, &since.body)?.since_us > kept_from {
+            return Ok(None);
+        }
+        Ok(Some(match first.first() {
+            Some(row) => decode::<Floor>(&FEED_FLOORS, &row.body)?.seq.saturating_sub(1),
+            // Nothing written since the first hour kept: nothing is kept.
+            None => i64::MAX,
+        }))
+    }
+
     /// The last seq of the account's feed readers may see; None for an empty feed.
     pub async fn head(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
         let row = self.driver.get(&FEED_HEADS, &[Val::text(account_id)], &[]).await?;
@@ -501,12 +566,21 @@ impl WebhookStore {
     /// `types` (every kind when empty), never past the head. Reads at most
     /// [`FEED_SCAN_BUDGET`] rows past those it returns.
     pub async fn feed_page(&self, account_id: &str, after_seq: Option<i64>, limit: usize, types: &[MessageKind]) -> Result<FeedPage, StoreError> {
-        let Some(head) = self.head(account_id).await? else { return Ok(FeedPage::default()) };
+        let (head, start) = match after_seq {
+            Some(_) => (self.head(account_id).await?, None),
+            None => futures::try_join!(self.head(account_id), self.feed_start(account_id))?,
+        };
+        let Some(head) = head else { return Ok(FeedPage::default()) };
         let partition = [Val::text(account_id)];
         let mut page = FeedPage { last_seq: after_seq, ..FeedPage::default() };
         let mut budget = FEED_SCAN_BUDGET;
+        // Where the scan goes on after: the cursor, else the floor, else the start.
+        let mut read_after = after_seq.or(start);
         loop {
-            let cursor = page.last_seq.map(|seq| vec![Val::Int(seq)]);
+            if read_after.is_some_and(|seq| seq >= head) {
+                return Ok(page);
+            }
+            let cursor = read_after.map(|seq| vec![Val::Int(seq)]);
             let wanted = (limit - page.messages.len()).min(budget) + 1;
             let rows = self.driver.scan(&FEED, &partition, &ScanRange::after(cursor.as_deref()), wanted).await?;
             let exhausted = rows.len() < wanted;
@@ -521,6 +595,7 @@ impl WebhookStore {
                 }
                 let message: Message = decode(&FEED, &row.body)?;
                 page.last_seq = Some(seq);
+                read_after = Some(seq);
                 if types.is_empty() || types.contains(&message.kind) {
                     page.messages.push((seq, message));
                 } else {

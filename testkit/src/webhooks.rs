@@ -94,7 +94,9 @@ impl Seeder {
     /// `message` at `seq`, the head left where it was.
     pub async fn publish_above_head(&self, account_id: &str, seq: i64, message: &Message) {
         assert!(self.store.claim(account_id, seq, message).await.expect("claiming the message"), "{} is claimed by another seq", message.id);
-        self.store.write(vec![self.store.feed_row(account_id, seq, message)]).await.expect("writing the feed row");
+        let mut rows = vec![self.store.feed_row(account_id, seq, message)];
+        rows.extend(self.store.floor_rows(account_id, seq));
+        self.store.write(rows).await.expect("writing the feed row");
     }
 
     /// The endpoint's row and its secrets, at the endpoint's version.

@@ -186,6 +186,8 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     let ((claims, claim_rows), mut endpoints) = futures::try_join!(store.claim_rows(&pending), read_endpoints(store, delivering))?;
     drop(pending);
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
+    // Per account, the lowest seq appended: its feed floor (`floor_rows`).
+    let mut floors: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = claim_rows;
     // What fits in memory now; only the deliverer frees room meanwhile.
     let mut room = handoff.room();
@@ -203,6 +205,8 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
         ingested.appended += 1;
         let head = heads.entry(account_id).or_insert(entry.seq);
         *head = (*head).max(entry.seq);
+        let floor = floors.entry(account_id).or_insert(entry.seq);
+        *floor = (*floor).min(entry.seq);
         // A replay of this seq (claimed Again) is handed over again too: whether its
         // deliveries were made before is what the log position knows, and it is
         // behind this message.
@@ -251,6 +255,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
         }
         rows.push(store.feed_row_with_body(account_id, entry.seq, entry.body.clone()));
     }
+    rows.extend(floors.iter().flat_map(|(account_id, seq)| store.floor_rows(account_id, *seq)));
     // The heads only once every row at or below them is written (in the same write
     // where a write lands all or nothing).
     let head_rows: Vec<_> = heads.iter().map(|(account_id, seq)| store.head_row(account_id, *seq)).collect();

@@ -533,7 +533,7 @@ async fn ingesting_a_batch_again_appends_the_same_feed_rows_and_hands_its_first_
 /// claim again.
 #[tokio::test]
 async fn a_batch_writes_its_claims_with_its_feed_rows_and_its_heads_last() {
-    use recap_readmodel::tables::{FEED, FEED_HEADS, MESSAGES_BY_ID};
+    use recap_readmodel::tables::{FEED, FEED_FLOORS, FEED_HEADS, MESSAGES_BY_ID};
     let setup = setup().await;
     setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
     let writes = FaultyDriver::new(setup.driver());
@@ -549,9 +549,9 @@ async fn a_batch_writes_its_claims_with_its_feed_rows_and_its_heads_last() {
     };
     let written: Vec<Vec<&str>> = writes.take_recorded().iter().map(tables).collect();
     if store.writes_atomically() {
-        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name, FEED_HEADS.name]]);
+        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name, FEED_FLOORS.name, FEED_HEADS.name]]);
     } else {
-        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name], vec![FEED_HEADS.name]]);
+        assert_eq!(written, vec![vec![MESSAGES_BY_ID.name, FEED.name, FEED_FLOORS.name], vec![FEED_HEADS.name]]);
     }
     recap_webhooks::ingest::ingest(&store, &batch, START, &stats, &shards, &handoff).await.unwrap();
     let again: Vec<Vec<&str>> = writes.take_recorded().iter().map(tables).collect();

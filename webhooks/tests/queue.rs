@@ -1,7 +1,8 @@
 //! The delivery queue's rules (docs/webhooks.md, Delivery): first attempts have no row
 //! (the message log is their queue, its position committed once they settle), retries
 //! are rows partitioned by the minute they are due, and no scan reads a past minute
-//! again. Over the embedded store, or a Cassandra keyspace with
+//! again. The feed's reads without a cursor likewise start at the oldest message kept,
+//! not at the partition's start. Over the embedded store, or a Cassandra keyspace with
 //! `RECAP_TEST_WORLD=cassandra`.
 
 mod common;
@@ -455,4 +456,59 @@ async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any
         let (found_seq, found) = store.message("acc_a", id).await.unwrap().expect("the message by its id");
         assert_eq!((found_seq, found.id.as_str()), (seq, id.as_str()));
     }
+}
+
+/// A read of the feed without a cursor starts just below the floor of the first hour
+/// whose rows may still be kept (`feed_floors`), not at the partition's start: the
+/// expired rows before it (tombstones until compaction on ScyllaDB, past
+/// `tombstone_failure_threshold` in a busy account's partition) are not stepped over.
+#[tokio::test]
+async fn a_feed_read_without_a_cursor_starts_at_the_floor_of_the_first_hour_kept() {
+    let setup = setup().await;
+    let recording = recap_testkit::FaultyDriver::new(setup.driver());
+    let driver: Arc<dyn recap_readmodel::Driver> = Arc::new(recording.clone());
+    let messages: Vec<_> = (1..=6i64).map(|seq| message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")).message).collect();
+    // Four messages written with a second's retention, expired when the feed is read.
+    let brief = WebhookStore::new(driver.clone(), Duration::from_secs(1));
+    brief.write(messages[..4].iter().zip(1..).map(|(message, seq)| brief.feed_row("acc_a", seq, message)).collect()).await.unwrap();
+    // Floors kept since two hours ago (the earliest write of the row stands).
+    let now = recap_readmodel::driver::now_micros();
+    let since = Mutation {
+        table: &recap_readmodel::tables::FEED_FLOORS,
+        partition: vec![Val::text("acc_a")],
+        clustering: vec![Val::Int(0)],
+        op: Op::Put { body: format!("{{\"since_us\":{}}}", now - 2 * HOUR), expires_at: None },
+        ts: recap_readmodel::webhooks::claim_clock(now - 2 * HOUR),
+    };
+    brief.write(vec![since]).await.unwrap();
+    let kept = WebhookStore::new(driver.clone(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let mut rows: Vec<_> = messages[4..].iter().zip(5..).map(|(message, seq)| kept.feed_row("acc_a", seq, message)).collect();
+    rows.extend(kept.floor_rows("acc_a", 5));
+    rows.push(kept.head_row("acc_a", 6));
+    kept.write(rows).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // A reader keeping an hour: the floors were kept for longer, so it trusts them.
+    let reader = WebhookStore::new(driver, Duration::from_secs(3_600));
+    recording.record_scans();
+    let page = reader.feed_page("acc_a", None, 10, &[]).await.unwrap();
+    assert_eq!(page.messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [5, 6]);
+    let feed_scans: Vec<_> = recording.take_scans().into_iter().filter(|scan| scan.table.name == "feed").collect();
+    assert_eq!(feed_scans.len(), 1, "{feed_scans:?}");
+    assert!(matches!(&feed_scans[0].range.start, std::ops::Bound::Excluded(key) if *key == [Val::Int(4)]), "{:?}", feed_scans[0].range);
+}
+
+/// Floors are trusted only once they were kept over the whole retention: rows written
+/// before the first floor (by an earlier version) are read from the partition's start.
+#[tokio::test]
+async fn floors_kept_for_less_than_the_retention_leave_a_read_at_the_partition_start() {
+    let setup = setup().await;
+    let store = &setup.webhooks;
+    let messages: Vec<_> = (1..=4i64).map(|seq| message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")).message).collect();
+    store.write(vec![store.feed_row("acc_a", 1, &messages[0]), store.feed_row("acc_a", 2, &messages[1])]).await.unwrap();
+    let mut rows = vec![store.feed_row("acc_a", 3, &messages[2]), store.feed_row("acc_a", 4, &messages[3])];
+    rows.extend(store.floor_rows("acc_a", 3));
+    store.write(rows).await.unwrap();
+    store.write(vec![store.head_row("acc_a", 4)]).await.unwrap();
+    let page = store.feed_page("acc_a", None, 10, &[]).await.unwrap();
+    assert_eq!(page.messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
 }
