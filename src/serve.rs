@@ -33,6 +33,45 @@ pub const QUOTA_FILE: &str = "quota-usage.json";
 /// (a clean stop saves them last).
 const QUOTA_SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The store's expired rows are removed a minute after the start, then every hour, a
+/// step of this many rows at a time, with a pause between steps for the writers.
+const SWEEP_FIRST: std::time::Duration = std::time::Duration::from_secs(60);
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+const SWEEP_STEP_ROWS: usize = 10_000;
+const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Removes the store's expired rows now and then ([`EmbeddedDriver::remove_expired`]),
+/// until `stop`: every read skips them already, so this only gives back their room
+/// and spares scans stepping over them.
+async fn remove_expired_periodically(store: Arc<EmbeddedDriver>, mut stop: watch::Receiver<bool>) {
+    let mut wait = SWEEP_FIRST;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+        wait = SWEEP_EVERY;
+        let (mut after, mut scanned, mut removed) = (None::<Vec<u8>>, 0, 0);
+        loop {
+            let (step_store, from) = (store.clone(), after.take());
+            match tokio::task::spawn_blocking(move || step_store.remove_expired(from.as_deref(), SWEEP_STEP_ROWS)).await {
+                Ok(Ok(step)) => {
+                    scanned += step.scanned;
+                    removed += step.removed;
+                    after = step.next;
+                }
+                Ok(Err(error)) => tracing::warn!(%error, "removing the store's expired rows failed; trying again at the next sweep"),
+                Err(error) => tracing::warn!(%error, "the expired rows' sweep stopped"),
+            }
+            if after.is_none() || *stop.borrow() {
+                break;
+            }
+            tokio::time::sleep(SWEEP_PAUSE).await;
+        }
+        tracing::info!(scanned, removed, "removed the store's expired rows");
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ServeConfig {
     /// Where the log, the read model and the secrets live.
@@ -172,9 +211,12 @@ pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let log = EventLog::new(config.data_dir.join(LOG_FILE));
     let store_path = config.data_dir.join(STORE_FILE);
-    let embedded: Arc<dyn Driver> =
+    let lmdb =
         Arc::new(EmbeddedDriver::open(&store_path).with_context(|| format!("opening {} (is another recap serve using this data dir?)", store_path.display()))?);
+    let embedded: Arc<dyn Driver> = lmdb.clone();
     let driver: Arc<dyn Driver> = Arc::new(Instrumented::new(embedded, "lmdb"));
+    let (stop_sweeper, sweeper_stopped) = watch::channel(false);
+    let sweeper = tokio::spawn(remove_expired_periodically(lmdb, sweeper_stopped));
     let readmodel = ReadModel::new(driver.clone());
     let demo_token = if config.demo { Some(seed_demo(&config.data_dir, &log)?) } else { None };
     let secret = match config.rest.cursor_secret_bytes() {
@@ -257,6 +299,8 @@ pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry
     }
     let _ = stop_quota_saver.send(true);
     let _ = quota_saver.await;
+    let _ = stop_sweeper.send(true);
+    let _ = sweeper.await;
     // Attempts in flight finish (each bounded by its timeout); what is pending stays
     // in the store for the next start.
     let _ = stop_webhooks.send(true);

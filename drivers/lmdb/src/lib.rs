@@ -20,6 +20,12 @@
 //! A conditional insert ([`Driver::insert_if_absent`]) looks at the row and writes it in
 //! one write transaction: LMDB has one writer at a time, so of racing inserts the first
 //! to take the write lock writes and the others find its row.
+//!
+//! Expired rows are never read, but they stay in the file until
+//! [`EmbeddedDriver::remove_expired`] removes them (the embedded edition runs it in the
+//! background, as ScyllaDB drops expired cells at compaction): without it the feed, the
+//! attempts and OAuth's codes and tokens would take ever more room, and scans would step
+//! over ever more of them.
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -129,7 +135,65 @@ fn body_of<'a>(table: &Table, stored: &Stored<'a>) -> Result<&'a str, StoreError
     std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))
 }
 
+/// What one step of [`EmbeddedDriver::remove_expired`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub scanned: usize,
+    pub removed: usize,
+    /// The last key looked at, which the next step starts after; `None` once the step
+    /// reached the store's end.
+    pub next: Option<Vec<u8>>,
+}
+
 impl EmbeddedDriver {
+    /// Removes the expired rows among the next `rows` rows of the store after `after`
+    /// (from its start when `None`): read without holding the writer, then removed in one
+    /// write transaction, each unless it was written again meanwhile. Tombstones stay
+    /// (they shadow older writes). Blocking: run it on a blocking thread.
+    pub fn remove_expired(&self, after: Option<&[u8]>, rows: usize) -> Result<Swept, StoreError> {
+        let now = now_micros();
+        let expired_at = |stored: &Stored<'_>| !stored.tombstone && stored.expires_at <= now;
+        let mut swept = Swept::default();
+        let mut expired = Vec::new();
+        {
+            let read = self.env.read_txn().map_err(storage)?;
+            let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (after.map_or(Bound::Unbounded, Bound::Excluded), Bound::Unbounded);
+            for entry in self.rows.range(&read, &bounds).map_err(storage)? {
+                let (key, value) = entry.map_err(storage)?;
+                swept.scanned += 1;
+                if expired_at(&decode_value(value)?) {
+                    expired.push(key.to_vec());
+                }
+                if swept.scanned == rows {
+                    swept.next = Some(key.to_vec());
+                    break;
+                }
+            }
+        }
+        if expired.is_empty() {
+            return Ok(swept);
+        }
+        let mut write = self.env.write_txn().map_err(storage)?;
+        for key in &expired {
+            let still = match self.rows.get(&write, key).map_err(storage)? {
+                Some(value) => expired_at(&decode_value(value)?),
+                None => false,
+            };
+            if still {
+                self.rows.delete(&mut write, key).map_err(storage)?;
+                swept.removed += 1;
+            }
+        }
+        write.commit().map_err(storage)?;
+        Ok(swept)
+    }
+
+    /// How many rows the file holds, tombstones and expired rows included.
+    pub fn stored_rows(&self) -> Result<u64, StoreError> {
+        let read = self.env.read_txn().map_err(storage)?;
+        self.rows.len(&read).map_err(storage)
+    }
+
     /// Opens (or creates) the store file (and its lock file, `<path>-lock`).
     pub fn open(path: &Path) -> Result<EmbeddedDriver, StoreError> {
         // LMDB takes an empty file for a new store.
@@ -386,5 +450,59 @@ impl Driver for EmbeddedDriver {
     /// One write transaction a batch.
     fn writes_atomically(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use recap_readmodel::tables::{FEED, MEETINGS_BY_ACCOUNT};
+
+    fn put(table: &'static Table, account: &str, key: i64, expires_at: Option<i64>, ts: i64) -> Mutation {
+        Mutation {
+            table,
+            partition: vec![Val::text(account)],
+            clustering: vec![Val::Int(key), Val::text("m")][..table.clustering.len()].to_vec(),
+            op: Op::Put { body: "{}".into(), expires_at },
+            ts,
+        }
+    }
+
+    // Expired rows leave the file, step by step through the whole store; live rows,
+    // rows that never expire and tombstones stay; a row written again since it expired
+    // is a live row.
+    #[tokio::test]
+    async fn removing_expired_rows_keeps_live_rows_and_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let driver = EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap();
+        let soon = now_micros() + 50_000;
+        let later = now_micros() + 3_600_000_000;
+        let mut rows: Vec<Mutation> = (1..=7).map(|seq| put(&FEED, "acc_a", seq, Some(soon), seq)).collect();
+        rows.extend((8..=9).map(|seq| put(&FEED, "acc_a", seq, Some(later), seq)));
+        rows.push(put(&MEETINGS_BY_ACCOUNT, "acc_a", 1, None, 1));
+        rows.push(Mutation { op: Op::Delete, ..put(&MEETINGS_BY_ACCOUNT, "acc_a", 2, None, 1) });
+        driver.write(rows).await.unwrap();
+        assert_eq!(driver.stored_rows().unwrap(), 11);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // Written again, live: stays.
+        driver.write(vec![put(&FEED, "acc_a", 7, Some(later), 70)]).await.unwrap();
+        let (mut after, mut removed, mut steps) = (None, 0, 0);
+        loop {
+            let swept = driver.remove_expired(after.as_deref(), 3).unwrap();
+            removed += swept.removed;
+            steps += 1;
+            match swept.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!((removed, steps), (6, 4));
+        assert_eq!(driver.stored_rows().unwrap(), 5);
+        let live: Vec<i64> =
+            driver.scan(&FEED, &[Val::text("acc_a")], &ScanRange::all(), 100).await.unwrap().iter().filter_map(|row| row.clustering[0].as_int()).collect();
+        assert_eq!(live, [7, 8, 9]);
+        // The tombstone still shadows an older write.
+        driver.write(vec![put(&MEETINGS_BY_ACCOUNT, "acc_a", 2, None, 0)]).await.unwrap();
+        assert_eq!(driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc_a")], &ScanRange::all(), 100).await.unwrap().len(), 1);
     }
 }
