@@ -240,10 +240,12 @@ struct Scenario {
 const ADA: &str = "acc_ada";
 const BOB: &str = "acc_bob";
 
-/// Ada's meeting lives and dies, with its transcript, notes and items; Bob's meeting;
-/// a team of both; Bob shares a note with Ada directly and one with the team; the
-/// direct share is withdrawn and Ada leaves the team. A stale upsert and a duplicate
-/// delivery of an event are in the middle.
+/// Ada's meeting lives and dies, with its transcript (replaced once), notes and items;
+/// Ada's standalone items, one updated; Bob's meeting; a team of both; Bob shares a note
+/// with Ada directly and one with the team, which he republishes; the direct share is
+/// withdrawn and Ada leaves the team. Then a second team whose share predates Ada's
+/// joining, which stops and starts collaborating, and is deleted. A stale upsert and a
+/// duplicate delivery of an event are in the middle.
 fn scenario(receiver: &Receiver, ada_token: &str, bob_token: &str) -> Scenario {
     let mut events = account_with_token(ADA, ada_token);
     events.extend(account_with_token(BOB, bob_token));
@@ -264,12 +266,19 @@ fn scenario(receiver: &Receiver, ada_token: &str, bob_token: &str) -> Scenario {
     expected.push(told(ADA, "meeting.transcript_ready", "mtg_1", &transcript));
     let notes = meeting(ADA, "mtg_1", "Renamed", 0, 4);
     expected.push(told(ADA, "meeting.notes_ready", "mtg_1", &notes));
+    // A replacement that differs from the transcript told.
+    let transcript_again = EVENTS.transcript(ADA, "mtg_1", "other words said").version(4).envelope();
+    expected.push(told(ADA, "meeting.transcript_ready", "mtg_1", &transcript_again));
     let with_item = meeting_draft(ADA, "mtg_1", "Renamed", 0).action_items([item("ai_1", "todo", None, 1)]).version(5).envelope();
     expected.push(told(ADA, "action_item.created", "ai_1", &with_item));
     let standalone = action_item(ADA, item("ai_2", "todo", None, 2), 1);
     expected.push(told(ADA, "action_item.created", "ai_2", &standalone));
     let standalone_deleted = action_item_deleted(ADA, "ai_2", 2);
     expected.push(told(ADA, "action_item.deleted", "ai_2", &standalone_deleted));
+    let item_created = action_item(ADA, item("ai_3", "todo", None, 3), 1);
+    expected.push(told(ADA, "action_item.created", "ai_3", &item_created));
+    let item_done = action_item(ADA, item("ai_3", "done", None, 3), 2);
+    expected.push(told(ADA, "action_item.updated", "ai_3", &item_done));
     let design = team("team_1", "Design", Some("business"), false, 1);
     let ada_joins = member("team_1", ADA, 1);
     expected.push(told(ADA, "team.joined", "team_1", &ada_joins));
@@ -281,6 +290,8 @@ fn scenario(receiver: &Receiver, ada_token: &str, bob_token: &str) -> Scenario {
     expected.push(told(ADA, "shared_note.received", "shr_team", &to_team));
     let withdrawn = unshared("shr_direct", 2);
     expected.push(told(ADA, "shared_note.withdrawn", "shr_direct", &withdrawn));
+    let to_team_again = share("shr_team", BOB, 6).title("For Design, again").team(Some(("team_1", "Design"))).text("team").version(2).envelope();
+    expected.push(told(ADA, "shared_note.updated", "shr_team", &to_team_again));
     let ada_leaves = member_removed("team_1", ADA, 2);
     expected.push(told(ADA, "team.left", "team_1", &ada_leaves));
     expected.push(told(ADA, "shared_note.withdrawn", "shr_team", &ada_leaves));
@@ -288,8 +299,28 @@ fn scenario(receiver: &Receiver, ada_token: &str, bob_token: &str) -> Scenario {
     expected.push(told(ADA, "action_item.deleted", "ai_1", &deleted));
     expected.push(told(ADA, "meeting.deleted", "mtg_1", &deleted));
 
-    events.extend([bob_meeting, created, renamed.clone(), stale, renamed, transcript, notes, with_item, standalone, standalone_deleted]);
-    events.extend([design, ada_joins, bob_joins, direct, to_team, withdrawn, ada_leaves, deleted]);
+    // A team's existing share is received by a member joining; a team that stops
+    // collaborating withdraws it, one that starts again gives it back; deleting the
+    // team tells each member.
+    let ops = team("team_2", "Ops", Some("business"), false, 1);
+    let bob_joins_ops = member("team_2", BOB, 1);
+    expected.push(told(BOB, "team.joined", "team_2", &bob_joins_ops));
+    let to_ops = share("shr_ops", BOB, 7).title("For Ops").team(Some(("team_2", "Ops"))).text("ops").version(1).envelope();
+    let ada_joins_ops = member("team_2", ADA, 1);
+    expected.push(told(ADA, "team.joined", "team_2", &ada_joins_ops));
+    expected.push(told(ADA, "shared_note.received", "shr_ops", &ada_joins_ops));
+    let ops_closed = team("team_2", "Ops", None, false, 2);
+    expected.push(told(ADA, "shared_note.withdrawn", "shr_ops", &ops_closed));
+    let ops_open = team("team_2", "Ops", Some("business"), false, 3);
+    expected.push(told(ADA, "shared_note.received", "shr_ops", &ops_open));
+    let ops_deleted = team_deleted("team_2", 4);
+    expected.push(told(ADA, "shared_note.withdrawn", "shr_ops", &ops_deleted));
+    expected.push(told(ADA, "team.left", "team_2", &ops_deleted));
+    expected.push(told(BOB, "team.left", "team_2", &ops_deleted));
+
+    events.extend([bob_meeting, created, renamed.clone(), stale, renamed, transcript, notes, transcript_again, with_item, standalone, standalone_deleted]);
+    events.extend([item_created, item_done, design, ada_joins, bob_joins, direct, to_team, withdrawn, to_team_again, ada_leaves, deleted]);
+    events.extend([ops, bob_joins_ops, to_ops, ada_joins_ops, ops_closed, ops_open, ops_deleted]);
     Scenario { events, expected }
 }
 
@@ -330,7 +361,10 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
         }
     }
     let ada_endpoint = receiver.requests_to("ep_ada");
-    assert!(ada_endpoint.iter().all(|request| !request.json()["data"].to_string().contains("the words said")), "never a transcript's text");
+    assert!(
+        ada_endpoint.iter().all(|request| !["the words said", "other words said"].iter().any(|text| request.json()["data"].to_string().contains(text))),
+        "never a transcript's text"
+    );
 
     // Each message's data: the ids, and the REST list entry as the account sees it
     // while it sees the resource; only ids once it does not.
@@ -364,6 +398,13 @@ fn messages_of_every_kind_reach_each_account_s_endpoint_with_derived_ids_and_onl
     assert_eq!(data_of(&ada_events, "shared_note.withdrawn", "shr_team"), json!({"share_id": "shr_team"}));
     assert_eq!(data_of(&ada_events, "team.left", "team_1"), json!({"team_id": "team_1"}));
     assert_eq!(data_of(&ada_events, "meeting.deleted", "mtg_1"), json!({"meeting_id": "mtg_1"}));
+    let updated_item = data_of(&ada_events, "action_item.updated", "ai_3");
+    assert_eq!((&updated_item["action_item_id"], &updated_item["action_item"]["status"]), (&json!("ai_3"), &json!("done")));
+    let republished = data_of(&ada_events, "shared_note.updated", "shr_team");
+    assert_eq!((&republished["share_id"], &republished["shared_note"]["title"]), (&json!("shr_team"), &json!("For Design, again")));
+    assert_eq!(data_of(&ada_events, "shared_note.received", "shr_ops")["shared_note"]["team"], json!({"id": "team_2", "name": "Ops"}));
+    assert_eq!(data_of(&ada_events, "team.left", "team_2"), json!({"team_id": "team_2"}));
+    assert_eq!(data_of(&bob_events, "team.left", "team_2"), json!({"team_id": "team_2"}));
     for (events, member_count) in [(&ada_events, 1), (&bob_events, 2)] {
         let joined = data_of(events, "team.joined", "team_1");
         assert_eq!(joined["team_id"], "team_1");
@@ -546,7 +587,7 @@ fn sees_the_change_on_rest(base_url: &str, token: &str, message: &Value) -> Resu
             }
         }
         "meeting.deleted" => expect(&format!("/meetings/{resource}"), 404).map(drop),
-        "shared_note.received" => {
+        "shared_note.received" | "shared_note.updated" => {
             // The detail has the entry's id, title and published_at, and the team's name
             // as team_name (docs/rest.md, Resources).
             let entry = &data["shared_note"];
@@ -555,6 +596,26 @@ fn sees_the_change_on_rest(base_url: &str, token: &str, message: &Value) -> Resu
             same_entry(&in_detail, &expect(&format!("/shared-notes/{resource}"), 200)?["data"])
         }
         "shared_note.withdrawn" => expect(&format!("/shared-notes/{resource}"), 404).map(drop),
+        "action_item.created" | "action_item.updated" | "action_item.deleted" => {
+            let items = expect("/action-items?limit=200", 200)?;
+            let shown = items["data"].as_array().and_then(|items| items.iter().find(|item| item["id"] == resource.as_str()));
+            match (kind.as_str(), shown) {
+                ("action_item.deleted", None) => Ok(()),
+                ("action_item.deleted", Some(item)) => Err(format!("{kind} {resource}: GET /action-items still lists {item}")),
+                (_, Some(item)) => same_entry(&data["action_item"], item),
+                (_, None) => Err(format!("{kind} {resource}: GET /action-items does not list it yet")),
+            }
+        }
+        "team.joined" | "team.left" => {
+            let teams = expect("/teams", 200)?;
+            let shown = teams["data"].as_array().and_then(|teams| teams.iter().find(|team| team["id"] == resource.as_str()));
+            match (kind.as_str(), shown) {
+                ("team.left", None) => Ok(()),
+                ("team.left", Some(team)) => Err(format!("{kind} {resource}: GET /teams still lists {team}")),
+                (_, Some(team)) => same_entry(&data["team"], team),
+                (_, None) => Err(format!("{kind} {resource}: GET /teams does not list it yet")),
+            }
+        }
         other => Err(format!("no check for {other}")),
     }
 }
@@ -599,9 +660,14 @@ fn a_receiver_reading_the_api_on_receipt_always_sees_the_change_announced() {
     for index in 0..SIZE / 4 {
         setup.push(bare_meeting(ADA, &format!("mtg_old_{index}"), "Old", 1));
         setup.push(share(&format!("shr_old_{index}"), ADA, 1).title("Old share").recipients([BOB]).text("old").version(1).envelope());
+        setup.push(action_item(ADA, item(&format!("ai_old_{index}"), "todo", None, index as i64), 1));
+        if index % 5 == 0 {
+            setup.push(team(&format!("team_old_{index}"), "Old", Some("business"), false, 1));
+            setup.push(member(&format!("team_old_{index}"), BOB, 1));
+        }
     }
     server.feed(&setup);
-    receiver.wait_until(WITHIN, "the setup's messages", |requests| requests.len() >= SIZE / 2);
+    receiver.wait_until(WITHIN, "the setup's messages", |requests| requests.len() >= SIZE / 2 + SIZE / 4 + SIZE / 20);
 
     // Then a few hundred changes, appended as fast as the log takes them.
     let mut load = Vec::new();
@@ -613,16 +679,26 @@ fn a_receiver_reading_the_api_on_receipt_always_sees_the_change_announced() {
         if index < SIZE / 4 {
             load.push(meeting_deleted(ADA, &format!("mtg_old_{index}"), 2));
             load.push(unshared(&format!("shr_old_{index}"), 2));
+            load.push(action_item(ADA, item(&format!("ai_old_{index}"), "done", None, index as i64), 2));
+            load.push(action_item(ADA, item(&format!("ai_{index}"), "todo", None, index as i64), 1));
+            if index % 5 == 0 {
+                load.push(member_removed(&format!("team_old_{index}"), BOB, 2));
+                load.push(team(&format!("team_{index}"), "New", Some("business"), false, 1));
+                load.push(member(&format!("team_{index}"), BOB, 1));
+            }
         }
     }
     for chunk in load.chunks(40) {
         server.append(chunk);
     }
     // Per meeting: created, notes ready, transcript ready; per share: received; per old
-    // meeting and share: deleted and withdrawn.
-    let total = SIZE / 2 + SIZE * 4 + SIZE / 2;
-    let ada_count = SIZE / 4 + SIZE * 3 + SIZE / 4;
-    let bob_count = SIZE / 4 + SIZE + SIZE / 4;
+    // meeting, share, item and team: deleted, withdrawn, updated, left; per new item and
+    // team: created, joined. (The setup's announcements are in the feeds too.) No load
+    // change supersedes another, so each receipt can see its own.
+    let (items, teams) = (SIZE / 4, SIZE / 20);
+    let total = SIZE / 2 + SIZE * 4 + SIZE / 2 + items * 3 + teams * 3;
+    let ada_count = SIZE / 4 + SIZE * 3 + SIZE / 4 + items * 3;
+    let bob_count = SIZE / 4 + SIZE + SIZE / 4 + teams * 3;
     assert_eq!(ada_count + bob_count, total);
     let ids_of =
         |token: &str, count: usize| feed_of(&server, token, count).iter().map(|event| event["id"].as_str().unwrap().to_owned()).collect::<BTreeSet<_>>();
