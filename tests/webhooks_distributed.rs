@@ -329,8 +329,11 @@ fn unlimited_mcp() -> (String, String) {
 
 /// Retries 5000 times sooner: 1 ms, 60 ms, 360 ms, 1.4 s, 3.6 s, 7.2 s, 10 s, 14 s,
 /// 17 s (about 54 s in all, so an endpoint failing for over 43 s may be disabled).
+/// How much quicker than the real schedule the retries of these tests come.
+const RETRY_SCALE: f64 = 0.0002;
+
 fn quick_retries() -> (String, String) {
-    ("RECAP_WEBHOOKS_RETRY_SCALE".into(), "0.0002".into())
+    ("RECAP_WEBHOOKS_RETRY_SCALE".into(), RETRY_SCALE.to_string())
 }
 
 // docs/webhooks.md: "A message is not sent before its account's feed head covers it,
@@ -508,6 +511,33 @@ fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once
     assert_eq!(outcomes, BTreeSet::from(["failed", "succeeded", "timed_out", "unreachable"]), "outcomes of the endpoint's attempts");
     assert!(attempts.iter().any(|attempt| attempt["outcome"] == "failed" && attempt["response_status"] == 500), "a 500 is a failed attempt with its status");
     assert!(attempts.iter().any(|attempt| attempt["attempt"].as_u64() > Some(3)), "deliveries were retried on schedule, several times");
+    assert_retried_on_schedule(&attempts, RETRY_SCALE);
+}
+
+/// The retry schedule (docs/webhooks.md, Retries) scaled by `scale`: each failed
+/// attempt names its retry's time, the attempt's scheduled delay after it moved by at
+/// most ±20 %, at random (not every delay of one attempt number is the same); and the
+/// retry is made at that time or later, never before.
+fn assert_retried_on_schedule(attempts: &[Value], scale: f64) {
+    const DELAYS_SECONDS: [f64; 9] = [5.0, 300.0, 1_800.0, 7_200.0, 18_000.0, 36_000.0, 50_400.0, 72_000.0, 86_400.0];
+    let micros = |value: &Value| serde_json::from_value::<recap_schemas::Timestamp>(value.clone()).map(|at| at.0).ok();
+    let mut factors: BTreeMap<u64, BTreeSet<i64>> = BTreeMap::new();
+    let mut checked = 0;
+    for attempt in attempts.iter().filter(|attempt| attempt["outcome"] != "succeeded") {
+        let number = attempt["attempt"].as_u64().expect("an attempt number");
+        let (Some(at), Some(next)) = (micros(&attempt["attempted_at"]), micros(&attempt["next_attempt_at"])) else { continue };
+        let scheduled = DELAYS_SECONDS[usize::try_from(number).unwrap() - 1] * scale * 1e6;
+        let factor = (next - at) as f64 / scheduled;
+        assert!((0.8 - 1e-3..=1.2 + 1e-3).contains(&factor), "attempt {number} of {}: retried {} µs later, {factor:.3} of the schedule", attempt["event_id"], next - at);
+        factors.entry(number).or_default().insert((factor * 1_000.0).round() as i64);
+        let retry = attempts.iter().find(|retry| retry["event_id"] == attempt["event_id"] && retry["attempt"].as_u64() == Some(number + 1));
+        if let Some(made) = retry.and_then(|retry| micros(&retry["attempted_at"])) {
+            assert!(made >= next, "attempt {} of {} was made {} µs before its time", number + 1, attempt["event_id"], next - made);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} failed attempts named their retry");
+    assert!(factors.values().any(|seen| seen.len() > 1), "the delays are moved at random: {factors:?}");
 }
 
 /// Every attempt listed for `endpoint_id`, page by page.
