@@ -260,10 +260,44 @@ fn produced_messages(cluster: &Cluster) -> BTreeMap<String, BTreeSet<String>> {
     messages
 }
 
-/// Waits until every receiver got every message produced for its account.
-fn wait_delivered(cluster: &Cluster, receivers: &[(&str, &Receiver)], within: Duration) -> BTreeMap<String, BTreeSet<String>> {
+/// Produces `lines` to the cluster, and keeps them in `sent`: what the test's
+/// receivers must be told is derived from them.
+fn send(cluster: &Cluster, sent: &mut Vec<Envelope>, lines: &[Envelope]) {
+    cluster.produce(lines);
+    sent.extend_from_slice(lines);
+}
+
+/// The messages `events` announce, by account, as the projection derives them: applied
+/// in the order sent, one at a time, over an embedded store in this process.
+fn announced(events: &[Envelope]) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = tempfile::tempdir().unwrap();
+    let driver: Arc<dyn recap_readmodel::Driver> = Arc::new(recap_lmdb::EmbeddedDriver::open(&dir.path().join("store.lmdb")).unwrap());
+    let projection = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut announced: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    projection.block_on(async {
+        for (position, event) in events.iter().enumerate() {
+            let mut batch = recap_readmodel::projection::Batch::new(driver.clone());
+            batch.apply(event, position as i64 + 1).await.unwrap();
+            for told in batch.take_messages() {
+                announced.entry(told.account_id).or_default().insert(told.message.id);
+            }
+            driver.write(batch.into_mutations()).await.unwrap();
+        }
+    });
+    announced
+}
+
+/// Waits until every receiver got every message produced for its account, once the
+/// message topic holds exactly what the events sent announce for the receivers'
+/// accounts: a message the projector failed to produce, or produced under another id,
+/// fails here rather than passing unnoticed.
+fn wait_delivered(cluster: &Cluster, sent: &[Envelope], receivers: &[(&str, &Receiver)], within: Duration) -> BTreeMap<String, BTreeSet<String>> {
     cluster.wait_projected();
     let produced = produced_messages(cluster);
+    let announced = announced(sent);
+    for (account_id, _) in receivers {
+        assert_eq!(produced.get(*account_id), announced.get(*account_id), "{account_id}: the message topic holds what the events announce");
+    }
     let deadline = Instant::now() + within;
     for (account_id, receiver) in receivers {
         let want = produced.get(*account_id).cloned().unwrap_or_default();
@@ -348,6 +382,7 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
     const PER_ACCOUNT: usize = 500;
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     // More attempts in flight per endpoint than by default: every receipt waits for two
     // API calls.
     let mut cluster = Cluster::start(&[unlimited(), unlimited_mcp(), ("RECAP_WEBHOOKS_ENDPOINT_CONCURRENCY".into(), "16".into())]);
@@ -369,7 +404,7 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
         load.push(meetings(events, account_id, PER_ACCOUNT));
         receivers.push(receiver);
     }
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     // Interleaved, produced in a few large appends, as fast as the tool writes them.
     let mut lines = Vec::new();
@@ -378,11 +413,11 @@ fn read_your_webhook_the_api_shows_what_every_message_announces_on_receipt_under
     }
     let started = Instant::now();
     for chunk in lines.chunks(1_000) {
-        cluster.produce(chunk);
+        send(&cluster, &mut sent, chunk);
     }
     eprintln!("produced {} events in {:?}", lines.len(), started.elapsed());
     let pairs: Vec<(&str, &Receiver)> = accounts.iter().copied().zip(receivers.iter()).collect();
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
     let messages: usize = produced.values().map(BTreeSet::len).sum();
     eprintln!("{messages} messages delivered {:?} after the first event was produced", started.elapsed());
     assert!(messages >= 2_000, "thousands of messages: {messages}");
@@ -443,6 +478,7 @@ fn read_your_webhook(base_url: &str, token: &str, message: &Value) -> Result<(),
 fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothing_and_repeats_with_the_same_webhook_id() {
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     let mut cluster = Cluster::start(&[]);
     let deliverer = cluster.add_webhooks();
     let accounts = ["acc_kill_a", "acc_kill_b", "acc_kill_c"];
@@ -451,10 +487,10 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
     for (account_id, receiver) in accounts.iter().zip(&receivers) {
         setup.extend(subscriber(events, account_id, &receiver.url).0);
     }
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     let lines: Vec<Envelope> = accounts.iter().flat_map(|account_id| meetings(events, account_id, 400)).collect();
-    cluster.produce(&lines);
+    send(&cluster, &mut sent, &lines);
     // Killed while deliveries are under way: some received, most not yet.
     let deadline = Instant::now() + Duration::from_secs(60);
     while receivers.iter().map(|receiver| receiver.received().len()).sum::<usize>() < 100 {
@@ -467,7 +503,7 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
     std::thread::sleep(Duration::from_secs(1));
     cluster.webhooks[deliverer].start();
     let pairs: Vec<(&str, &Receiver)> = accounts.iter().copied().zip(receivers.iter()).collect();
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
     let duplicates = assert_at_least_once_without_strangers(&produced, &pairs);
     eprintln!("killed after {at_kill} receipts; {duplicates} messages delivered again after the restart");
 }
@@ -482,20 +518,21 @@ fn delivery_at_least_once_a_deliverer_killed_with_sigkill_mid_batch_loses_nothin
 fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once_it_is_back() {
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     let mut cluster = Cluster::start(&[quick_retries(), unlimited(), unlimited_mcp()]);
     cluster.add_webhooks();
     let mut receiver = Receiver::start(&runtime, Duration::ZERO, None);
     let (setup, token) = subscriber(events, "acc_down", &receiver.url);
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     receiver.down();
-    cluster.produce(&meetings(events, "acc_down", 60));
+    send(&cluster, &mut sent, &meetings(events, "acc_down", 60));
     cluster.wait_projected();
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(receiver.received().len(), 0, "nothing arrives while connections are refused");
     receiver.up(&runtime);
     receiver.set(Mode::Failing);
-    cluster.produce(&meetings(events, "acc_down", 90)[60..]);
+    send(&cluster, &mut sent, &meetings(events, "acc_down", 90)[60..]);
     std::thread::sleep(Duration::from_secs(3));
     receiver.set(Mode::Hanging);
     std::thread::sleep(Duration::from_secs(3));
@@ -503,7 +540,7 @@ fn retries_a_receiver_refusing_then_failing_then_timing_out_gets_everything_once
     receiver.set(Mode::Up);
     // The next retries (seconds apart, scaled) catch up, past the 10 s attempts that hang.
     let pairs = [("acc_down", &receiver)];
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(90));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(90));
     assert_at_least_once_without_strangers(&produced, &pairs);
     // The endpoint's attempts name each way it failed, and the retries that followed.
     let attempts = attempts(&cluster.query_apis[0].url, &token, "ep_acc_down");
@@ -528,7 +565,12 @@ fn assert_retried_on_schedule(attempts: &[Value], scale: f64) {
         let (Some(at), Some(next)) = (micros(&attempt["attempted_at"]), micros(&attempt["next_attempt_at"])) else { continue };
         let scheduled = DELAYS_SECONDS[usize::try_from(number).unwrap() - 1] * scale * 1e6;
         let factor = (next - at) as f64 / scheduled;
-        assert!((0.8 - 1e-3..=1.2 + 1e-3).contains(&factor), "attempt {number} of {}: retried {} µs later, {factor:.3} of the schedule", attempt["event_id"], next - at);
+        assert!(
+            (0.8 - 1e-3..=1.2 + 1e-3).contains(&factor),
+            "attempt {number} of {}: retried {} µs later, {factor:.3} of the schedule",
+            attempt["event_id"],
+            next - at
+        );
         factors.entry(number).or_default().insert((factor * 1_000.0).round() as i64);
         let retry = attempts.iter().find(|retry| retry["event_id"] == attempt["event_id"] && retry["attempt"].as_u64() == Some(number + 1));
         if let Some(made) = retry.and_then(|retry| micros(&retry["attempted_at"])) {
@@ -568,6 +610,7 @@ fn attempts(base_url: &str, token: &str, endpoint_id: &str) -> Vec<Value> {
 fn isolation_an_endpoint_that_hangs_never_delays_another_accounts_deliveries() {
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     let mut cluster = Cluster::start(&[quick_retries()]);
     cluster.add_webhooks();
     let hanging = Receiver::start(&runtime, Duration::ZERO, None);
@@ -575,18 +618,18 @@ fn isolation_an_endpoint_that_hangs_never_delays_another_accounts_deliveries() {
     let healthy = Receiver::start(&runtime, Duration::ZERO, None);
     let mut setup = subscriber(events, "acc_hangs", &hanging.url).0;
     setup.extend(subscriber(events, "acc_on_time", &healthy.url).0);
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     // The hanging endpoint's backlog first (more than its 4 slots hold), then the
     // healthy account's messages. Each attempt to it hangs until the 10 s timeout.
-    cluster.produce(&meetings(events, "acc_hangs", 12));
+    send(&cluster, &mut sent, &meetings(events, "acc_hangs", 12));
     std::thread::sleep(Duration::from_secs(1));
     for round in 0..5 {
         let before = healthy.received().len();
         let produced_at = Instant::now();
         let lines: Vec<Envelope> =
             (0..10).map(|index| events.meeting("acc_on_time", format!("mtg_round_{round}_{index}")).title("On time").version(1).envelope()).collect();
-        cluster.produce(&lines);
+        send(&cluster, &mut sent, &lines);
         let deadline = produced_at + Duration::from_secs(5);
         while healthy.received().len() < before + lines.len() {
             assert!(Instant::now() < deadline, "round {round}: the healthy endpoint got {} of 10 within 5 s", healthy.received().len() - before);
@@ -598,7 +641,7 @@ fn isolation_an_endpoint_that_hangs_never_delays_another_accounts_deliveries() {
     assert_eq!(hanging.received().len(), 0, "the hanging endpoint accepted nothing");
     hanging.set(Mode::Up);
     let pairs = [("acc_hangs", &hanging), ("acc_on_time", &healthy)];
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(90));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(90));
     assert_at_least_once_without_strangers(&produced, &pairs);
 }
 
@@ -610,14 +653,15 @@ fn isolation_an_endpoint_that_hangs_never_delays_another_accounts_deliveries() {
 fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     let mut cluster = Cluster::start(&[("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()), quick_retries()]);
     cluster.add_webhooks();
     let receiver = Receiver::start(&runtime, Duration::from_millis(20), None);
     let (setup, _) = subscriber(events, "acc_store", &receiver.url);
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     let lines = meetings(events, "acc_store", 600);
-    cluster.produce(&lines);
+    send(&cluster, &mut sent, &lines);
     let deadline = Instant::now() + Duration::from_secs(60);
     while receiver.received().len() < 50 {
         assert!(Instant::now() < deadline, "deliveries started");
@@ -627,7 +671,7 @@ fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
     std::thread::sleep(Duration::from_secs(6));
     outage.end();
     let pairs = [("acc_store", &receiver)];
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
     assert_at_least_once_without_strangers(&produced, &pairs);
 }
 
@@ -640,6 +684,7 @@ fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
 fn scale_two_webhooks_processes_share_the_partitions_and_lose_nothing() {
     let runtime = runtime();
     let events = events();
+    let mut sent = Vec::new();
     let mut cluster = Cluster::start(&[]);
     cluster.add_webhooks();
     let accounts = ["acc_scale_a", "acc_scale_b", "acc_scale_c", "acc_scale_d", "acc_scale_e", "acc_scale_f"];
@@ -648,14 +693,14 @@ fn scale_two_webhooks_processes_share_the_partitions_and_lose_nothing() {
     for (account_id, receiver) in accounts.iter().zip(&receivers) {
         setup.extend(subscriber(events, account_id, &receiver.url).0);
     }
-    cluster.produce(&setup);
+    send(&cluster, &mut sent, &setup);
     cluster.wait_projected();
     let load: Vec<Vec<Envelope>> = accounts.iter().map(|account_id| meetings(events, account_id, 200)).collect();
-    cluster.produce(&load.iter().flat_map(|lines| lines[..100].to_vec()).collect::<Vec<_>>());
+    send(&cluster, &mut sent, &load.iter().flat_map(|lines| lines[..100].to_vec()).collect::<Vec<_>>());
     cluster.add_webhooks();
-    cluster.produce(&load.iter().flat_map(|lines| lines[100..].to_vec()).collect::<Vec<_>>());
+    send(&cluster, &mut sent, &load.iter().flat_map(|lines| lines[100..].to_vec()).collect::<Vec<_>>());
     let pairs: Vec<(&str, &Receiver)> = accounts.iter().copied().zip(receivers.iter()).collect();
-    let produced = wait_delivered(&cluster, &pairs, Duration::from_secs(120));
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
     assert_at_least_once_without_strangers(&produced, &pairs);
     // Both processes run and answer.
     for role in &cluster.webhooks {
