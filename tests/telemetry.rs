@@ -580,6 +580,53 @@ fn bearer_tokens_never_reach_the_exported_telemetry() {
     }
 }
 
+// docs/webhooks.md: "a `webhooks.attempt` span per attempt with the account, endpoint
+// and message ids, the attempt number, the outcome and the status (never the body, the
+// URL's answer or a secret)", and an endpoint's secret is "never served, never logged":
+// an endpoint rotated from one secret to another signs a delivery with both, and neither
+// secret (nor its key's base64) is in the exported telemetry or in the debug log.
+#[test]
+fn webhook_attempts_export_a_span_and_no_secret_reaches_telemetry_or_logs() {
+    let collector = Collector::start();
+    let receiver = recap_testkit::receiver::Receiver::start();
+    let mut builder = Server::builder().embedded().arg("--webhooks-allow-insecure").env("RECAP_LOG", "debug").capture_stderr();
+    for key in OTEL_VARIABLES {
+        builder = builder.env_remove(key);
+    }
+    for (key, value) in exporting_to(&collector) {
+        builder = builder.env(&key, &value);
+    }
+    let server = builder.start();
+    let alice = new_token();
+    let first = EVENTS.webhook_endpoint("acc_alice", "ep_alice", receiver.url("ep_alice")).key(&[7; 32]).version(1);
+    // Rotated now: the previous secret signs for a day after the upsert.
+    let rotated =
+        EVENTS.webhook_endpoint("acc_alice", "ep_alice", receiver.url("ep_alice")).key(&[9; 32]).version(2).occurred_at(recap_schemas::Timestamp::now());
+    let secrets: Vec<String> = [&first, &rotated].iter().map(|draft| draft.data.endpoint.secret.as_str().to_owned()).collect();
+    let mut lines = world_lines(&alice);
+    lines.extend([first.envelope(), rotated.envelope()]);
+    server.feed(&lines);
+    server.feed(&[meeting("acc_alice", "mtg_hooked", "Told", 90, 1)]);
+    let requests =
+        receiver.wait_until(Duration::from_secs(30), "a delivery to ep_alice", |requests| requests.iter().any(|request| request.endpoint == "ep_alice"));
+    let delivered = requests.iter().find(|request| request.endpoint == "ep_alice").unwrap();
+    assert_eq!(delivered.header("webhook-signature").split(' ').count(), 2, "signed with both secrets through the rotation");
+    let span = collector.wait_span("a webhooks.attempt span", |span| span.name == "webhooks.attempt" && span.str("outcome") == Some("succeeded"));
+    assert_eq!((span.str("account_id"), span.str("endpoint_id"), span.int("attempt")), (Some("acc_alice"), Some("ep_alice"), Some(1)), "{span:?}");
+    assert_eq!(span.int("http.response.status_code"), Some(200), "{span:?}");
+    assert!(span.str("message_id").is_some_and(|id| id.starts_with("msg_")), "{span:?}");
+    let exported = collector.raw();
+    let logged = server.stderr_lines().join("\n");
+    assert!(logged.contains(" DEBUG ") && logged.contains("recap_webhooks"), "the log is at debug and covers the webhooks runtime: {logged}");
+    for secret in &secrets {
+        let key = secret.trim_start_matches("whsec_");
+        for (place, text) in [("the exported telemetry", &exported), ("the log", &logged)] {
+            assert!(!text.contains(key), "a secret's key is in {place}");
+        }
+    }
+    assert!(!exported.contains("whsec_") && !logged.contains("whsec_"), "no secret's prefix either");
+}
+
 #[test]
 fn nothing_is_exported_without_an_otlp_endpoint() {
     // The collector listens where an OTLP exporter sends by default (127.0.0.1:4318),

@@ -620,7 +620,7 @@ impl Deliverer {
             account_id = %delivery.account_id,
             endpoint_id = %delivery.endpoint_id,
             message_id = %delivery.message_id,
-            attempt = delivery.attempt,
+            attempt = i64::from(delivery.attempt),
             outcome = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
         );
@@ -860,7 +860,7 @@ async fn attempt(
     let span = tracing::Span::current();
     span.record("outcome", label);
     if let Some(status) = sent.status {
-        span.record("http.response.status_code", status);
+        span.record("http.response.status_code", i64::from(status));
     }
     crate::metrics::record_attempt(label, elapsed.as_secs_f64());
 
