@@ -24,6 +24,13 @@
 //!
 //! Header values are compared exactly (case-sensitive) after trimming spaces and tabs
 //! around them, as HTTP field values are read.
+//!
+//! `subscriptions/listen` ([`listen`]) is answered as the revision's subscriptions
+//! pattern says, with nothing to listen to: this server has no resources or prompts and
+//! its tool list changes only with a release (`tools.listChanged` is not declared), so
+//! the acknowledgement agrees to no notification type, and the server then ends the
+//! subscription on its own initiative with its completion result, on the same SSE
+//! stream, rather than holding a connection open that will never carry anything.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -38,6 +45,7 @@ use crate::rpc::{Meta, MetaValue, Params, RpcError, ALL_VERSIONS, MODERN_VERSION
 pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// How long a client may keep `server/discover` and `tools/list` (ms): both change only
 /// with a release of the server, and an hour bounds how long a client misses a new tool.
@@ -76,6 +84,28 @@ pub fn discover_result(instructions: &str) -> &'static str {
         result.instructions = Some(instructions.to_string());
         serde_json::to_string(&result).unwrap_or_default()
     })
+}
+
+/// The SSE body answering `subscriptions/listen` (the module's doc): the
+/// acknowledgement, agreeing to no notification type, then the request's completion
+/// result, each tagged with the subscription's id (the request's). `params.notifications`,
+/// the filter, must be an object when given.
+pub fn listen(id: &rmcp::model::RequestId, params: &Params) -> Result<String, RpcError> {
+    let filter = params.object.as_ref().and_then(|object| object.get("notifications"));
+    if filter.is_some_and(|filter| !filter.is_object()) {
+        return Err(RpcError::InvalidParams("subscriptions/listen needs params.notifications, an object".into()));
+    }
+    let subscription = serde_json::to_value(id).unwrap_or(Value::Null);
+    let acknowledged = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": { "_meta": { SUBSCRIPTION_ID_KEY: subscription }, "notifications": {} },
+    });
+    let ended = serde_json::json!({
+        "resultType": "complete",
+        "_meta": { SUBSCRIPTION_ID_KEY: subscription, SERVER_INFO_KEY: server_info() },
+    });
+    Ok(format!("data: {acknowledged}\n\ndata: {}\n\n", crate::rpc::respond_raw(id, &ended.to_string())))
 }
 
 /// Checks a modern request's routing headers and `_meta` (the module's rules 1 to 6).

@@ -221,6 +221,18 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
             Ok(body) => body,
             Err(error) => return log.error_response(error.modern_status(), Some(id), &error),
         },
+        "subscriptions/listen" => {
+            let span = traced(info_span!("subscriptions/listen", mcp.method.name = "subscriptions/listen"), &params.meta);
+            return span.in_scope(|| match modern::listen(&id, &params) {
+                Ok(stream) => (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache"), (X_ACCEL_BUFFERING.clone(), "no")],
+                    stream,
+                )
+                    .into_response(),
+                Err(error) => log.error_response(error.modern_status(), Some(id), &error),
+            });
+        }
         other => {
             let error = RpcError::MethodNotFound(other.to_string());
             return traced(info_span!("unknown method", otel.name = "unknown method", mcp.method.name = other), &params.meta)
@@ -229,6 +241,9 @@ async fn modern(state: &McpState, account_id: &str, headers: &HeaderMap, request
     };
     json_response(StatusCode::OK, body)
 }
+
+/// Tells a proxy in front not to buffer an SSE stream (the transport's SHOULD).
+static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 fn initialize(id: RequestId, params: Option<&Value>) -> String {
     let requested = params.and_then(|params| params.get("protocolVersion")).and_then(Value::as_str);

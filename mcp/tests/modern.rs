@@ -479,3 +479,45 @@ async fn meta_members_not_read_are_still_checked_as_json() {
         }
     }
 }
+
+// basic/patterns/subscriptions.mdx: the server "MUST send
+// notifications/subscriptions/acknowledged as the first message carrying the
+// subscription's ID in _meta", whose `notifications` "reflects the subset the server
+// agreed to honor" (types it does not support are omitted), and when it ends a
+// subscription on its own initiative it "SHOULD respond to the original
+// subscriptions/listen request with a completion result before closing the stream".
+// This server has nothing to notify: an SSE stream of the acknowledgement with no type,
+// then the completion result; the subscription's id is the request's, a string one too.
+#[tokio::test]
+async fn subscriptions_listen_is_acknowledged_with_no_notification_type_then_ended_with_its_result() {
+    let world = World::new().await;
+    for (id, id_json) in [("1", json!(1)), ("\"sub-a\"", json!("sub-a"))] {
+        let params = with_meta(json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["file:///x"]}}));
+        let request = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{params}}}"#);
+        let reply = world.post_raw(Some(FLOW_PAT), &request, &headers("subscriptions/listen", None)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+        assert_eq!(reply.header("x-accel-buffering"), Some("no"));
+        let events: Vec<Value> = reply
+            .body
+            .split("\n\n")
+            .filter(|event| !event.is_empty())
+            .map(|event| serde_json::from_str(event.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2, "{}", reply.body);
+        assert_eq!(
+            events[0],
+            json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id_json}, "notifications": {}}})
+        );
+        assert_eq!((&events[1]["id"], &events[1]["result"]["resultType"]), (&id_json, &json!("complete")));
+        assert_eq!(events[1]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id_json);
+        assert_eq!(events[1]["result"]["_meta"][SERVER_INFO_KEY]["name"], "recap");
+    }
+    // A filter that is not an object is refused as the revision refuses bad params.
+    let reply = world.modern("subscriptions/listen", json!({"notifications": ["toolsListChanged"]})).await;
+    assert_error(&reply, StatusCode::BAD_REQUEST, -32602, json!(1));
+    // The handshake era has no such method.
+    let legacy = world.rpc("subscriptions/listen", json!({})).await;
+    assert_eq!(legacy["error"]["code"], -32601, "{legacy}");
+}
