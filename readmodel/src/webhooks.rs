@@ -280,6 +280,9 @@ const FLOORS_SINCE_KEY: i64 = 0;
 #[derive(Serialize, Deserialize)]
 struct FloorsSince {
     since_us: i64,
+    /// The retention of the writer that began the floors: rows written before them are
+    /// gone once it has passed since.
+    retention_us: i64,
 }
 
 /// Most feed rows one page reads past, when a type filter skips them, before it answers
@@ -513,7 +516,8 @@ impl WebhookStore {
     /// The rows to write with a batch's feed rows of the account, `lowest_seq` the lowest
     /// of them: the floor of the hour they are written in (of two writes of one hour,
     /// the lowest seq stands), kept an hour longer than the rows, and since when the
-    /// account's floors are kept (the earliest write stands; kept for good).
+    /// account's floors are kept, with this writer's retention (the earliest write
+    /// stands; kept for good).
     pub fn floor_rows(&self, account_id: &str, lowest_seq: i64) -> [Mutation; 2] {
         let now = now_micros();
         let hour = now - now.rem_euclid(FEED_FLOOR_HOUR_US);
@@ -527,31 +531,29 @@ impl WebhookStore {
         };
         [
             floor(hour, encode(&Floor { seq: lowest_seq }), expires_at, claim_clock(lowest_seq)),
-            floor(FLOORS_SINCE_KEY, encode(&FloorsSince { since_us: now }), None, claim_clock(now)),
+            floor(FLOORS_SINCE_KEY, encode(&FloorsSince { since_us: now, retention_us: micros(self.retention) }), None, claim_clock(now)),
         ]
     }
 
     /// The seq a read of the account's feed without a cursor starts after: just below
-    /// the floor of the first hour whose rows may still be kept, when floors were kept
-    /// over the whole retention; `None` (the partition's start) when they were not, or
-    /// the account has none.
+    /// the first floor still kept (a floor outlives the rows of its hour, each by the
+    /// retention its writer had), once every row written before the floors began has
+    /// expired; `None` (the partition's start) before that, or when the account has no
+    /// floors. The reader's own retention plays no part: the writers' decided the rows'.
     async fn feed_start(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
-        let now = now_micros();
-        let kept_from = now.saturating_sub(micros(self.retention));
-        let first_hour = kept_from - kept_from.rem_euclid(FEED_FLOOR_HOUR_US);
         let partition = [Val::text(account_id)];
         let since = self.driver.get(&FEED_FLOORS, &partition, &[Val::Int(FLOORS_SINCE_KEY)]);
-        let from_first_hour =
-            ScanRange { start: std::ops::Bound::Included(vec![Val::Int(first_hour.max(FLOORS_SINCE_KEY + 1))]), end: std::ops::Bound::Unbounded };
-        let first = self.driver.scan(&FEED_FLOORS, &partition, &from_first_hour, 1);
+        let hours = ScanRange { start: std::ops::Bound::Excluded(vec![Val::Int(FLOORS_SINCE_KEY)]), end: std::ops::Bound::Unbounded };
+        let first = self.driver.scan(&FEED_FLOORS, &partition, &hours, 1);
         let (since, first) = futures::try_join!(since, first)?;
         let Some(since) = since else { return Ok(None) };
-        if decode::<FloorsSince>(&FEED_FLOORS, &since.body)?.since_us > kept_from {
+        let since: FloorsSince = decode(&FEED_FLOORS, &since.body)?;
+        if since.since_us.saturating_add(since.retention_us) > now_micros() {
             return Ok(None);
         }
         Ok(Some(match first.first() {
             Some(row) => decode::<Floor>(&FEED_FLOORS, &row.body)?.seq.saturating_sub(1),
-            // Nothing written since the first hour kept: nothing is kept.
+            // No floor kept: nothing written is kept either.
             None => i64::MAX,
         }))
     }

@@ -123,3 +123,48 @@ async fn an_endpoint_id_reused_under_another_account_moves_there_without_the_fir
     assert_eq!(webhooks.endpoint("acc_a", "ep_1").await.unwrap(), None);
     assert!(webhooks.secrets("acc_a", "ep_1").await.unwrap().secrets.is_empty());
 }
+
+/// An endpoint state written before states kept their account: the account is the one
+/// its secrets row is under, so a reused id still moves without the first account's
+/// secret.
+#[tokio::test]
+async fn an_endpoint_state_without_its_account_is_taken_as_its_secrets_rows() {
+    use recap_readmodel::table::Val;
+    use recap_readmodel::tables::ENTITIES;
+    let mut store = Store::new();
+    let first = EVENTS.webhook_endpoint("acc_a", "ep_1", "https://a.example.com/hooks").key(&[1; 32]).version(1).occurred_at(at(0));
+    store.apply(&[first.envelope()], 1).await;
+    let key = [Val::text("webhook_endpoint"), Val::text("ep_1")];
+    let row = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().expect("the endpoint's state");
+    let mut state: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+    assert_eq!(state["data"]["account_id"], "acc_a");
+    state["data"].as_object_mut().unwrap().remove("account_id");
+    let old = recap_readmodel::Mutation {
+        table: &ENTITIES,
+        partition: key.to_vec(),
+        clustering: vec![],
+        op: recap_readmodel::Op::Put { body: state.to_string(), expires_at: None },
+        ts: row.ts + 1,
+    };
+    store.driver.write(vec![old]).await.unwrap();
+    let moved = EVENTS.webhook_endpoint("acc_b", "ep_1", "https://b.example.com/hooks").key(&[2; 32]).version(2).occurred_at(at(60));
+    let secret_b = moved.data.endpoint.secret.as_str().to_owned();
+    store.apply(&[moved.envelope()], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    assert_eq!(webhooks.secrets("acc_b", "ep_1").await.unwrap().secrets, vec![SigningSecret { secret: secret_b, expires_at: None }]);
+    // Under its own account, such a state still keeps the previous secret.
+    let again = EVENTS.webhook_endpoint("acc_b", "ep_1", "https://b.example.com/hooks").key(&[3; 32]).version(3).occurred_at(at(61));
+    let row = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+    state["data"].as_object_mut().unwrap().remove("account_id");
+    let old = recap_readmodel::Mutation {
+        table: &ENTITIES,
+        partition: key.to_vec(),
+        clustering: vec![],
+        op: recap_readmodel::Op::Put { body: state.to_string(), expires_at: None },
+        ts: row.ts + 1,
+    };
+    store.driver.write(vec![old]).await.unwrap();
+    store.apply(&[again.envelope()], 1).await;
+    assert_eq!(webhooks.secrets("acc_b", "ep_1").await.unwrap().secrets.len(), 2, "the previous secret of the same account signs on");
+}

@@ -458,10 +458,11 @@ async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any
     }
 }
 
-/// A read of the feed without a cursor starts just below the floor of the first hour
-/// whose rows may still be kept (`feed_floors`), not at the partition's start: the
-/// expired rows before it (tombstones until compaction on ScyllaDB, past
+/// A read of the feed without a cursor starts just below the first floor still kept
+/// (`feed_floors`: a floor outlives the rows of its hour), not at the partition's
+/// start: the expired rows before it (tombstones until compaction on ScyllaDB, past
 /// `tombstone_failure_threshold` in a busy account's partition) are not stepped over.
+/// The reader's own retention plays no part.
 #[tokio::test]
 async fn a_feed_read_without_a_cursor_starts_at_the_floor_of_the_first_hour_kept() {
     let setup = setup().await;
@@ -471,24 +472,28 @@ async fn a_feed_read_without_a_cursor_starts_at_the_floor_of_the_first_hour_kept
     // Four messages written with a second's retention, expired when the feed is read.
     let brief = WebhookStore::new(driver.clone(), Duration::from_secs(1));
     brief.write(messages[..4].iter().zip(1..).map(|(message, seq)| brief.feed_row("acc_a", seq, message)).collect()).await.unwrap();
-    // Floors kept since two hours ago (the earliest write of the row stands).
+    // Floors kept since two hours ago by a writer keeping an hour (the earliest write of
+    // the row stands), and the floor of their hour, expired with them.
     let now = recap_readmodel::driver::now_micros();
-    let since = Mutation {
+    let floor = |clustering: i64, body: String, expires_at: Option<i64>, ts: i64| Mutation {
         table: &recap_readmodel::tables::FEED_FLOORS,
         partition: vec![Val::text("acc_a")],
-        clustering: vec![Val::Int(0)],
-        op: Op::Put { body: format!("{{\"since_us\":{}}}", now - 2 * HOUR), expires_at: None },
-        ts: recap_readmodel::webhooks::claim_clock(now - 2 * HOUR),
+        clustering: vec![Val::Int(clustering)],
+        op: Op::Put { body, expires_at },
+        ts,
     };
-    brief.write(vec![since]).await.unwrap();
+    let since = floor(0, format!("{{\"since_us\":{},\"retention_us\":{HOUR}}}", now - 2 * HOUR), None, recap_readmodel::webhooks::claim_clock(now - 2 * HOUR));
+    let old_hour = now - 2 * HOUR - (now - 2 * HOUR).rem_euclid(HOUR);
+    let expired = floor(old_hour, r#"{"seq":1}"#.into(), Some(now + SECOND), recap_readmodel::webhooks::claim_clock(1));
+    brief.write(vec![since, expired]).await.unwrap();
     let kept = WebhookStore::new(driver.clone(), recap_readmodel::webhooks::DEFAULT_RETENTION);
     let mut rows: Vec<_> = messages[4..].iter().zip(5..).map(|(message, seq)| kept.feed_row("acc_a", seq, message)).collect();
     rows.extend(kept.floor_rows("acc_a", 5));
     rows.push(kept.head_row("acc_a", 6));
     kept.write(rows).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    // A reader keeping an hour: the floors were kept for longer, so it trusts them.
-    let reader = WebhookStore::new(driver, Duration::from_secs(3_600));
+    // Whatever the reader's own retention: the writers' decided what is kept.
+    let reader = WebhookStore::new(driver, Duration::from_secs(60));
     recording.record_scans();
     let page = reader.feed_page("acc_a", None, 10, &[]).await.unwrap();
     assert_eq!(page.messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [5, 6]);

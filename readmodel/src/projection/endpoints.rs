@@ -26,7 +26,8 @@ use super::Applied;
 /// secrets (to keep the previous one through a rotation).
 #[derive(Serialize, Deserialize)]
 struct EndpointData {
-    /// Absent in a state written before the account was kept: taken as the same one.
+    /// Absent in a state written before the account was kept: then the account its
+    /// secrets row is under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     account_id: Option<String>,
     created_at: Timestamp,
@@ -40,7 +41,12 @@ impl EndpointData {
             return None;
         }
         let data: EndpointData = state.data.clone().and_then(|data| serde_json::from_value(data).ok())?;
-        data.account_id.as_deref().is_none_or(|known| known == account_id).then_some(data)
+        let secrets_row_account = || {
+            state.rows.iter().find(|(table, _, _)| *table == WEBHOOK_SECRETS.id).and_then(|(_, partition, _)| partition.first()?.as_text().map(str::to_owned))
+        };
+        // An account not known either way is not taken for this one.
+        let known = data.account_id.clone().or_else(secrets_row_account)?;
+        (known == account_id).then_some(data)
     }
 }
 
