@@ -554,8 +554,12 @@ async fn any_router_over_the_same_store_continues_a_flow() {
             ("code_verifier", VERIFIER),
         ])
         .finish();
-    let request =
-        axum::http::Request::post("/mcp/token").header("content-type", "application/x-www-form-urlencoded").body(axum::body::Body::from(body)).unwrap();
+    // Behind one name, as pods behind one load balancer are.
+    let request = axum::http::Request::post("/mcp/token")
+        .header("host", "mcp.test:8080")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(axum::body::Body::from(body))
+        .unwrap();
     let response = tower::ServiceExt::oneshot(second, request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
@@ -1279,6 +1283,34 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
         .await;
     assert_eq!(elsewhere.status, StatusCode::UNAUTHORIZED);
     assert!(elsewhere.header("www-authenticate").unwrap().contains("error=\"invalid_token\""), "{:?}", elsewhere.header("www-authenticate"));
+    // The same endpoint named otherwise (the host's case) is the same resource.
+    let same = world
+        .send(
+            axum::http::Request::post("/mcp")
+                .header("host", "MCP.Test:8080")
+                .header("authorization", format!("Bearer {access}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.body);
+    // A refresh reaching the server under another name: the grant is not for it, and the
+    // client is sent back to authorize rather than given tokens /mcp would refuse.
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([("grant_type", "refresh_token"), ("refresh_token", refresh_token.as_str()), ("client_id", client_id.as_str())])
+        .finish();
+    let elsewhere = world
+        .send(
+            axum::http::Request::post("/mcp/token")
+                .header("host", "other.test:8080")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(axum::body::Body::from(form))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!((elsewhere.status, elsewhere.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_grant")), "{}", elsewhere.body);
     // A refresh naming another resource is refused and spends nothing.
     let refused = world
         .post_form("/mcp/token", &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", &client_id), ("resource", other)])

@@ -26,7 +26,7 @@ use crate::oauth::cimd;
 use crate::oauth::error::OAuthError;
 use crate::oauth::secrets::{random_secret, ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE};
 use crate::state::McpState;
-use crate::urls::names_resource;
+use crate::urls::{names_resource, PublicUrls};
 
 fn param<'a>(params: &'a Params, name: &str) -> Result<Option<&'a str>, OAuthError> {
     params.get(name).map_err(OAuthError::InvalidRequest)
@@ -45,17 +45,18 @@ fn required<'a>(params: &'a Params, name: &str) -> Result<&'a str, OAuthError> {
     param(params, name)?.ok_or_else(|| OAuthError::InvalidRequest(format!("{name} is missing")))
 }
 
-pub async fn token(State(state): State<McpState>, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn token(State(state): State<McpState>, headers: axum::http::HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let urls = PublicUrls::of(&state.inner.config, &headers);
     let body = match read(body) {
         Ok(body) => body,
         Err(error) => return error.into_response(),
     };
     let params = Params::parse(&body);
     let result = match param(&params, "grant_type") {
-        Ok(Some("authorization_code")) => redeem_code(&state, &params).await,
+        Ok(Some("authorization_code")) => redeem_code(&state, &params, &urls.mcp_url).await,
         Ok(Some("refresh_token")) => {
             let started = Instant::now();
-            let result = refresh(&state, &params).await;
+            let result = refresh(&state, &params, &urls.mcp_url).await;
             // One debug line per refresh grant: the client as it named itself, how the
             // grant ended and how long it took. Never a token, presented or issued.
             tracing::debug!(
@@ -87,9 +88,15 @@ pub fn s256(verifier: &str) -> String {
 }
 
 /// A token request's `resource`, when it names one, must be the grant's (RFC 8707 §2.2:
-/// the tokens are for that resource only). A grant from before resources were kept
-/// takes any that parses.
-fn check_resource(params: &Params, granted: Option<&str>) -> Result<(), OAuthError> {
+/// the tokens are for that resource only). And the grant must be for this endpoint as
+/// the token request reaches it (`mcp_url`): tokens issued otherwise would be refused
+/// at `/mcp`, so the client is sent back to authorize (`invalid_grant`) rather than
+/// refreshing tokens it cannot use. A grant from before resources were kept takes any
+/// resource that parses.
+fn check_resource(params: &Params, granted: Option<&str>, mcp_url: &str) -> Result<(), OAuthError> {
+    if let Some(granted) = granted.filter(|granted| !names_resource(granted, mcp_url)) {
+        return Err(OAuthError::InvalidGrant(format!("the grant is for {granted}, not {mcp_url}: authorize again")));
+    }
     let Some(resource) = param(params, "resource")? else { return Ok(()) };
     match granted {
         Some(granted) if !names_resource(resource, granted) => Err(OAuthError::InvalidTarget(format!("the grant is for {granted} only"))),
@@ -154,7 +161,7 @@ async fn issue(state: &McpState, mut grant: GrantRecord, spent: Spent<'_>, keep_
     .to_string())
 }
 
-async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthError> {
+async fn redeem_code(state: &McpState, params: &Params, mcp_url: &str) -> Result<String, OAuthError> {
     let code = required(params, "code")?;
     let verifier = required(params, "code_verifier")?;
     let client_id = required(params, "client_id")?;
@@ -196,7 +203,7 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     if !verifier_well_formed(verifier) || s256(verifier) != record.code_challenge {
         return Err(OAuthError::InvalidGrant("code_verifier does not match the code_challenge".into()));
     }
-    check_resource(params, record.resource.as_deref())?;
+    check_resource(params, record.resource.as_deref(), mcp_url)?;
     if !pat_alive(state, &record.pat_sha256).await? {
         return Err(OAuthError::InvalidGrant("the personal access token that approved this request was revoked".into()));
     }
@@ -229,7 +236,7 @@ async fn redeem_code(state: &McpState, params: &Params) -> Result<String, OAuthE
     Ok(body)
 }
 
-async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError> {
+async fn refresh(state: &McpState, params: &Params, mcp_url: &str) -> Result<String, OAuthError> {
     let refresh_token = required(params, "refresh_token")?;
     // Public clients identify themselves with client_id alone (OAuth 2.1 §4.3.1): without
     // it, whoever holds the token could use it.
@@ -263,7 +270,7 @@ async fn refresh(state: &McpState, params: &Params) -> Result<String, OAuthError
     let Some(grant) = grant else {
         return Err(OAuthError::InvalidGrant("the grant was revoked".into()));
     };
-    check_resource(params, grant.resource.as_deref())?;
+    check_resource(params, grant.resource.as_deref(), mcp_url)?;
     if !pat_alive(state, &grant.pat_sha256).await? {
         inner.bounded(oauth.revoke_grant(&grant.grant_id)).await?;
         return Err(OAuthError::InvalidGrant("the personal access token that approved this grant was revoked".into()));
