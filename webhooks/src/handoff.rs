@@ -115,6 +115,8 @@ pub struct Ledger(Arc<Mutex<LedgerShards>>);
 struct LedgerShards {
     by_shard: HashMap<String, ShardLedger>,
     generations: u64,
+    /// Shards given up so far ([`Ledger::revocations`]).
+    revocations: u64,
 }
 
 struct ShardLedger {
@@ -179,7 +181,16 @@ impl Ledger {
     pub fn forget(&self, shard: &str) {
         if let Ok(mut shards) = self.0.lock() {
             shards.by_shard.remove(shard);
+            shards.revocations += 1;
         }
+    }
+
+    /// How many times a shard was given up: a reader that saw this change while it
+    /// handled a batch moves no position with the batch (a shard may have been given up
+    /// and held again meanwhile, its messages then read again from its committed
+    /// position; the batch's own were delivered, or not, by the holding before).
+    pub fn revocations(&self) -> u64 {
+        self.0.lock().map(|shards| shards.revocations).unwrap_or(u64::MAX)
     }
 
     /// How many first attempts are unsettled, and since when the oldest is (queue figures).
@@ -408,7 +419,9 @@ mod tests {
         assert_eq!(ledger.position("0"), Some(7), "what was read never shrinks");
         // A shard given up and held again: tickets of the old holding settle nothing.
         let old = ledger.register("0", 9, 1, 30);
+        let revocations = ledger.revocations();
         ledger.forget("0");
+        assert_eq!(ledger.revocations(), revocations + 1, "a reader sees that a shard was given up");
         let new = ledger.register("0", 9, 1, 40);
         ledger.read_to("0", 9);
         ledger.settle(&old);

@@ -123,7 +123,8 @@ struct AccountEndpoints {
 /// An endpoint's secrets in a batch: read with the endpoint, then kept in the prepared
 /// endpoint its first attempts share.
 enum Secrets {
-    /// Not read: the endpoint takes no deliveries (disabled, or failing for too long).
+    /// Not read: the endpoint takes none of the batch's deliveries (disabled, failing for
+    /// too long, or wanting none of the kinds the batch has for its account).
     Unread,
     Read(SecretsRecord),
     Prepared(Arc<PreparedEndpoint>),
@@ -132,20 +133,22 @@ enum Secrets {
 /// How many accounts' endpoints a batch reads at once.
 const ENDPOINT_READS: usize = 32;
 
-/// The endpoints of `accounts`, each with its state and, when it takes deliveries, its
-/// secrets: the accounts read side by side, and within one the states and secrets
-/// after the endpoints, side by side too (on ScyllaDB two round trips an account, not
-/// one an endpoint, a state and a secret, one after another).
-async fn read_endpoints<'a>(store: &WebhookStore, accounts: Vec<&'a str>) -> Result<HashMap<&'a str, AccountEndpoints>, StoreError> {
+/// The endpoints of the accounts (each with the kinds of its messages in the batch),
+/// each with its state and, when it takes one of the batch's deliveries, its secrets:
+/// the accounts read side by side, and within one the states and secrets after the
+/// endpoints, side by side too (on ScyllaDB two round trips an account, not one an
+/// endpoint, a state and a secret, one after another).
+async fn read_endpoints<'a>(store: &WebhookStore, accounts: Vec<(&'a str, Vec<MessageKind>)>) -> Result<HashMap<&'a str, AccountEndpoints>, StoreError> {
     use futures::{StreamExt, TryStreamExt};
-    let reads: Vec<_> = accounts.into_iter().map(|account_id| read_account(store, account_id)).collect();
+    let reads: Vec<_> = accounts.into_iter().map(|(account_id, kinds)| read_account(store, account_id, kinds)).collect();
     futures::stream::iter(reads).buffer_unordered(ENDPOINT_READS).try_collect().await
 }
 
-async fn read_account<'a>(store: &WebhookStore, account_id: &'a str) -> Result<(&'a str, AccountEndpoints), StoreError> {
+async fn read_account<'a>(store: &WebhookStore, account_id: &'a str, kinds: Vec<MessageKind>) -> Result<(&'a str, AccountEndpoints), StoreError> {
     let endpoints = store.endpoints(account_id).await?;
+    let kinds = &kinds;
     let secrets = futures::future::try_join_all(endpoints.iter().map(|(endpoint, state)| async move {
-        if endpoint.enabled && !state.disables(endpoint) {
+        if endpoint.enabled && !state.disables(endpoint) && kinds.iter().any(|kind| endpoint.wants(*kind)) {
             store.secrets(account_id, &endpoint.id).await.map(Secrets::Read)
         } else {
             Ok(Secrets::Unread)
@@ -179,9 +182,14 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // claims: neither read depends on the other.
     // Whether each message's shard is held is asked once: its endpoints are read then.
     let delivers: Vec<bool> = batch.iter().map(|entry| shards.holds(&entry.shard)).collect();
-    let mut delivering: Vec<&str> = batch.iter().zip(&delivers).filter(|(_, delivers)| **delivers).map(|(entry, _)| entry.account_id.as_str()).collect();
-    delivering.sort_unstable();
-    delivering.dedup();
+    let mut kinds: BTreeMap<&str, Vec<MessageKind>> = BTreeMap::new();
+    for (entry, _) in batch.iter().zip(&delivers).filter(|(_, delivers)| **delivers) {
+        let account = kinds.entry(entry.account_id.as_str()).or_default();
+        if !account.contains(&entry.kind) {
+            account.push(entry.kind);
+        }
+    }
+    let delivering: Vec<(&str, Vec<MessageKind>)> = kinds.into_iter().collect();
     // The claims are written with the feed rows, before the heads.
     let ((claims, claim_rows), mut endpoints) = futures::try_join!(store.claim_rows(&pending), read_endpoints(store, delivering))?;
     drop(pending);

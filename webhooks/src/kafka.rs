@@ -172,6 +172,7 @@ pub async fn run(
                 Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
             }
         }
+        let revocations = ledger.revocations();
         let mut backoff = Duration::from_millis(100);
         while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
@@ -182,9 +183,17 @@ pub async fn run(
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
-        // A partition revoked while the batch was read is its next holder's to read.
-        for record in records.iter().filter(|record| shards.holds(&record.partition().to_string())) {
-            ledger.read_to(&record.partition().to_string(), record.offset());
+        // A partition revoked while the batch was read is its next holder's to read. And
+        // after any revocation during the batch (an eager rebalance revokes every
+        // partition, and may assign one back at once) the batch moves no position: a
+        // partition held again is fetched again from its committed offset, and whether
+        // the batch delivered its records was decided by the holding before.
+        if ledger.revocations() != revocations {
+            tracing::debug!(messages = batch.len(), "partitions were revoked during the batch; their records are read again");
+        } else {
+            for record in records.iter().filter(|record| shards.holds(&record.partition().to_string())) {
+                ledger.read_to(&record.partition().to_string(), record.offset());
+            }
         }
         commit(CommitMode::Async);
     }

@@ -598,6 +598,30 @@ async fn a_batch_reads_its_claims_and_every_accounts_endpoints_side_by_side() {
     assert!(waited < round_trip * 6, "the batch waited {waited:?}, {:.1} round trips", waited.as_secs_f64() / round_trip.as_secs_f64());
 }
 
+/// A batch reads the secrets of the endpoints that take one of its deliveries only: an
+/// endpoint wanting none of the kinds its account has in the batch costs its state's
+/// read, not its secrets'.
+#[tokio::test]
+async fn a_batch_reads_no_secrets_of_an_endpoint_that_wants_none_of_its_kinds() {
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep_teams", "https://receiver.example/teams", &[MessageKind::TeamJoined], true, 1).await;
+    let reads = FaultyDriver::new(setup.driver());
+    let store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(reads.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let batch = batch_of(1..=3, |seq| format!("mtg_{seq}"));
+    let ingested = recap_webhooks::ingest::ingest(
+        &store,
+        &batch,
+        START,
+        &recap_webhooks::Stats::default(),
+        &recap_webhooks::Shards::fixed(&["0"]),
+        &recap_webhooks::Handoff::new(100),
+    )
+    .await
+    .unwrap();
+    assert_eq!((ingested.appended, ingested.deliveries), (3, 0));
+    assert_eq!(reads.gets(), 3 + 1, "three claims and the endpoint's state");
+}
+
 /// Memory holds a bounded number of deliveries: the first attempts past the bound are
 /// written as rows, due at once, in the write of the batch's feed rows.
 #[tokio::test]
