@@ -1269,32 +1269,24 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
     let tokens = issued.json();
     let (access, refresh_token) = (tokens["access_token"].as_str().unwrap().to_string(), tokens["refresh_token"].as_str().unwrap().to_string());
     assert_eq!(mcp_status(&world, &access).await.0, StatusCode::OK);
-    // The same server under another name: the token is not for it.
-    let elsewhere = world
-        .send(
+    // A ping with the token, to the server as `host` names it.
+    let ping_at = |host: &'static str| {
+        world.send(
             axum::http::Request::post("/mcp")
-                .header("host", "other.test:8080")
+                .header("host", host)
                 .header("authorization", format!("Bearer {access}"))
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
                 .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
                 .unwrap(),
         )
-        .await;
+    };
+    // The same server under another name: the token is not for it.
+    let elsewhere = ping_at("other.test:8080").await;
     assert_eq!(elsewhere.status, StatusCode::UNAUTHORIZED);
     assert!(elsewhere.header("www-authenticate").unwrap().contains("error=\"invalid_token\""), "{:?}", elsewhere.header("www-authenticate"));
     // The same endpoint named otherwise (the host's case) is the same resource.
-    let same = world
-        .send(
-            axum::http::Request::post("/mcp")
-                .header("host", "MCP.Test:8080")
-                .header("authorization", format!("Bearer {access}"))
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
-                .unwrap(),
-        )
-        .await;
+    let same = ping_at("MCP.Test:8080").await;
     assert_eq!(same.status, StatusCode::OK, "{}", same.body);
     // A refresh reaching the server under another name: the grant is not for it, and the
     // client is sent back to authorize rather than given tokens /mcp would refuse.

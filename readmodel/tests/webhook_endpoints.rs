@@ -129,24 +129,10 @@ async fn an_endpoint_id_reused_under_another_account_moves_there_without_the_fir
 /// secret.
 #[tokio::test]
 async fn an_endpoint_state_without_its_account_is_taken_as_its_secrets_rows() {
-    use recap_readmodel::table::Val;
-    use recap_readmodel::tables::ENTITIES;
     let mut store = Store::new();
     let first = EVENTS.webhook_endpoint("acc_a", "ep_1", "https://a.example.com/hooks").key(&[1; 32]).version(1).occurred_at(at(0));
     store.apply(&[first.envelope()], 1).await;
-    let key = [Val::text("webhook_endpoint"), Val::text("ep_1")];
-    let row = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().expect("the endpoint's state");
-    let mut state: serde_json::Value = serde_json::from_str(&row.body).unwrap();
-    assert_eq!(state["data"]["account_id"], "acc_a");
-    state["data"].as_object_mut().unwrap().remove("account_id");
-    let old = recap_readmodel::Mutation {
-        table: &ENTITIES,
-        partition: key.to_vec(),
-        clustering: vec![],
-        op: recap_readmodel::Op::Put { body: state.to_string(), expires_at: None },
-        ts: row.ts + 1,
-    };
-    store.driver.write(vec![old]).await.unwrap();
+    forget_account(&store, "ep_1").await;
     let moved = EVENTS.webhook_endpoint("acc_b", "ep_1", "https://b.example.com/hooks").key(&[2; 32]).version(2).occurred_at(at(60));
     let secret_b = moved.data.endpoint.secret.as_str().to_owned();
     store.apply(&[moved.envelope()], 1).await;
@@ -154,17 +140,21 @@ async fn an_endpoint_state_without_its_account_is_taken_as_its_secrets_rows() {
     assert_eq!(webhooks.secrets("acc_b", "ep_1").await.unwrap().secrets, vec![SigningSecret { secret: secret_b, expires_at: None }]);
     // Under its own account, such a state still keeps the previous secret.
     let again = EVENTS.webhook_endpoint("acc_b", "ep_1", "https://b.example.com/hooks").key(&[3; 32]).version(3).occurred_at(at(61));
-    let row = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().unwrap();
-    let mut state: serde_json::Value = serde_json::from_str(&row.body).unwrap();
-    state["data"].as_object_mut().unwrap().remove("account_id");
-    let old = recap_readmodel::Mutation {
-        table: &ENTITIES,
-        partition: key.to_vec(),
-        clustering: vec![],
-        op: recap_readmodel::Op::Put { body: state.to_string(), expires_at: None },
-        ts: row.ts + 1,
-    };
-    store.driver.write(vec![old]).await.unwrap();
+    forget_account(&store, "ep_1").await;
     store.apply(&[again.envelope()], 1).await;
     assert_eq!(webhooks.secrets("acc_b", "ep_1").await.unwrap().secrets.len(), 2, "the previous secret of the same account signs on");
+}
+
+/// Rewrites an endpoint's projection state as it was written before states kept their
+/// account.
+async fn forget_account(store: &Store, endpoint_id: &str) {
+    use recap_readmodel::table::Val;
+    use recap_readmodel::tables::ENTITIES;
+    let key = [Val::text("webhook_endpoint"), Val::text(endpoint_id)];
+    let row = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().expect("the endpoint's state");
+    let mut state: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+    assert!(state["data"]["account_id"].is_string(), "{state}");
+    state["data"].as_object_mut().unwrap().remove("account_id");
+    let op = recap_readmodel::Op::Put { body: state.to_string(), expires_at: None };
+    store.driver.write(vec![recap_readmodel::Mutation { table: &ENTITIES, partition: key.to_vec(), clustering: vec![], op, ts: row.ts + 1 }]).await.unwrap();
 }
