@@ -1226,45 +1226,13 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
         let shown = world.get(&format!("/mcp/authorize?{}", authorize_query(&client_id, REDIRECT_URI, &[("resource", named)]))).await;
         assert_eq!(shown.status, StatusCode::OK, "{named}: {}", shown.body);
     }
-    let challenge = challenge(VERIFIER);
-    let approval = [
-        ("response_type", "code"),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", REDIRECT_URI),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-        ("resource", "http://mcp.test:8080/mcp"),
-        ("pat", FLOW_PAT),
-        ("decision", "approve"),
-    ];
-    let reply = world.post_form("/mcp/authorize", &approval).await;
-    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
-    let code = query_value(&location_query(&reply).1, "code").expect("code");
-    let exchange_for = |resource: &'static str| {
-        let (client_id, code) = (client_id.clone(), code.clone());
-        let world = &world;
-        async move {
-            world
-                .post_form(
-                    "/mcp/token",
-                    &[
-                        ("grant_type", "authorization_code"),
-                        ("code", &code),
-                        ("redirect_uri", REDIRECT_URI),
-                        ("client_id", &client_id),
-                        ("code_verifier", VERIFIER),
-                        ("resource", resource),
-                    ],
-                )
-                .await
-        }
-    };
+    let code = authorize_with(&world, &client_id, FLOW_PAT, &[("resource", "http://mcp.test:8080/mcp")]).await;
     for resource in [other, "not a uri"] {
-        let refused = exchange_for(resource).await;
+        let refused = exchange_with(&world, &client_id, &code, &[("resource", resource)]).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{resource}: {}", refused.body);
         assert_eq!(refused.json()["error"], "invalid_target", "{resource}");
     }
-    let issued = exchange_for("http://mcp.test:8080/mcp").await;
+    let issued = exchange_with(&world, &client_id, &code, &[("resource", "http://mcp.test:8080/mcp")]).await;
     assert_eq!(issued.status, StatusCode::OK, "the refused exchanges did not spend the code: {}", issued.body);
     let tokens = issued.json();
     let (access, refresh_token) = (tokens["access_token"].as_str().unwrap().to_string(), tokens["refresh_token"].as_str().unwrap().to_string());

@@ -235,23 +235,24 @@ pub fn query_value(pairs: &[(String, String)], name: &str) -> Option<String> {
 
 /// Approves an authorization with a PAT; the code.
 pub async fn authorize<W: world::World + ?Sized>(world: &World<W>, client_id: &str, pat: &str) -> String {
+    authorize_with(world, client_id, pat, &[]).await
+}
+
+/// [`authorize`] with `extra` parameters in the form.
+pub async fn authorize_with<W: world::World + ?Sized>(world: &World<W>, client_id: &str, pat: &str, extra: &[(&str, &str)]) -> String {
     let challenge = challenge(VERIFIER);
-    let reply = world
-        .post_form(
-            "/mcp/authorize",
-            &[
-                ("response_type", "code"),
-                ("client_id", client_id),
-                ("redirect_uri", REDIRECT_URI),
-                ("code_challenge", &challenge),
-                ("code_challenge_method", "S256"),
-                ("state", "xyz"),
-                ("scope", "svc:read"),
-                ("pat", pat),
-                ("decision", "approve"),
-            ],
-        )
-        .await;
+    let form = [
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", REDIRECT_URI),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+        ("state", "xyz"),
+        ("scope", "svc:read"),
+        ("pat", pat),
+        ("decision", "approve"),
+    ];
+    let reply = world.post_form("/mcp/authorize", &[&form[..], extra].concat()).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
     let (_, pairs) = location_query(&reply);
     query_value(&pairs, "code").expect("code")
@@ -260,6 +261,12 @@ pub async fn authorize<W: world::World + ?Sized>(world: &World<W>, client_id: &s
 /// Exchanges a code; the token response.
 pub async fn exchange<W: world::World + ?Sized>(world: &World<W>, client_id: &str, code: &str) -> Reply {
     exchange_with_verifier(world, client_id, code, VERIFIER).await
+}
+
+/// Exchanges a code with `extra` parameters in the form.
+pub async fn exchange_with<W: world::World + ?Sized>(world: &World<W>, client_id: &str, code: &str, extra: &[(&str, &str)]) -> Reply {
+    let form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", REDIRECT_URI), ("client_id", client_id), ("code_verifier", VERIFIER)];
+    world.post_form("/mcp/token", &[&form[..], extra].concat()).await
 }
 
 /// Exchanges a code presenting `verifier` as the PKCE code verifier.
