@@ -126,7 +126,7 @@ pub fn webhooks_vs_projector(bench: &mut Bench) {
     projector.stop();
     webhooks.stop();
     println!(
-        "  both together            {together:>8.0} delivered/s   ratio to the projector {:.2}   (the projector alone in this round: {:.0} messages/s; CPU {:.0} + {:.0} us a message; target >= 1.0)",
+        "  both together            {together:>8.0} delivered/s   ratio to the projector {:.2}   (the projector beside it: {:.0} messages/s; CPU {:.0} + {:.0} us a message; target >= 1.0)",
         together / projected,
         meetings as f64 / done.duration_since(first).as_secs_f64(),
         per_message(projector_cpu),
