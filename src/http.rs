@@ -1435,6 +1435,56 @@ mod tests {
         assert!(<Limits as clap::Parser>::try_parse_from(["recap", "--http-max-connections", "0"]).is_err(), "a cap of zero would serve nobody");
     }
 
+    // MCP 2026-07-28, basic/patterns/cancellation.mdx: "The server MUST treat a client
+    // disconnect as cancellation". A request whose client closes its connection while
+    // the request is served has its handler dropped, not run to its end: hyper reads on
+    // while it answers (half-closures are not allowed), sees the end of the stream and
+    // drops the request's future, and with it the store calls it awaits.
+    #[tokio::test]
+    async fn a_client_that_disconnects_cancels_the_request_it_sent() {
+        use tokio::sync::oneshot;
+        struct Dropped(Option<oneshot::Sender<()>>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                if let Some(told) = self.0.take() {
+                    let _ = told.send(());
+                }
+            }
+        }
+        let (entered, entered_rx) = oneshot::channel::<()>();
+        let (dropped, dropped_rx) = oneshot::channel::<()>();
+        let handles = Arc::new(std::sync::Mutex::new(Some((entered, dropped))));
+        let router = Router::new().route(
+            "/slow",
+            axum::routing::post(move || {
+                let handles = handles.lock().expect("the handles").take();
+                async move {
+                    let (entered, dropped) = handles.expect("one request");
+                    let _dropped = Dropped(Some(dropped));
+                    let _ = entered.send(());
+                    std::future::pending::<()>().await;
+                    "never answered"
+                }
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            serve(listener, router, &HttpLimits::default(), Metered::No, async move {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        let mut client = TcpStream::connect(address).await.expect("connect");
+        client.write_all(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}").await.expect("send");
+        tokio::time::timeout(Duration::from_secs(5), entered_rx).await.expect("the handler runs").expect("entered");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), dropped_rx).await.expect("the handler is dropped once its client left").expect("dropped");
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), server).await.expect("the server stops").expect("joined").expect("served");
+    }
+
     #[tokio::test]
     async fn accepted_http_connections_send_without_nagle() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
