@@ -1232,6 +1232,19 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{resource}: {}", refused.body);
         assert_eq!(refused.json()["error"], "invalid_target", "{resource}");
     }
+    // The code exchanged at the server under another name: the grant is not for it.
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT_URI),
+            ("client_id", client_id.as_str()),
+            ("code_verifier", VERIFIER),
+        ])
+        .finish();
+    let request = axum::http::Request::post("/mcp/token").header("host", "other.test:8080").header("content-type", "application/x-www-form-urlencoded");
+    let elsewhere = world.send(request.body(axum::body::Body::from(form)).unwrap()).await;
+    assert_eq!((elsewhere.status, elsewhere.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_grant")), "{}", elsewhere.body);
     let issued = exchange_with(&world, &client_id, &code, &[("resource", "http://mcp.test:8080/mcp")]).await;
     assert_eq!(issued.status, StatusCode::OK, "the refused exchanges did not spend the code: {}", issued.body);
     let tokens = issued.json();

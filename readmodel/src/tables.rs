@@ -319,12 +319,13 @@ pub static FEED_HEADS: Table = Table {
 /// The hour of a [`FEED_FLOORS`] row: microseconds since the epoch, whole hours.
 pub const FEED_FLOOR_HOUR_US: i64 = 3_600_000_000;
 
+/// (Table id 39 was an earlier form of this table, keyed by the hour alone; never reuse it.)
 pub static FEED_FLOORS: Table = Table {
-    id: 39,
-    name: "feed_floors",
-    doc: "GET /events without a cursor: per account and hour of writing, the lowest seq of the feed rows written in that hour, kept for the retention and an hour, so a read starts at the oldest message kept rather than stepping over expired ones; body {seq}; write time = 2^62 - seq, so the lowest seq stands",
+    id: 40,
+    name: "feed_hour_floors",
+    doc: "GET /events without a cursor: per account, hour of writing and the writer's retention, the lowest seq of the feed rows written, kept as long as those rows and an hour, so a read starts at the oldest message kept rather than stepping over expired ones; body {seq}; write time = 2^62 - seq, so the lowest seq stands; the row at hour 0 says since when floors are kept",
     partition: &[text("account_id")],
-    clustering: &[seq("hour_us")],
+    clustering: &[seq("hour_us"), seq("retention_us")],
     clock: Clock::Position,
 };
 

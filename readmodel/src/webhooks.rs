@@ -19,9 +19,9 @@
 //!   every row at or below it is: a row that lands late (CQL writes of one batch land in
 //!   any order) is never skipped by a cursor that moved past it;
 //! - a read without a cursor starts at the oldest message kept, not at the partition's
-//!   start: `feed_floors` keeps, per hour of writing, the lowest seq written in it
-//!   ([`WebhookStore::floor_rows`]), so expired rows (tombstones until compaction on
-//!   ScyllaDB) are not stepped over one by one;
+//!   start: `feed_hour_floors` keeps, per hour of writing and writer's retention, the
+//!   lowest seq written ([`WebhookStore::floor_rows`]), so expired rows (tombstones
+//!   until compaction on ScyllaDB) are not stepped over one by one;
 //! - service-written rows (deliveries, attempts, endpoint states) carry wall-clock
 //!   timestamps.
 
@@ -267,21 +267,25 @@ struct Head {
     seq: i64,
 }
 
-/// A row of `feed_floors`: the lowest seq written in its hour.
+/// A row of `feed_hour_floors`: the lowest seq written in its hour under its retention.
 #[derive(Serialize, Deserialize)]
 struct Floor {
     seq: i64,
 }
 
-/// The row of `feed_floors` at this hour says since when the account's floors are kept:
-/// rows written before that have none.
+/// The row of `feed_hour_floors` at this hour (and retention) says since when the
+/// account's floors are kept: rows written before that have none.
 const FLOORS_SINCE_KEY: i64 = 0;
+
+/// How many floor rows a read takes to find the first hour still kept: the rows of one
+/// hour are one a writer's retention, and an hour's writers rarely have more than one.
+const FLOOR_ROWS_READ: usize = 8;
 
 #[derive(Serialize, Deserialize)]
 struct FloorsSince {
     since_us: i64,
-    /// The retention of the writer that began the floors: rows written before them are
-    /// gone once it has passed since.
+    /// The retention of the writer that began the floors: rows written before them (by
+    /// writers keeping no longer) are gone once it has passed since.
     retention_us: i64,
 }
 
@@ -514,48 +518,62 @@ impl WebhookStore {
     }
 
     /// The rows to write with a batch's feed rows of the account, `lowest_seq` the lowest
-    /// of them: the floor of the hour they are written in (of two writes of one hour,
-    /// the lowest seq stands), kept an hour longer than the rows, and since when the
-    /// account's floors are kept, with this writer's retention (the earliest write
-    /// stands; kept for good).
+    /// of them: the floor of the hour they are written in under this writer's retention
+    /// (of two writes of one hour and retention, the lowest seq stands; writers keeping
+    /// for different times keep floors apart, each as long as its rows and an hour), and
+    /// since when the account's floors are kept, with this writer's retention (the
+    /// earliest write stands; kept for good).
     pub fn floor_rows(&self, account_id: &str, lowest_seq: i64) -> [Mutation; 2] {
+        self.floor_rows_since(account_id, lowest_seq, now_micros())
+    }
+
+    /// [`WebhookStore::floor_rows`], the floors said to be kept since `since_us` (an
+    /// earlier time than now for a store whose feed is seeded, as a benchmark seeds it).
+    pub fn floor_rows_since(&self, account_id: &str, lowest_seq: i64, since_us: i64) -> [Mutation; 2] {
         let now = now_micros();
+        let retention_us = micros(self.retention);
         let hour = now - now.rem_euclid(FEED_FLOOR_HOUR_US);
-        let expires_at = Some(now.saturating_add(micros(self.retention)).saturating_add(FEED_FLOOR_HOUR_US));
-        let floor = |clustering: i64, body: String, expires_at: Option<i64>, ts: i64| Mutation {
+        let expires_at = Some(now.saturating_add(retention_us).saturating_add(FEED_FLOOR_HOUR_US));
+        let floor = |clustering: [i64; 2], body: String, expires_at: Option<i64>, ts: i64| Mutation {
             table: &FEED_FLOORS,
             partition: vec![Val::text(account_id)],
-            clustering: vec![Val::Int(clustering)],
+            clustering: clustering.into_iter().map(Val::Int).collect(),
             op: Op::Put { body, expires_at },
             ts,
         };
         [
-            floor(hour, encode(&Floor { seq: lowest_seq }), expires_at, claim_clock(lowest_seq)),
-            floor(FLOORS_SINCE_KEY, encode(&FloorsSince { since_us: now, retention_us: micros(self.retention) }), None, claim_clock(now)),
+            floor([hour, retention_us], encode(&Floor { seq: lowest_seq }), expires_at, claim_clock(lowest_seq)),
+            floor([FLOORS_SINCE_KEY, 0], encode(&FloorsSince { since_us, retention_us }), None, claim_clock(since_us)),
         ]
     }
 
     /// The seq a read of the account's feed without a cursor starts after: just below
-    /// the first floor still kept (a floor outlives the rows of its hour, each by the
-    /// retention its writer had), once every row written before the floors began has
-    /// expired; `None` (the partition's start) before that, or when the account has no
-    /// floors. The reader's own retention plays no part: the writers' decided the rows'.
+    /// the lowest floor of the first hour with one still kept (a floor outlives the rows
+    /// it stands for, by the retention their writer had), once every row written before
+    /// the floors began has expired; `None` (the partition's start) before that, or when
+    /// the account has no floors. The reader's own retention plays no part: the writers'
+    /// decided the rows'. The expired floors before the first kept one are one an hour
+    /// (and retention): on ScyllaDB, a few hundred tombstones at most until compaction.
     async fn feed_start(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
         let partition = [Val::text(account_id)];
-        let since = self.driver.get(&FEED_FLOORS, &partition, &[Val::Int(FLOORS_SINCE_KEY)]);
+        let since = self.driver.get(&FEED_FLOORS, &partition, &[Val::Int(FLOORS_SINCE_KEY), Val::Int(0)]);
         let hours = ScanRange { start: std::ops::Bound::Excluded(vec![Val::Int(FLOORS_SINCE_KEY)]), end: std::ops::Bound::Unbounded };
-        let first = self.driver.scan(&FEED_FLOORS, &partition, &hours, 1);
+        let first = self.driver.scan(&FEED_FLOORS, &partition, &hours, FLOOR_ROWS_READ);
         let (since, first) = futures::try_join!(since, first)?;
         let Some(since) = since else { return Ok(None) };
         let since: FloorsSince = decode(&FEED_FLOORS, &since.body)?;
         if since.since_us.saturating_add(since.retention_us) > now_micros() {
             return Ok(None);
         }
-        Ok(Some(match first.first() {
-            Some(row) => decode::<Floor>(&FEED_FLOORS, &row.body)?.seq.saturating_sub(1),
+        let Some(first_hour) = first.first().and_then(|row| row.clustering.first()).and_then(Val::as_int) else {
             // No floor kept: nothing written is kept either.
-            None => i64::MAX,
-        }))
+            return Ok(Some(i64::MAX));
+        };
+        let mut lowest = i64::MAX;
+        for row in first.iter().filter(|row| row.clustering.first().and_then(Val::as_int) == Some(first_hour)) {
+            lowest = lowest.min(decode::<Floor>(&FEED_FLOORS, &row.body)?.seq);
+        }
+        Ok(Some(lowest.saturating_sub(1)))
     }
 
     /// The last seq of the account's feed readers may see; None for an empty feed.

@@ -185,10 +185,10 @@ impl Ledger {
         }
     }
 
-    /// How many times a shard was given up: a reader that saw this change while it
-    /// handled a batch moves no position with the batch (a shard may have been given up
-    /// and held again meanwhile, its messages then read again from its committed
-    /// position; the batch's own were delivered, or not, by the holding before).
+    /// How many times a shard was given up: the Kafka reader notes it with each record
+    /// it receives, and a record received before a later revocation moves no position
+    /// (its shard may have been given up and held again meanwhile, and is then fetched
+    /// again from its committed position).
     pub fn revocations(&self) -> u64 {
         self.0.lock().map(|shards| shards.revocations).unwrap_or(u64::MAX)
     }

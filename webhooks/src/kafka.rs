@@ -105,6 +105,26 @@ impl ConsumerContext for ShardContext {
     }
 }
 
+/// Where a batch moves the read positions: to the last offset of each partition still
+/// held among the records received since the last revocation. `received` holds each
+/// record's partition, offset and the revocations counted when it came; `revocations`
+/// is the count now. A partition revoked meanwhile is its next holder's to read; a
+/// record received before any revocation moves nothing, even of a partition held again
+/// (an eager rebalance revokes every partition and may assign one back at once): that
+/// partition is fetched again from its committed offset, so offsets between it and the
+/// stale record are not read yet under the new holding.
+fn positions_read(received: &[(i32, i64, u64)], revocations: u64, holds: impl Fn(&str) -> bool) -> Vec<(String, i64)> {
+    let mut read: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for (partition, offset, seen) in received {
+        let shard = partition.to_string();
+        if *seen == revocations && holds(&shard) {
+            let last = read.entry(shard).or_insert(*offset);
+            *last = (*last).max(*offset);
+        }
+    }
+    read.into_iter().collect()
+}
+
 /// Consumes the message log until `stop`, keeping `shards` to the partitions held.
 pub async fn run(
     config: KafkaReaderConfig,
@@ -146,8 +166,10 @@ pub async fn run(
             }
             _ = stop.changed() => break,
         };
+        // Each record with the revocations counted when it came: rebalances run inside
+        // `recv`, so one may fall between two records of a batch.
         let mut records = match first {
-            Ok(message) => vec![message.detach()],
+            Ok(message) => vec![(message.detach(), ledger.revocations())],
             Err(error) => {
                 tracing::warn!(%error, "kafka consumer error");
                 continue;
@@ -156,13 +178,13 @@ pub async fn run(
         let deadline = tokio::time::Instant::now() + config.batch_wait;
         while records.len() < config.max_batch {
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
-                Ok(Ok(message)) => records.push(message.detach()),
+                Ok(Ok(message)) => records.push((message.detach(), ledger.revocations())),
                 Ok(Err(error)) => tracing::warn!(%error, "kafka consumer error"),
                 Err(_) => break,
             }
         }
         let mut batch = Vec::with_capacity(records.len());
-        for record in &records {
+        for (record, _) in &records {
             match LogMessage::decode(
                 record.offset(),
                 record.partition().to_string(),
@@ -172,7 +194,6 @@ pub async fn run(
                 Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
             }
         }
-        let revocations = ledger.revocations();
         let mut backoff = Duration::from_millis(100);
         while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
@@ -183,17 +204,9 @@ pub async fn run(
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
-        // A partition revoked while the batch was read is its next holder's to read. And
-        // after any revocation during the batch (an eager rebalance revokes every
-        // partition, and may assign one back at once) the batch moves no position: a
-        // partition held again is fetched again from its committed offset, and whether
-        // the batch delivered its records was decided by the holding before.
-        if ledger.revocations() != revocations {
-            tracing::debug!(messages = batch.len(), "partitions were revoked during the batch; their records are read again");
-        } else {
-            for record in records.iter().filter(|record| shards.holds(&record.partition().to_string())) {
-                ledger.read_to(&record.partition().to_string(), record.offset());
-            }
+        let received: Vec<(i32, i64, u64)> = records.iter().map(|(record, revocations)| (record.partition(), record.offset(), *revocations)).collect();
+        for (shard, offset) in positions_read(&received, ledger.revocations(), |shard| shards.holds(shard)) {
+            ledger.read_to(&shard, offset);
         }
         commit(CommitMode::Async);
     }
@@ -201,4 +214,21 @@ pub async fn run(
     handoff.delivering_has_ended().await;
     commit(CommitMode::Sync);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_moves_the_positions_of_records_received_since_the_last_revocation_of_partitions_held() {
+        // Partition 0 was revoked and assigned back between its offsets 6 and 3 (fetched
+        // again from its committed offset); partition 2 is no longer held.
+        let received = [(0, 5, 1), (0, 6, 1), (0, 3, 2), (0, 4, 2), (1, 9, 2), (2, 7, 2)];
+        assert_eq!(positions_read(&received, 2, |shard| shard != "2"), vec![("0".to_owned(), 4), ("1".to_owned(), 9)]);
+        // A revocation after the last record: nothing moves.
+        assert_eq!(positions_read(&received, 3, |_| true), vec![]);
+        // No revocation at all: every held partition to its last offset.
+        assert_eq!(positions_read(&[(0, 5, 0), (0, 6, 0), (1, 2, 0)], 0, |_| true), vec![("0".to_owned(), 6), ("1".to_owned(), 2)]);
+    }
 }

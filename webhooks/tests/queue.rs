@@ -468,38 +468,74 @@ async fn a_feed_read_without_a_cursor_starts_at_the_floor_of_the_first_hour_kept
     let setup = setup().await;
     let recording = recap_testkit::FaultyDriver::new(setup.driver());
     let driver: Arc<dyn recap_readmodel::Driver> = Arc::new(recording.clone());
-    let messages: Vec<_> = (1..=6i64).map(|seq| message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")).message).collect();
+    let messages = feed_messages(8);
     // Four messages written with a second's retention, expired when the feed is read.
     let brief = WebhookStore::new(driver.clone(), Duration::from_secs(1));
     brief.write(messages[..4].iter().zip(1..).map(|(message, seq)| brief.feed_row("acc_a", seq, message)).collect()).await.unwrap();
     // Floors kept since two hours ago by a writer keeping an hour (the earliest write of
-    // the row stands), and the floor of their hour, expired with them.
+    // the row stands), and a floor of their hour two hours ago, expired with them.
     let now = recap_readmodel::driver::now_micros();
-    let floor = |clustering: i64, body: String, expires_at: Option<i64>, ts: i64| Mutation {
-        table: &recap_readmodel::tables::FEED_FLOORS,
-        partition: vec![Val::text("acc_a")],
-        clustering: vec![Val::Int(clustering)],
-        op: Op::Put { body, expires_at },
-        ts,
-    };
-    let since = floor(0, format!("{{\"since_us\":{},\"retention_us\":{HOUR}}}", now - 2 * HOUR), None, recap_readmodel::webhooks::claim_clock(now - 2 * HOUR));
+    let since = floor_row([0, 0], format!("{{\"since_us\":{},\"retention_us\":{HOUR}}}", now - 2 * HOUR), None, now - 2 * HOUR);
     let old_hour = now - 2 * HOUR - (now - 2 * HOUR).rem_euclid(HOUR);
-    let expired = floor(old_hour, r#"{"seq":1}"#.into(), Some(now + SECOND), recap_readmodel::webhooks::claim_clock(1));
+    let expired = floor_row([old_hour, SECOND], r#"{"seq":1}"#.into(), Some(now + SECOND), 1);
     brief.write(vec![since, expired]).await.unwrap();
     let kept = WebhookStore::new(driver.clone(), recap_readmodel::webhooks::DEFAULT_RETENTION);
-    let mut rows: Vec<_> = messages[4..].iter().zip(5..).map(|(message, seq)| kept.feed_row("acc_a", seq, message)).collect();
+    let mut rows: Vec<_> = messages[4..6].iter().zip(5..).map(|(message, seq)| kept.feed_row("acc_a", seq, message)).collect();
     rows.extend(kept.floor_rows("acc_a", 5));
     rows.push(kept.head_row("acc_a", 6));
     kept.write(rows).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    // Whatever the reader's own retention: the writers' decided what is kept.
-    let reader = WebhookStore::new(driver, Duration::from_secs(60));
+    // Whatever the reader's own retention (30 days: the floors are not that old): the
+    // writers decided what is kept.
     recording.record_scans();
-    let page = reader.feed_page("acc_a", None, 10, &[]).await.unwrap();
+    let page = kept.feed_page("acc_a", None, 10, &[]).await.unwrap();
     assert_eq!(page.messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [5, 6]);
     let feed_scans: Vec<_> = recording.take_scans().into_iter().filter(|scan| scan.table.name == "feed").collect();
     assert_eq!(feed_scans.len(), 1, "{feed_scans:?}");
     assert!(matches!(&feed_scans[0].range.start, std::ops::Bound::Excluded(key) if *key == [Val::Int(4)]), "{:?}", feed_scans[0].range);
+}
+
+/// Writers keeping messages for different times (a retention changed in a rolling
+/// deploy) keep the floors of one hour apart: the floor of the shorter retention expires
+/// with its rows, and the longer one's still covers the rows kept longer.
+#[tokio::test]
+async fn writers_of_different_retentions_in_one_hour_keep_their_floors_apart() {
+    let setup = setup().await;
+    let store = &setup.webhooks;
+    let messages = feed_messages(4);
+    let now = recap_readmodel::driver::now_micros();
+    let hour = now - now.rem_euclid(HOUR);
+    let brief = WebhookStore::new(setup.driver(), Duration::from_secs(1));
+    let mut rows: Vec<_> = messages[..2].iter().zip(1..).map(|(message, seq)| brief.feed_row("acc_a", seq, message)).collect();
+    rows.push(floor_row([0, 0], format!("{{\"since_us\":{},\"retention_us\":{SECOND}}}", now - 2 * HOUR), None, now - 2 * HOUR));
+    // Written as a floor of the shorter retention would be, but expiring with its rows
+    // rather than an hour after them, so that the test need not wait the hour.
+    rows.push(floor_row([hour, SECOND], r#"{"seq":1}"#.into(), Some(now + SECOND), 1));
+    brief.write(rows).await.unwrap();
+    let mut rows: Vec<_> = messages[2..].iter().zip(3..).map(|(message, seq)| store.feed_row("acc_a", seq, message)).collect();
+    rows.extend(store.floor_rows("acc_a", 3));
+    rows.push(store.head_row("acc_a", 4));
+    store.write(rows).await.unwrap();
+    assert_eq!(store.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(store.feed_page("acc_a", None, 10, &[]).await.unwrap().messages.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [3, 4]);
+}
+
+/// `count` messages of acc_a, one a meeting.
+fn feed_messages(count: i64) -> Vec<recap_readmodel::messages::Message> {
+    (1..=count).map(|seq| message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")).message).collect()
+}
+
+/// A row of acc_a's floors at (hour, retention), written as the lowest seq's claim is
+/// (`ts` its seq, or the since row's time).
+fn floor_row(clustering: [i64; 2], body: String, expires_at: Option<i64>, ts: i64) -> Mutation {
+    Mutation {
+        table: &recap_readmodel::tables::FEED_FLOORS,
+        partition: vec![Val::text("acc_a")],
+        clustering: clustering.into_iter().map(Val::Int).collect(),
+        op: Op::Put { body, expires_at },
+        ts: recap_readmodel::webhooks::claim_clock(ts),
+    }
 }
 
 /// Floors are trusted only once they were kept over the whole retention: rows written
@@ -508,7 +544,7 @@ async fn a_feed_read_without_a_cursor_starts_at_the_floor_of_the_first_hour_kept
 async fn floors_kept_for_less_than_the_retention_leave_a_read_at_the_partition_start() {
     let setup = setup().await;
     let store = &setup.webhooks;
-    let messages: Vec<_> = (1..=4i64).map(|seq| message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")).message).collect();
+    let messages = feed_messages(4);
     store.write(vec![store.feed_row("acc_a", 1, &messages[0]), store.feed_row("acc_a", 2, &messages[1])]).await.unwrap();
     let mut rows = vec![store.feed_row("acc_a", 3, &messages[2]), store.feed_row("acc_a", 4, &messages[3])];
     rows.extend(store.floor_rows("acc_a", 3));
