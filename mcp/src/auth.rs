@@ -101,7 +101,13 @@ async fn authenticate(state: &McpState, headers: &HeaderMap, urls: impl Fn() -> 
     }
     // A deleted grant means it was revoked (replay, refresh reuse, RFC 7009, the PAT).
     let grant = inner.bounded(oauth.grant(&record.grant_id)).await?.ok_or(Denied::Revoked)?;
-    if grant.resource.as_ref().is_some_and(|audience| !crate::urls::names_resource(audience, &urls().mcp_url)) {
+    // The same string as the grant's (every call of a client that keeps its URL) needs
+    // no parsing; another spelling is compared as URLs are.
+    let for_another = |audience: &String| {
+        let mcp_url = urls().mcp_url;
+        *audience != mcp_url && !crate::urls::names_resource(audience, &mcp_url)
+    };
+    if grant.resource.as_ref().is_some_and(for_another) {
         return Err(Denied::Unknown);
     }
     let pat = inner.bounded(inner.readmodel.token_by_hash(&grant.pat_sha256)).await?;
