@@ -1233,17 +1233,9 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
         assert_eq!(refused.json()["error"], "invalid_target", "{resource}");
     }
     // The code exchanged at the server under another name: the grant is not for it.
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", REDIRECT_URI),
-            ("client_id", client_id.as_str()),
-            ("code_verifier", VERIFIER),
-        ])
-        .finish();
-    let request = axum::http::Request::post("/mcp/token").header("host", "other.test:8080").header("content-type", "application/x-www-form-urlencoded");
-    let elsewhere = world.send(request.body(axum::body::Body::from(form)).unwrap()).await;
+    let exchange =
+        [("grant_type", "authorization_code"), ("code", &code), ("redirect_uri", REDIRECT_URI), ("client_id", &client_id), ("code_verifier", VERIFIER)];
+    let elsewhere = world.post_form_at("other.test:8080", "/mcp/token", &exchange).await;
     assert_eq!((elsewhere.status, elsewhere.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_grant")), "{}", elsewhere.body);
     let issued = exchange_with(&world, &client_id, &code, &[("resource", "http://mcp.test:8080/mcp")]).await;
     assert_eq!(issued.status, StatusCode::OK, "the refused exchanges did not spend the code: {}", issued.body);
@@ -1271,18 +1263,8 @@ async fn rfc_8707_a_resource_must_name_this_endpoint_and_the_tokens_are_good_the
     assert_eq!(same.status, StatusCode::OK, "{}", same.body);
     // A refresh reaching the server under another name: the grant is not for it, and the
     // client is sent back to authorize rather than given tokens /mcp would refuse.
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([("grant_type", "refresh_token"), ("refresh_token", refresh_token.as_str()), ("client_id", client_id.as_str())])
-        .finish();
-    let elsewhere = world
-        .send(
-            axum::http::Request::post("/mcp/token")
-                .header("host", "other.test:8080")
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(axum::body::Body::from(form))
-                .unwrap(),
-        )
-        .await;
+    let refresh = [("grant_type", "refresh_token"), ("refresh_token", refresh_token.as_str()), ("client_id", client_id.as_str())];
+    let elsewhere = world.post_form_at("other.test:8080", "/mcp/token", &refresh).await;
     assert_eq!((elsewhere.status, elsewhere.json()["error"].clone()), (StatusCode::BAD_REQUEST, json!("invalid_grant")), "{}", elsewhere.body);
     // A refresh naming another resource is refused and spends nothing.
     let refused = world

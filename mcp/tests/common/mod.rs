@@ -157,11 +157,13 @@ impl<W: world::World + ?Sized> World<W> {
     }
 
     pub async fn post_form(&self, path: &str, pairs: &[(&str, &str)]) -> Reply {
+        self.post_form_at("mcp.test:8080", path, pairs).await
+    }
+
+    /// [`World::post_form`] to the server as `host` names it.
+    pub async fn post_form_at(&self, host: &str, path: &str, pairs: &[(&str, &str)]) -> Reply {
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
-        self.send(
-            Request::post(path).header("host", "mcp.test:8080").header("content-type", "application/x-www-form-urlencoded").body(Body::from(body)).unwrap(),
-        )
-        .await
+        self.send(Request::post(path).header("host", host).header("content-type", "application/x-www-form-urlencoded").body(Body::from(body)).unwrap()).await
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
