@@ -59,7 +59,8 @@ pub struct ScyllaArgs {
     /// Bound of every store request, in milliseconds.
     #[arg(long = "store-timeout-ms", env = "RECAP_STORE_TIMEOUT_MS", default_value_t = 2_000)]
     pub scylla_timeout_ms: u64,
-    /// Writes of one batch in flight at once.
+    /// Write requests of one batch in flight at once (the rows of one partition key go in
+    /// one request).
     #[arg(long, env = "RECAP_SCYLLA_WRITE_CONCURRENCY", default_value_t = 256)]
     pub write_concurrency: usize,
 }

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, TryStreamExt};
-use recap_readmodel::driver::{now_micros, Mutation, Op};
-use recap_readmodel::table::Val;
+use recap_readmodel::driver::Mutation;
+use recap_scylla::{write_groups, write_statement};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::statement::batch::{Batch, BatchStatement, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::Consistency;
-use scylla::value::{CqlValue, Row as CqlRow};
+use scylla::value::Row as CqlRow;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -126,51 +127,12 @@ pub async fn prepare(session: &Session, cql: &str) -> PreparedStatement {
     statement
 }
 
-fn cql_value(value: &Val) -> CqlValue {
-    match value {
-        Val::Text(text) => CqlValue::Text(text.clone()),
-        Val::Int(number) => CqlValue::BigInt(*number),
-    }
-}
-
-/// The statement and values the ScyllaDriver writes a mutation with.
-fn write_statement(keyspace: &str, mutation: &Mutation) -> (String, Vec<CqlValue>) {
-    let table = mutation.table;
-    let key_columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
-    let mut values: Vec<CqlValue> = Vec::with_capacity(key_columns.len() + 4);
-    match &mutation.op {
-        Op::Put { body, expires_at } => {
-            values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
-            values.push(CqlValue::Text(body.clone()));
-            let mut columns = key_columns.clone();
-            columns.push("body");
-            if let Some(expires_at) = expires_at {
-                columns.push("expires_at");
-                values.push(CqlValue::BigInt(*expires_at));
-            }
-            let markers = vec!["?"; columns.len()].join(", ");
-            let mut cql = format!("INSERT INTO {keyspace}.{} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
-            values.push(CqlValue::BigInt(mutation.ts));
-            if let Some(expires_at) = expires_at {
-                cql.push_str(" AND TTL ?");
-                values.push(CqlValue::Int(((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32));
-            }
-            (cql, values)
-        }
-        // CQL cannot remove a row without a tombstone, as in the ScyllaDriver.
-        Op::Delete | Op::Purge => {
-            values.push(CqlValue::BigInt(mutation.ts));
-            values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
-            let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
-            (format!("DELETE FROM {keyspace}.{} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND ")), values)
-        }
-    }
-}
-
-/// Writes the batches one after the other, each with `concurrency` writes in flight
-/// (the projector's RECAP_SCYLLA_WRITE_CONCURRENCY default); returns the time taken.
-/// Statements are prepared before the clock starts; values are built inside it, as the
-/// driver builds them.
+/// Writes the batches one after the other, as the ScyllaDriver writes them: the
+/// driver's statements and its requests (rows of one partition key as one unlogged
+/// batch, `recap_scylla::write_groups`), `concurrency` requests in flight (the
+/// projector's RECAP_SCYLLA_WRITE_CONCURRENCY default); returns the time taken.
+/// Statements are prepared before the clock starts; values and requests are built
+/// inside it, as the driver builds them.
 pub async fn raw_write(session: &Session, keyspace: &str, batches: &[Vec<Mutation>], concurrency: usize) -> Duration {
     let mut statements: HashMap<String, PreparedStatement> = HashMap::new();
     for mutation in batches.iter().flatten() {
@@ -182,12 +144,25 @@ pub async fn raw_write(session: &Session, keyspace: &str, batches: &[Vec<Mutatio
     }
     let started = Instant::now();
     for batch in batches {
-        stream::iter(batch.iter().map(Ok::<_, String>))
-            .try_for_each_concurrent(concurrency, |mutation| {
+        stream::iter(write_groups(batch).into_iter().map(Ok::<_, String>))
+            .try_for_each_concurrent(concurrency, |group| {
                 let statements = &statements;
                 async move {
-                    let (cql, values) = write_statement(keyspace, mutation);
-                    session.execute_unpaged(&statements[&cql], values).await.map(|_| ()).map_err(|error| error.to_string())
+                    if let [mutation] = group.as_slice() {
+                        let (cql, values) = write_statement(keyspace, mutation);
+                        return session.execute_unpaged(&statements[&cql], values).await.map(|_| ()).map_err(|error| error.to_string());
+                    }
+                    let mut request = Batch::new(BatchType::Unlogged);
+                    let mut values = Vec::with_capacity(group.len());
+                    for mutation in group {
+                        let (cql, row_values) = write_statement(keyspace, mutation);
+                        request.append_statement(BatchStatement::PreparedStatement(statements[&cql].clone()));
+                        values.push(row_values);
+                    }
+                    request.set_consistency(Consistency::LocalQuorum);
+                    request.set_is_idempotent(true);
+                    request.set_request_timeout(Some(Duration::from_secs(2)));
+                    session.batch(&request, values).await.map(|_| ()).map_err(|error| error.to_string())
                 }
             })
             .await
@@ -259,5 +234,70 @@ impl PageReads {
             task.await.expect("reader task");
         }
         done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    }
+}
+
+/// Cassandra's CPU time and this process's a row when `rows` feed rows (about 500 bytes
+/// each, over 4 accounts, expiring) are written one a request, then in the driver's
+/// requests (rows of one partition key in one unlogged batch, `write_groups`), with
+/// `concurrency` requests in flight; each form twice, alternated, after a warm-up of
+/// each. Prints a line a round.
+pub async fn requests_vs_rows(session: &Session, keyspace: &str, rows: usize, concurrency: usize) {
+    use recap_readmodel::driver::Op;
+    use recap_readmodel::table::Val;
+    let body = format!(r#"{{"id":"msg_0","type":"meeting.created","data":{{"title":"{}"}}}}"#, "x".repeat(440));
+    let expires_at = recap_readmodel::driver::now_micros() + 3_600_000_000;
+    let writes = |round: usize, count: usize| -> Vec<Mutation> {
+        (0..count)
+            .map(|index| Mutation {
+                table: &recap_readmodel::tables::FEED,
+                partition: vec![Val::text(format!("acc_{}", index % 4))],
+                clustering: vec![Val::Int((round * rows + index) as i64)],
+                op: Op::Put { body: body.clone(), expires_at: Some(expires_at) },
+                ts: 1,
+            })
+            .collect()
+    };
+    let (cql, _) = write_statement(keyspace, &writes(0, 1)[0]);
+    let statement = prepare(session, &cql).await;
+    let cassandra = || super::engines::cassandra_pid().map_or(0.0, |pid| super::engines::usage(pid).cpu_seconds);
+    let this_process = || super::engines::usage(std::process::id()).cpu_seconds;
+    for round in 0..6 {
+        let grouped = round % 2 == 1;
+        let batch = writes(round, if round < 2 { rows / 10 } else { rows });
+        let (cassandra_before, process_before, started) = (cassandra(), this_process(), Instant::now());
+        let requests: Vec<Vec<&Mutation>> = if grouped { write_groups(&batch) } else { batch.iter().map(|row| vec![row]).collect() };
+        stream::iter(requests.into_iter().map(Ok::<_, String>))
+            .try_for_each_concurrent(concurrency, |group| {
+                let statement = &statement;
+                async move {
+                    let values: Vec<_> = group.iter().map(|row| write_statement(keyspace, row).1).collect();
+                    if let [row_values] = values.as_slice() {
+                        return session.execute_unpaged(statement, row_values).await.map(|_| ()).map_err(|error| error.to_string());
+                    }
+                    let mut request = Batch::new(BatchType::Unlogged);
+                    for _ in &values {
+                        request.append_statement(BatchStatement::PreparedStatement(statement.clone()));
+                    }
+                    request.set_consistency(Consistency::LocalQuorum);
+                    request.set_is_idempotent(true);
+                    session.batch(&request, values).await.map(|_| ()).map_err(|error| error.to_string())
+                }
+            })
+            .await
+            .expect("raw write");
+        let took = started.elapsed();
+        if round < 2 {
+            continue; // the warm-up
+        }
+        let per_row = |seconds: f64| seconds * 1e6 / rows as f64;
+        println!(
+            "  {:<35} {rows} rows in {:>5.2} s ({:>7.0} rows/s)   Cassandra {:>5.1} us a row, this process {:>4.1}",
+            if grouped { "rows of a partition in one request" } else { "one request a row" },
+            took.as_secs_f64(),
+            rows as f64 / took.as_secs_f64(),
+            per_row(cassandra() - cassandra_before),
+            per_row(this_process() - process_before)
+        );
     }
 }

@@ -1,8 +1,11 @@
 //! Benchmarks of the distributed edition on the real engines (`make up`: Kafka,
 //! Cassandra standing in for ScyllaDB, Redis), measured side by side in one run:
 //!
+//! 0. Cassandra's CPU a row, rows written one a request vs in the driver's requests
+//!    (rows of one partition key in one unlogged batch), `RECAP_BENCH_REQUEST_ROWS`
+//!    (100,000) feed rows a round;
 //! 1. projector events/s into the store vs a raw-driver loop writing the same rows in
-//!    the same batches with the same statements, consistency and concurrency;
+//!    the same batches with the same requests, statements, consistency and concurrency;
 //! 2. a backlog of `RECAP_BENCH_EVENTS` (default 1,000,000) demo-mix events drained
 //!    while `GET /v1/meetings?limit=50` is offered open-loop: drain rate and read
 //!    latency over time;
@@ -672,6 +675,11 @@ fn main() {
     let mut max_rate = None;
     if wants("projector") {
         max_rate = Some(projector_vs_raw(&mut bench, events_per_round));
+    }
+    if wants("requests") {
+        println!("rows written one a request vs the driver's requests (rows of one partition key in one unlogged batch), 32 in flight:");
+        let session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
+        bench.runtime.block_on(load::requests_vs_rows(&session, &bench.raw_keyspace, env_usize("RECAP_BENCH_REQUEST_ROWS", 100_000), 32));
     }
     if wants("projector") || wants("split") {
         projector_split(&bench, 10_000);

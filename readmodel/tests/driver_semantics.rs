@@ -132,6 +132,55 @@ async fn rows_expire(driver: Arc<dyn Driver>) {
     assert!(driver.get(&OAUTH_CODES, &[Val::text("expired")], &[]).await.unwrap().is_none());
 }
 
+/// One write call of many rows of one partition, across tables, with several writes of
+/// the same rows at different timestamps, deletes and expiring rows, lands as the same
+/// rows written one a call would (the ScyllaDriver sends such rows as batches of one
+/// partition key; each row keeps its own timestamp and TTL).
+async fn many_rows_of_one_partition_in_one_write_keep_each_rows_rules(driver: Arc<dyn Driver>) {
+    let now = recap_readmodel::driver::now_micros();
+    let big = "x".repeat(3_000);
+    let mut writes = Vec::new();
+    for index in 0..150i64 {
+        writes.push(put("acc", index, "m", &format!("new {index} {big}"), 20));
+        writes.push(put("acc", index, "m", "old", 10));
+    }
+    // Deleted after the write: gone. Deleted before it: the write stands.
+    for index in (0..150).step_by(3) {
+        writes.push(delete("acc", index, "m", 30));
+    }
+    for index in (1..150).step_by(3) {
+        writes.push(delete("acc", index, "m", 5));
+    }
+    // The same partition key in another table, expiring and not.
+    let team = |id: &str, expires_at: Option<i64>| Mutation {
+        table: &TEAMS_BY_ACCOUNT,
+        partition: vec![Val::text("acc")],
+        clustering: vec![Val::text(id)],
+        op: Op::Put { body: id.to_string(), expires_at },
+        ts: 1,
+    };
+    writes.extend([team("t1", Some(now + 60_000_000)), team("t2", Some(now - 1)), team("t3", None)]);
+    driver.write(writes).await.unwrap();
+
+    let rows = driver.scan(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 1_000).await.unwrap();
+    let kept: Vec<i64> = rows
+        .iter()
+        .map(|row| match row.clustering[0] {
+            Val::Int(created) => created,
+            ref other => panic!("a created_at key: {other:?}"),
+        })
+        .collect();
+    let expected: Vec<i64> = (0..150).rev().filter(|index| index % 3 != 0).collect();
+    assert_eq!(kept, expected, "every row but those deleted after their write, newest first");
+    for row in &rows {
+        let Val::Int(created) = row.clustering[0] else { unreachable!() };
+        assert_eq!(row.body, format!("new {created} {big}"), "the newest write of each row");
+    }
+    let teams: Vec<String> =
+        driver.scan(&TEAMS_BY_ACCOUNT, &[Val::text("acc")], &ScanRange::all(), 10).await.unwrap().into_iter().map(|row| row.body).collect();
+    assert_eq!(teams, vec!["t1", "t3"], "the expired row is not read");
+}
+
 async fn text_keys_with_any_characters_round_trip(driver: Arc<dyn Driver>) {
     let odd = "a\u{0}b\u{ff}é\u{1f}";
     driver.write(vec![put("acc\u{0}x", 1, odd, "odd", 1), put("acc", 1, "plain", "plain", 1)]).await.unwrap();
@@ -383,6 +432,7 @@ for_each_driver!(
     a_tie_between_writes_keeps_the_greater_body,
     scans_follow_clustering_order_and_bounds,
     rows_expire,
+    many_rows_of_one_partition_in_one_write_keep_each_rows_rules,
     text_keys_with_any_characters_round_trip,
     body_pages_are_the_scans_bodies_joined,
     reads_past_the_first_page_of_rows,

@@ -10,7 +10,9 @@
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
 //! `expires_at` is checked on read, and scans walk the clustering order with multi-column
-//! slice restrictions, paged.
+//! slice restrictions, paged. The rows of one write call that share a partition key go
+//! in one request, an unlogged batch ([`write_groups`]): the node applies it as one
+//! mutation of the partition, each row with its own timestamp and TTL.
 //!
 //! Tables written only if absent ([`Clock::FirstWriteWins`]) are written with a
 //! lightweight transaction, `INSERT ... IF NOT EXISTS USING TTL ?`: a Paxos round among
@@ -38,6 +40,7 @@ use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
 use scylla::response::PagingState;
 use scylla::serialize::value::SerializeValue;
+use scylla::statement::batch::{Batch, BatchStatement, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 pub use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row as CqlRow};
@@ -56,7 +59,8 @@ pub struct ScyllaConfig {
     pub consistency: Consistency,
     /// Bound of every request (and of connecting).
     pub timeout: Duration,
-    /// Writes of one batch in flight at once.
+    /// Write requests of one batch in flight at once (the rows of one partition key go in
+    /// one request).
     pub write_concurrency: usize,
 }
 
@@ -540,42 +544,118 @@ impl ScyllaDriver {
     }
 
     async fn write_one(&self, mutation: &Mutation) -> Result<(), StoreError> {
-        let table = mutation.table;
-        let key_columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
-        let mut values: Vec<CqlValue> = Vec::with_capacity(key_columns.len() + 4);
-        let cql = match &mutation.op {
-            Op::Put { body, expires_at } => {
-                values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
-                values.push(CqlValue::Text(body.clone()));
-                let mut columns = key_columns.clone();
-                columns.push("body");
-                // No expires_at cell at all for rows that do not expire: writing a null
-                // would write a tombstone.
-                if let Some(expires_at) = expires_at {
-                    columns.push("expires_at");
-                    values.push(CqlValue::BigInt(*expires_at));
-                }
-                let markers = vec!["?"; columns.len()].join(", ");
-                let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) USING TIMESTAMP ?", self.qualified(table), columns.join(", "));
-                values.push(CqlValue::BigInt(mutation.ts));
-                if let Some(expires_at) = expires_at {
-                    cql.push_str(" AND TTL ?");
-                    values.push(CqlValue::Int(ttl_seconds(*expires_at)));
-                }
-                cql
-            }
-            // CQL cannot remove a row without a tombstone.
-            Op::Delete | Op::Purge => {
-                values.push(CqlValue::BigInt(mutation.ts));
-                values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
-                let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
-                format!("DELETE FROM {} USING TIMESTAMP ? WHERE {}", self.qualified(table), conditions.join(" AND "))
-            }
-        };
+        let (cql, values) = write_statement(&self.config.keyspace, mutation);
         let statement = self.prepared(cql, Access::Plain).await?;
         self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
         Ok(())
     }
+
+    /// Writes rows of one partition key as one unlogged batch: one request, which the
+    /// node applies as one mutation of the partition (as separate writes would, each row
+    /// keeping its own timestamp and TTL).
+    async fn write_batch(&self, group: &[&Mutation]) -> Result<(), StoreError> {
+        let mut batch = Batch::new(BatchType::Unlogged);
+        let mut values = Vec::with_capacity(group.len());
+        for mutation in group {
+            let (cql, row_values) = write_statement(&self.config.keyspace, mutation);
+            batch.append_statement(BatchStatement::PreparedStatement(PreparedStatement::clone(&*self.prepared(cql, Access::Plain).await?)));
+            values.push(row_values);
+        }
+        batch.set_consistency(self.config.consistency);
+        batch.set_is_idempotent(true);
+        batch.set_request_timeout(Some(self.config.timeout));
+        self.session.batch(&batch, values).await.map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+/// The CQL and the values of a plain write: an insert carrying the row's timestamp (and
+/// its TTL when it expires), or a timestamped delete (CQL cannot remove a row without a
+/// tombstone). Equal tables, operations and expiries give equal CQL.
+pub fn write_statement(keyspace: &str, mutation: &Mutation) -> (String, Vec<CqlValue>) {
+    let table = mutation.table;
+    let key_columns: Vec<&str> = table.partition.iter().map(|column| column.name).chain(table.clustering.iter().map(|column| column.name)).collect();
+    let mut values: Vec<CqlValue> = Vec::with_capacity(key_columns.len() + 4);
+    let cql = match &mutation.op {
+        Op::Put { body, expires_at } => {
+            values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
+            values.push(CqlValue::Text(body.clone()));
+            let mut columns = key_columns.clone();
+            columns.push("body");
+            // No expires_at cell at all for rows that do not expire: writing a null
+            // would write a tombstone.
+            if let Some(expires_at) = expires_at {
+                columns.push("expires_at");
+                values.push(CqlValue::BigInt(*expires_at));
+            }
+            let markers = vec!["?"; columns.len()].join(", ");
+            let mut cql = format!("INSERT INTO {keyspace}.{} ({}) VALUES ({markers}) USING TIMESTAMP ?", table.name, columns.join(", "));
+            values.push(CqlValue::BigInt(mutation.ts));
+            if let Some(expires_at) = expires_at {
+                cql.push_str(" AND TTL ?");
+                values.push(CqlValue::Int(ttl_seconds(*expires_at)));
+            }
+            cql
+        }
+        Op::Delete | Op::Purge => {
+            values.push(CqlValue::BigInt(mutation.ts));
+            values.extend(mutation.partition.iter().chain(&mutation.clustering).map(cql_value));
+            let conditions: Vec<String> = key_columns.iter().map(|column| format!("{column} = ?")).collect();
+            format!("DELETE FROM {keyspace}.{} USING TIMESTAMP ? WHERE {}", table.name, conditions.join(" AND "))
+        }
+    };
+    (cql, values)
+}
+
+/// Rows one batch takes at most.
+pub const BATCH_ROWS: usize = 32;
+
+/// Bytes of keys and bodies one batch holds at most: under Cassandra's default
+/// `batch_size_fail_threshold` (50 KiB) and ScyllaDB's warning (128 KiB).
+pub const BATCH_BYTES: usize = 32 * 1024;
+
+/// The requests one write call makes: the rows of one partition key (the same key
+/// values, in any of the keyspace's tables: they hash to the same token, so the node
+/// applies them as one mutation) go together, in the order they first appear, at most
+/// [`BATCH_ROWS`] rows and [`BATCH_BYTES`] a request; a group of one row is a plain
+/// statement. A request costs a node far more than a row does: so grouped, Cassandra
+/// spends a quarter of the CPU a row it spends on rows written one a request, and the
+/// client a fifth (`cargo bench --bench distributed requests`, `docs/performance.md`).
+pub fn write_groups(mutations: &[Mutation]) -> Vec<Vec<&Mutation>> {
+    let mut groups: Vec<(Vec<&Mutation>, usize)> = Vec::new();
+    // Each partition key's group still open to more rows.
+    let mut open: HashMap<&[Val], usize> = HashMap::new();
+    for mutation in mutations {
+        let bytes = write_bytes(mutation);
+        let joins = open.get(mutation.partition.as_slice()).copied().filter(|&index| {
+            let (rows, held) = &groups[index];
+            rows.len() < BATCH_ROWS && held + bytes <= BATCH_BYTES
+        });
+        match joins {
+            Some(index) => {
+                groups[index].0.push(mutation);
+                groups[index].1 += bytes;
+            }
+            None => {
+                open.insert(&mutation.partition, groups.len());
+                groups.push((vec![mutation], bytes));
+            }
+        }
+    }
+    groups.into_iter().map(|(rows, _)| rows).collect()
+}
+
+/// About the bytes a row adds to a batch: its keys, its body and the fixed columns.
+fn write_bytes(mutation: &Mutation) -> usize {
+    let key = |value: &Val| match value {
+        Val::Text(text) => text.len(),
+        Val::Int(_) => 8,
+    };
+    let body = match &mutation.op {
+        Op::Put { body, .. } => body.len(),
+        Op::Delete | Op::Purge => 0,
+    };
+    mutation.partition.iter().chain(&mutation.clustering).map(key).sum::<usize>() + body + 32
 }
 
 /// How a prepared statement runs.
@@ -700,8 +780,13 @@ impl Driver for ScyllaDriver {
         for mutation in &mutations {
             check_plain_write(mutation.table)?;
         }
-        stream::iter(mutations.iter().map(Ok::<_, StoreError>))
-            .try_for_each_concurrent(self.config.write_concurrency, |mutation| self.write_one(mutation))
+        stream::iter(write_groups(&mutations).into_iter().map(Ok::<_, StoreError>))
+            .try_for_each_concurrent(self.config.write_concurrency, |group| async move {
+                match group.as_slice() {
+                    [mutation] => self.write_one(mutation).await,
+                    group => self.write_batch(group).await,
+                }
+            })
             .await
     }
 
@@ -927,6 +1012,53 @@ mod tests {
         for consistency in [Consistency::Quorum, Consistency::One, Consistency::All, Consistency::EachQuorum] {
             assert_eq!(serial_consistency_for(consistency), SerialConsistency::Serial, "{consistency:?}");
         }
+    }
+
+    fn row(table: &'static Table, account: &str, created: i64, body: &str) -> Mutation {
+        let clustering = if table.clustering.len() == 2 { vec![Val::Int(created), Val::text("m")] } else { vec![Val::text(created.to_string())] };
+        Mutation { table, partition: vec![Val::text(account)], clustering, op: Op::Put { body: body.into(), expires_at: None }, ts: 1 }
+    }
+
+    /// Which rows a group holds, as (account, created) of the meetings' rows.
+    fn keys(groups: &[Vec<&Mutation>]) -> Vec<Vec<String>> {
+        groups.iter().map(|group| group.iter().map(|mutation| format!("{:?}/{:?}", mutation.partition[0], mutation.clustering[0])).collect()).collect()
+    }
+
+    #[test]
+    fn rows_of_one_partition_key_go_together_in_the_order_they_first_appear_across_tables() {
+        use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, TEAMS_BY_ACCOUNT};
+        let writes = vec![
+            row(&MEETINGS_BY_ACCOUNT, "a", 1, "{}"),
+            row(&MEETINGS_BY_ACCOUNT, "b", 2, "{}"),
+            row(&TEAMS_BY_ACCOUNT, "a", 3, "{}"),
+            Mutation { op: Op::Delete, ..row(&MEETINGS_BY_ACCOUNT, "a", 4, "") },
+            row(&MEETINGS_BY_ACCOUNT, "c", 5, "{}"),
+        ];
+        let groups = write_groups(&writes);
+        assert_eq!(
+            keys(&groups),
+            vec![vec![r#"Text("a")/Int(1)"#, r#"Text("a")/Text("3")"#, r#"Text("a")/Int(4)"#], vec![r#"Text("b")/Int(2)"#], vec![r#"Text("c")/Int(5)"#]]
+        );
+        assert!(write_groups(&[]).is_empty(), "no rows, no request");
+    }
+
+    #[test]
+    fn a_group_closes_at_its_rows_and_at_its_bytes() {
+        use recap_readmodel::tables::MEETINGS_BY_ACCOUNT;
+        let small: Vec<Mutation> = (0..2 * BATCH_ROWS as i64 + 1).map(|created| row(&MEETINGS_BY_ACCOUNT, "a", created, "{}")).collect();
+        let sizes: Vec<usize> = write_groups(&small).iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![BATCH_ROWS, BATCH_ROWS, 1]);
+
+        let body = "x".repeat(BATCH_BYTES / 4);
+        let large: Vec<Mutation> = (0..9).map(|created| row(&MEETINGS_BY_ACCOUNT, "a", created, &body)).collect();
+        let groups = write_groups(&large);
+        for group in &groups {
+            assert!(group.iter().map(|mutation| write_bytes(mutation)).sum::<usize>() <= BATCH_BYTES);
+        }
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3, 3], "a quarter of the bound and its keys: three rows a request");
+
+        let huge = vec![row(&MEETINGS_BY_ACCOUNT, "a", 1, &"x".repeat(2 * BATCH_BYTES)), row(&MEETINGS_BY_ACCOUNT, "a", 2, "{}")];
+        assert_eq!(write_groups(&huge).iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1], "a row over the bound goes alone");
     }
 
     /// What else the cluster holds (other applications' keyspaces, other test runs') is
