@@ -1,9 +1,6 @@
 //! Benchmarks of the distributed edition on the real engines (`make up`: Kafka,
 //! Cassandra standing in for ScyllaDB, Redis), measured side by side in one run:
 //!
-//! 0. Cassandra's CPU a row, rows written one a request vs in the driver's requests
-//!    (rows of one partition key in one unlogged batch), `RECAP_BENCH_REQUEST_ROWS`
-//!    (100,000) feed rows a round;
 //! 1. projector events/s into the store vs a raw-driver loop writing the same rows in
 //!    the same batches with the same requests, statements, consistency and concurrency;
 //! 2. a backlog of `RECAP_BENCH_EVENTS` (default 1,000,000) demo-mix events drained
@@ -21,7 +18,11 @@
 //! 5. resident memory of the projector and the query-api at those loads.
 //! 6. `recap webhooks` against the projector on the same events, alone and together
 //!    (webhooks.rs);
-//! 7. only when asked for (`cargo bench --bench distributed soak`, its own section of
+//! 7. Cassandra's and the writer's CPU a row, rows written one a request vs in the
+//!    driver's requests (rows of one partition key in one unlogged batch),
+//!    `RECAP_BENCH_REQUEST_ROWS` (100,000) feed rows over 64 accounts a round, last so
+//!    that its rows do not weigh on the sections before;
+//! 8. only when asked for (`cargo bench --bench distributed soak`, its own section of
 //!    `make bench`): the soak, mixed REST and MCP reads at half their maximum for
 //!    `RECAP_BENCH_SOAK_MINUTES` (15) with events produced throughout and the projector
 //!    and a query-api restarted midway (soak.rs).
@@ -676,11 +677,6 @@ fn main() {
     if wants("projector") {
         max_rate = Some(projector_vs_raw(&mut bench, events_per_round));
     }
-    if wants("requests") {
-        println!("rows written one a request vs the driver's requests (rows of one partition key in one unlogged batch), 32 in flight:");
-        let session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
-        bench.runtime.block_on(load::requests_vs_rows(&session, &bench.raw_keyspace, env_usize("RECAP_BENCH_REQUEST_ROWS", 100_000), 32));
-    }
     if wants("projector") || wants("split") {
         projector_split(&bench, 10_000);
     }
@@ -702,6 +698,11 @@ fn main() {
     }
     if wants("webhooks") {
         webhooks::webhooks_vs_projector(&mut bench);
+    }
+    if wants("requests") {
+        println!("rows written one a request vs the driver's requests (rows of one partition key in one unlogged batch), 32 in flight:");
+        let session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
+        bench.runtime.block_on(load::requests_vs_rows(&session, &bench.raw_keyspace, env_usize("RECAP_BENCH_REQUEST_ROWS", 100_000), 32));
     }
     println!("total {:.0} s", started.elapsed().as_secs_f64());
     let _ = std::fs::remove_file(engines::recap_bin());

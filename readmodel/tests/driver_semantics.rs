@@ -133,7 +133,8 @@ async fn rows_expire(driver: Arc<dyn Driver>) {
 }
 
 /// One write call of many rows of one partition, across tables, with several writes of
-/// the same rows at different timestamps, deletes and expiring rows, lands as the same
+/// the same rows at different timestamps, deletes (one tied with a put) and expiring
+/// rows, lands as the same
 /// rows written one a call would (the ScyllaDriver sends such rows as batches of one
 /// partition key; each row keeps its own timestamp and TTL).
 async fn many_rows_of_one_partition_in_one_write_keep_each_rows_rules(driver: Arc<dyn Driver>) {
@@ -151,6 +152,9 @@ async fn many_rows_of_one_partition_in_one_write_keep_each_rows_rules(driver: Ar
     for index in (1..150).step_by(3) {
         writes.push(delete("acc", index, "m", 5));
     }
+    // A put and a delete of one row at the same timestamp: the tombstone wins the tie.
+    writes.push(put("acc", 150, "m", "tied", 40));
+    writes.push(delete("acc", 150, "m", 40));
     // The same partition key in another table, expiring and not.
     let team = |id: &str, expires_at: Option<i64>| Mutation {
         table: &TEAMS_BY_ACCOUNT,
@@ -171,7 +175,7 @@ async fn many_rows_of_one_partition_in_one_write_keep_each_rows_rules(driver: Ar
         })
         .collect();
     let expected: Vec<i64> = (0..150).rev().filter(|index| index % 3 != 0).collect();
-    assert_eq!(kept, expected, "every row but those deleted after their write, newest first");
+    assert_eq!(kept, expected, "every row but those deleted after their write or with it, newest first");
     for row in &rows {
         let Val::Int(created) = row.clustering[0] else { unreachable!() };
         assert_eq!(row.body, format!("new {created} {big}"), "the newest write of each row");

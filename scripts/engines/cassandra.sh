@@ -80,9 +80,6 @@ configure() {
   # default), so a kill -9 loses at most the last second of writes. Memtables are unslabbed:
   # heap_buffers reserves 1 MiB slabs per written table (about 2 MiB of heap per table in
   # all, against 0.4 MiB unslabbed), and recap's tests create a keyspace of 26 tables each.
-  # A batch warns at 64 KiB, not 5: the driver sends rows of one partition key as
-  # unlogged batches of at most 32 KiB of values (ScyllaDB warns at 128 KiB); the
-  # failure threshold stays Cassandra's 50 KiB.
   cat >"$DIR/cassandra.yaml" <<YAML
 cluster_name: recap-local
 num_tokens: 1
@@ -129,7 +126,6 @@ read_request_timeout: 5000ms
 range_request_timeout: 10000ms
 write_request_timeout: 2000ms
 request_timeout: 10000ms
-batch_size_warn_threshold: 64KiB
 YAML
   cat >"$DIR/logback.xml" <<XML
 <configuration>

@@ -11,8 +11,8 @@
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
 //! `expires_at` is checked on read, and scans walk the clustering order with multi-column
 //! slice restrictions, paged. The rows of one write call that share a partition key go
-//! in one request, an unlogged batch ([`write_groups`]): the node applies it as one
-//! mutation of the partition, each row with its own timestamp and TTL.
+//! in one request, an unlogged batch ([`write_groups`]), each row with its own timestamp
+//! and TTL.
 //!
 //! Tables written only if absent ([`Clock::FirstWriteWins`]) are written with a
 //! lightweight transaction, `INSERT ... IF NOT EXISTS USING TTL ?`: a Paxos round among
@@ -550,9 +550,8 @@ impl ScyllaDriver {
         Ok(())
     }
 
-    /// Writes rows of one partition key as one unlogged batch: one request, which the
-    /// node applies as one mutation of the partition (as separate writes would, each row
-    /// keeping its own timestamp and TTL).
+    /// Writes rows of one partition key as one unlogged batch: one request, whose rows
+    /// land as separate writes would, each keeping its own timestamp and TTL.
     async fn write_batch(&self, group: &[&Mutation]) -> Result<(), StoreError> {
         let mut batch = Batch::new(BatchType::Unlogged);
         let mut values = Vec::with_capacity(group.len());
@@ -610,17 +609,19 @@ pub fn write_statement(keyspace: &str, mutation: &Mutation) -> (String, Vec<CqlV
 /// Rows one batch takes at most.
 pub const BATCH_ROWS: usize = 32;
 
-/// Bytes of keys and bodies one batch holds at most: under Cassandra's default
-/// `batch_size_fail_threshold` (50 KiB) and ScyllaDB's warning (128 KiB).
+/// Bytes of keys and bodies one batch holds at most, so that a request stays small: far
+/// under the size at which ScyllaDB warns of a batch (128 KiB; Cassandra does not check
+/// the size of a batch of one partition key).
 pub const BATCH_BYTES: usize = 32 * 1024;
 
 /// The requests one write call makes: the rows of one partition key (the same key
-/// values, in any of the keyspace's tables: they hash to the same token, so the node
-/// applies them as one mutation) go together, in the order they first appear, at most
+/// values, in any of the keyspace's tables: they hash to the same token, so one replica
+/// set takes them; Cassandra applies them as one mutation, ScyllaDB as one a table) go
+/// together, in the order they first appear, at most
 /// [`BATCH_ROWS`] rows and [`BATCH_BYTES`] a request; a group of one row is a plain
-/// statement. A request costs a node far more than a row does: so grouped, Cassandra
-/// spends a quarter of the CPU a row it spends on rows written one a request, and the
-/// client a fifth (`cargo bench --bench distributed requests`, `docs/performance.md`).
+/// statement. A request costs a node far more than a row does: rows of a feed grouped so
+/// cost Cassandra a quarter of its CPU a row written one a request, or less, and the
+/// client a sixth (`cargo bench --bench distributed requests`, `docs/performance.md`).
 pub fn write_groups(mutations: &[Mutation]) -> Vec<Vec<&Mutation>> {
     let mut groups: Vec<(Vec<&Mutation>, usize)> = Vec::new();
     // Each partition key's group still open to more rows.
@@ -645,7 +646,8 @@ pub fn write_groups(mutations: &[Mutation]) -> Vec<Vec<&Mutation>> {
     groups.into_iter().map(|(rows, _)| rows).collect()
 }
 
-/// About the bytes a row adds to a batch: its keys, its body and the fixed columns.
+/// About the bytes a row adds to a batch: its keys, its body, and 32 for its timestamp,
+/// its expiry, its TTL and their framing.
 fn write_bytes(mutation: &Mutation) -> usize {
     let key = |value: &Val| match value {
         Val::Text(text) => text.len(),
