@@ -147,28 +147,32 @@ pub async fn raw_write(session: &Session, keyspace: &str, batches: &[Vec<Mutatio
         stream::iter(write_groups(batch).into_iter().map(Ok::<_, String>))
             .try_for_each_concurrent(concurrency, |group| {
                 let statements = &statements;
-                async move {
-                    if let [mutation] = group.as_slice() {
-                        let (cql, values) = write_statement(keyspace, mutation);
-                        return session.execute_unpaged(&statements[&cql], values).await.map(|_| ()).map_err(|error| error.to_string());
-                    }
-                    let mut request = Batch::new(BatchType::Unlogged);
-                    let mut values = Vec::with_capacity(group.len());
-                    for mutation in group {
-                        let (cql, row_values) = write_statement(keyspace, mutation);
-                        request.append_statement(BatchStatement::PreparedStatement(statements[&cql].clone()));
-                        values.push(row_values);
-                    }
-                    request.set_consistency(Consistency::LocalQuorum);
-                    request.set_is_idempotent(true);
-                    request.set_request_timeout(Some(Duration::from_secs(2)));
-                    session.batch(&request, values).await.map(|_| ()).map_err(|error| error.to_string())
-                }
+                async move { send(session, keyspace, statements, &group).await }
             })
             .await
             .expect("raw write");
     }
     started.elapsed()
+}
+
+/// Sends one of the ScyllaDriver's requests: a row alone as its statement, rows of one
+/// partition key as one unlogged batch.
+async fn send(session: &Session, keyspace: &str, statements: &HashMap<String, PreparedStatement>, group: &[&Mutation]) -> Result<(), String> {
+    if let [mutation] = group {
+        let (cql, values) = write_statement(keyspace, mutation);
+        return session.execute_unpaged(&statements[&cql], values).await.map(|_| ()).map_err(|error| error.to_string());
+    }
+    let mut request = Batch::new(BatchType::Unlogged);
+    let mut values = Vec::with_capacity(group.len());
+    for mutation in group {
+        let (cql, row_values) = write_statement(keyspace, mutation);
+        request.append_statement(BatchStatement::PreparedStatement(statements[&cql].clone()));
+        values.push(row_values);
+    }
+    request.set_consistency(Consistency::LocalQuorum);
+    request.set_is_idempotent(true);
+    request.set_request_timeout(Some(Duration::from_secs(2)));
+    session.batch(&request, values).await.map(|_| ()).map_err(|error| error.to_string())
 }
 
 /// The reads one `GET /v1/meetings?limit=50` makes, as the ScyllaDriver issues them.
@@ -260,6 +264,7 @@ pub async fn requests_vs_rows(session: &Session, keyspace: &str, rows: usize, co
     };
     let (cql, _) = write_statement(keyspace, &writes(0, 1)[0]);
     let statement = prepare(session, &cql).await;
+    let statements = HashMap::from([(cql, statement)]);
     let Some(cassandra_pid) = super::engines::cassandra_pid() else {
         println!("  skipped: no Cassandra process on this machine to measure");
         return;
@@ -273,21 +278,8 @@ pub async fn requests_vs_rows(session: &Session, keyspace: &str, rows: usize, co
         let requests: Vec<Vec<&Mutation>> = if grouped { write_groups(&batch) } else { batch.iter().map(|row| vec![row]).collect() };
         stream::iter(requests.into_iter().map(Ok::<_, String>))
             .try_for_each_concurrent(concurrency, |group| {
-                let statement = &statement;
-                async move {
-                    let values: Vec<_> = group.iter().map(|row| write_statement(keyspace, row).1).collect();
-                    if let [row_values] = values.as_slice() {
-                        return session.execute_unpaged(statement, row_values).await.map(|_| ()).map_err(|error| error.to_string());
-                    }
-                    let mut request = Batch::new(BatchType::Unlogged);
-                    for _ in &values {
-                        request.append_statement(BatchStatement::PreparedStatement(statement.clone()));
-                    }
-                    request.set_consistency(Consistency::LocalQuorum);
-                    request.set_is_idempotent(true);
-                    request.set_request_timeout(Some(Duration::from_secs(2)));
-                    session.batch(&request, values).await.map(|_| ()).map_err(|error| error.to_string())
-                }
+                let statements = &statements;
+                async move { send(session, keyspace, statements, &group).await }
             })
             .await
             .expect("raw write");
