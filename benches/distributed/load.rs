@@ -242,10 +242,10 @@ impl PageReads {
 }
 
 /// Cassandra's CPU time and this process's a row when `rows` feed rows (about 500 bytes
-/// each, over 64 accounts, expiring within 10 minutes) are written one a request, then in the driver's
-/// requests (rows of one partition key in one unlogged batch, `write_groups`), with
-/// `concurrency` requests in flight; each form twice, alternated, after a warm-up of
-/// each. Prints a line a round.
+/// each, over 64 accounts, expiring within 10 minutes) are written one a request, then
+/// in the driver's requests (rows of one partition key in one unlogged batch,
+/// `write_groups`), with `concurrency` requests in flight; each form twice, alternated,
+/// after a warm-up of each. Prints a line a round.
 pub async fn requests_vs_rows(session: &Session, keyspace: &str, rows: usize, concurrency: usize) {
     use recap_readmodel::driver::Op;
     use recap_readmodel::table::Val;
@@ -262,13 +262,13 @@ pub async fn requests_vs_rows(session: &Session, keyspace: &str, rows: usize, co
             })
             .collect()
     };
-    let (cql, _) = write_statement(keyspace, &writes(0, 1)[0]);
-    let statement = prepare(session, &cql).await;
-    let statements = HashMap::from([(cql, statement)]);
     let Some(cassandra_pid) = super::engines::cassandra_pid() else {
         println!("  skipped: no Cassandra process on this machine to measure");
         return;
     };
+    let (cql, _) = write_statement(keyspace, &writes(0, 1)[0]);
+    let statement = prepare(session, &cql).await;
+    let statements = HashMap::from([(cql, statement)]);
     let cassandra = || super::engines::usage(cassandra_pid).cpu_seconds;
     let this_process = || super::engines::usage(std::process::id()).cpu_seconds;
     for round in 0..6 {

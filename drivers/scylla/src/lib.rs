@@ -617,11 +617,11 @@ pub const BATCH_BYTES: usize = 32 * 1024;
 /// The requests one write call makes: the rows of one partition key (the same key
 /// values, in any of the keyspace's tables: they hash to the same token, so one replica
 /// set takes them; Cassandra applies them as one mutation, ScyllaDB as one a table) go
-/// together, in the order they first appear, at most
-/// [`BATCH_ROWS`] rows and [`BATCH_BYTES`] a request; a group of one row is a plain
-/// statement. A request costs a node far more than a row does: rows of a feed grouped so
-/// cost Cassandra a quarter of its CPU a row written one a request, or less, and the
-/// client a sixth (`cargo bench --bench distributed requests`, `docs/performance.md`).
+/// together, in the order they first appear, at most [`BATCH_ROWS`] rows and
+/// [`BATCH_BYTES`] a request; a group of one row is a plain statement. A request costs
+/// a node far more than a row does: rows of a feed grouped so cost Cassandra a quarter
+/// of its CPU a row written one a request, or less, and the client a sixth (`cargo
+/// bench --bench distributed requests`, `docs/performance.md`).
 pub fn write_groups(mutations: &[Mutation]) -> Vec<Vec<&Mutation>> {
     let mut groups: Vec<(Vec<&Mutation>, usize)> = Vec::new();
     // Each partition key's group still open to more rows.
