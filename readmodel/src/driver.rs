@@ -215,6 +215,9 @@ impl ScanRange {
     }
 }
 
+/// Gets [`Driver::get_many`]'s default has in flight at once.
+const GET_MANY_AT_ONCE: usize = 32;
+
 /// A store of the read model's tables.
 ///
 /// # Plain and conditional writes
@@ -242,6 +245,16 @@ pub trait Driver: Send + Sync + 'static {
     /// the row's write time or key) override this.
     async fn get_body(&self, table: &'static Table, partition: &[Val], clustering: &[Val]) -> Result<Option<String>, StoreError> {
         Ok(self.get(table, partition, clustering).await?.map(|row| row.body))
+    }
+
+    /// The rows of one partition at each of `keys` (full clustering keys), in the
+    /// order of `keys`: None where a row is absent, deleted or expired. Drivers that can
+    /// read them in one request override this; by default they are read by key, a few
+    /// at once.
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        let gets: Vec<_> = keys.iter().map(|key| self.get(table, partition, key)).collect();
+        futures::stream::iter(gets).buffered(GET_MANY_AT_ONCE).try_collect().await
     }
 
     /// Up to `limit` live rows of one partition, in clustering order, within `range`.
@@ -329,6 +342,14 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Answers when the store can serve (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Whether `table` may hold a live row in any partition: false only when the driver
+    /// looked and found none. A look at the table's first rows, for a decision taken
+    /// once (an upgrade's fallback to a table written before), not for a request's path.
+    /// Drivers that cannot look say true.
+    async fn holds_rows(&self, _table: &'static Table) -> Result<bool, StoreError> {
+        Ok(true)
+    }
 
     /// Whether [`Driver::write`] lands a batch all or nothing, so that rows whose order
     /// matters may share one write (the embedded driver: one transaction). False where

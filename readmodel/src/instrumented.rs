@@ -108,6 +108,10 @@ impl Driver for Instrumented {
         self.observe("SELECT", Some(table.name), self.inner.get_body(table, partition, clustering)).await
     }
 
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        self.observe("SELECT", Some(table.name), self.inner.get_many(table, partition, keys)).await
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.observe("SELECT", Some(table.name), self.inner.scan(table, partition, range, limit)).await
     }
@@ -155,6 +159,10 @@ impl Driver for Instrumented {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
+    }
+
+    async fn holds_rows(&self, table: &'static Table) -> Result<bool, StoreError> {
+        self.inner.holds_rows(table).await
     }
 
     fn timeout(&self) -> Duration {

@@ -94,7 +94,7 @@ pub enum Clock {
     /// Rows derived from several entities (visibility fan-out): the timestamp is the
     /// position of the event in its stream partition, which every event that touches
     /// such a row shares (they all travel under one message key). The feed's rows and
-    /// heads carry their seq, and the claims of `messages_by_id` a time that falls as
+    /// heads carry their seq, and the claims of `message_claims` a time that falls as
     /// their seq grows (`webhooks::claim_clock`).
     Position,
     /// Rows written by the service itself (OAuth state): wall-clock microseconds.

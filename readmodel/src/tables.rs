@@ -332,9 +332,22 @@ pub static FEED_FLOORS: Table = Table {
 pub static MESSAGES_BY_ID: Table = Table {
     id: 33,
     name: "messages_by_id",
-    doc: "GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq} (the message is the feed row at that seq; claims written before also held the message); write time = 2^62 - seq, so the lowest seq stands",
+    doc: "before message_claims: GET /events/{id}, and the feed's dedupe: an account's message by id, claimed once by the first seq that carries it, kept for the retention; body {seq} (the message is the feed row at that seq; claims written before also held the message); write time = 2^62 - seq, so the lowest seq stands",
     partition: &[text("account_id"), text("message_id")],
     clustering: &[],
+    clock: Clock::Position,
+};
+
+/// The partition of `message_claims` holding since when claims are kept there
+/// (`WebhookStore`'s claims marker): no message id's day is negative.
+pub const CLAIMS_SINCE_DAY: i64 = -1;
+
+pub static MESSAGE_CLAIMS: Table = Table {
+    id: 41,
+    name: "message_claims",
+    doc: "GET /events/{id}, and the feed's dedupe: an account's message ids claimed on one day of their time (the id's first 12 hex digits, milliseconds), each by the first seq that carries it, kept for the retention, so a batch's claims of an account are read in one request and written in one; body {seq} (the message is the feed row at that seq); write time = 2^62 - seq, so the lowest seq stands; the row of account \"\" at day -1 says since when claims are kept here and until when messages_by_id may still hold some",
+    partition: &[text("account_id"), bigint("day")],
+    clustering: &[id_asc("message_id")],
     clock: Clock::Position,
 };
 
@@ -428,6 +441,7 @@ pub static ALL: &[&Table] = &[
     &WEBHOOK_RETRIES,
     &WEBHOOK_SHARDS,
     &FEED_FLOORS,
+    &MESSAGE_CLAIMS,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {

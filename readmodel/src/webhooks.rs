@@ -10,9 +10,10 @@
 //!   its `recap.messages.v1` partition in the distributed one, where an account's
 //!   messages all travel in one partition);
 //! - a message enters the feed once: its id is claimed by the first seq that carries
-//!   it (`messages_by_id`, a claim holding the seq only, the feed row at that seq
-//!   being the message; read, then written if absent with the batch's feed rows, see
-//!   [`WebhookStore::claim_rows`]); a replay of the same seq finds its own claim and
+//!   it (`message_claims`, a claim holding the seq only, the feed row at that seq
+//!   being the message, an account's claims of a day in one partition; read, then
+//!   written if absent with the batch's feed rows, see [`WebhookStore::claim_rows`];
+//!   `messages_by_id` held them before); a replay of the same seq finds its own claim and
 //!   writes the same rows again, a duplicate at another seq (the projector replaying a
 //!   batch) finds another's claim and is dropped;
 //! - readers see the feed up to its head (`feed_heads`), which is written only once
@@ -25,6 +26,8 @@
 //! - service-written rows (deliveries, attempts, endpoint states) carry wall-clock
 //!   timestamps.
 
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use recap_schemas::Timestamp;
@@ -34,11 +37,11 @@ use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError
 use crate::messages::{AccountMessage, Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{
-    FEED, FEED_FLOORS, FEED_FLOOR_HOUR_US, FEED_HEADS, MESSAGES_BY_ID, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES,
-    WEBHOOK_RETRIES, WEBHOOK_SECRETS, WEBHOOK_SHARDS,
+    CLAIMS_SINCE_DAY, FEED, FEED_FLOORS, FEED_FLOOR_HOUR_US, FEED_HEADS, MESSAGES_BY_ID, MESSAGE_CLAIMS, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES,
+    WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_RETRIES, WEBHOOK_SECRETS, WEBHOOK_SHARDS,
 };
 
-/// The write time of a claim of `messages_by_id` for `seq`: it falls as the seq grows,
+/// The write time of a claim of `message_claims` for `seq`: it falls as the seq grows,
 /// so that of two claims of one id the lowest seq stands (the stores keep the write
 /// with the latest time). Far above any wall-clock or position time, below the
 /// largest a store accepts.
@@ -48,8 +51,35 @@ pub fn claim_clock(seq: i64) -> i64 {
 
 const CLAIM_CLOCK: i64 = 1 << 62;
 
-/// Claims read at once in [`WebhookStore::claim_ids`].
+/// Requests for claims in flight at once in [`WebhookStore::claim_ids`].
 const CLAIM_READS: usize = 32;
+
+/// Claims a scan of a day's claims reads at most for each id it looks for: others'
+/// claims between a batch's ids are read too.
+const CLAIM_SCAN_ROWS: usize = 4;
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The day of a message id's time (its first 12 hex digits, milliseconds since the
+/// Unix epoch, [`crate::messages::message_id`]): the partition of `message_claims` its
+/// claim is in, beside the account. 0 for an id of another form.
+pub fn claim_day(message_id: &str) -> i64 {
+    let milliseconds = message_id.strip_prefix("msg_").and_then(|rest| rest.get(..12)).filter(|hex| hex.bytes().all(|byte| byte.is_ascii_hexdigit()));
+    claim_day_at(milliseconds.and_then(|hex| i64::from_str_radix(hex, 16).ok()).unwrap_or(0))
+}
+
+fn claim_day_at(milliseconds: i64) -> i64 {
+    milliseconds.max(0) / DAY_MS
+}
+
+/// The partition of `message_claims` holding its marker, [`ClaimsSince`].
+fn claims_marker_partition() -> [Val; 2] {
+    [Val::text(""), Val::Int(CLAIMS_SINCE_DAY)]
+}
+
+/// How long after its first claim in `message_claims` a process of the version before
+/// may still write claims to `messages_by_id` (a rolling upgrade's end).
+const LEGACY_ROLL_US: i64 = 24 * 3_600_000_000;
 
 /// How long a feed message, its id and an attempt are kept unless configured otherwise.
 pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
@@ -262,6 +292,16 @@ struct Claim {
     seq: i64,
 }
 
+/// The marker of `message_claims`: since when claims are kept there (the first
+/// claimer's clock), and until when `messages_by_id`, where they were kept before, may
+/// still hold one that is live (µs). Claims are looked for there too until then. A
+/// store that held no claim when the first claimer looked needs no look: until = since.
+#[derive(Serialize, Deserialize)]
+struct ClaimsSince {
+    since_us: i64,
+    legacy_until_us: i64,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Head {
     seq: i64,
@@ -327,7 +367,7 @@ fn retry_partition(shard: &str, minute: i64) -> [Val; 2] {
 }
 
 fn due_range(from: i64, to: i64) -> ScanRange {
-    ScanRange { start: std::ops::Bound::Included(vec![Val::Int(from)]), end: std::ops::Bound::Included(vec![Val::Int(to)]) }
+    ScanRange { start: Bound::Included(vec![Val::Int(from)]), end: Bound::Included(vec![Val::Int(to)]) }
 }
 
 fn decode_due(shard: &str, rows: Vec<Row>) -> Result<Vec<DueDelivery>, StoreError> {
@@ -344,11 +384,13 @@ fn decode_due(shard: &str, rows: Vec<Row>) -> Result<Vec<DueDelivery>, StoreErro
 pub struct WebhookStore {
     driver: Arc<dyn Driver>,
     retention: std::time::Duration,
+    /// Until when `messages_by_id` may hold claims (µs), once known.
+    legacy_claims_until: Arc<std::sync::OnceLock<i64>>,
 }
 
 impl WebhookStore {
     pub fn new(driver: Arc<dyn Driver>, retention: std::time::Duration) -> WebhookStore {
-        WebhookStore { driver, retention }
+        WebhookStore { driver, retention, legacy_claims_until: Arc::default() }
     }
 
     pub fn retention(&self) -> std::time::Duration {
@@ -460,14 +502,10 @@ impl WebhookStore {
     /// commit on the embedded store). The claims hold once those rows are written and
     /// acknowledged, before the next claims of the same account are read.
     pub async fn claim_rows(&self, claims: &[(&str, i64, &str)]) -> Result<(Vec<Claimed>, Vec<Mutation>), StoreError> {
-        use futures::{StreamExt, TryStreamExt};
-        // Collected first: a lazy iterator's closure held across the await would make
-        // the future `Send` for one lifetime only.
-        let reads: Vec<_> = claims.iter().map(|(account_id, _, message_id)| self.claimed_seq(account_id, message_id)).collect();
-        let holders: Vec<Option<i64>> = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect().await?;
+        let (holders, marker) = self.claims_held(claims).await?;
         let expires_at = Some(now_micros().saturating_add(micros(self.retention)));
         let (mut told, mut writes) = (Vec::with_capacity(claims.len()), Vec::new());
-        let mut claimed_now: std::collections::HashMap<(&str, &str), i64> = std::collections::HashMap::new();
+        let mut claimed_now: HashMap<(&str, &str), i64> = HashMap::new();
         for ((account_id, seq, message_id), holder) in claims.iter().zip(holders) {
             let holder = holder.or_else(|| claimed_now.get(&(*account_id, *message_id)).copied());
             told.push(match holder {
@@ -476,9 +514,9 @@ impl WebhookStore {
                 None => {
                     claimed_now.insert((account_id, message_id), *seq);
                     writes.push(Mutation {
-                        table: &MESSAGES_BY_ID,
-                        partition: vec![Val::text(*account_id), Val::text(*message_id)],
-                        clustering: vec![],
+                        table: &MESSAGE_CLAIMS,
+                        partition: vec![Val::text(*account_id), Val::Int(claim_day(message_id))],
+                        clustering: vec![Val::text(*message_id)],
                         op: Op::Put { body: format!("{{\"seq\":{seq}}}"), expires_at },
                         ts: claim_clock(*seq),
                     });
@@ -486,13 +524,154 @@ impl WebhookStore {
                 }
             });
         }
+        if !writes.is_empty() {
+            // With the first claims kept in `message_claims`.
+            writes.extend(marker);
+        }
         Ok((told, writes))
+    }
+
+    /// The seq holding each claim of `claims`, and the marker row to write with the
+    /// claims when none is known to stand ([`ClaimsSince`]). The claims of an account
+    /// on one day are one partition of `message_claims`, in id order: a batch's are
+    /// read in one request an account and day ([`WebhookStore::day_claims`]). Ids no
+    /// claim holds there are looked for in `messages_by_id` while it may hold claims.
+    async fn claims_held(&self, claims: &[(&str, i64, &str)]) -> Result<(Vec<Option<i64>>, Option<Mutation>), StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        // Per account and day, the indexes of its claims in `claims`.
+        let mut days: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
+        for (index, (account_id, _, message_id)) in claims.iter().enumerate() {
+            days.entry((*account_id, claim_day(message_id))).or_default().push(index);
+        }
+        let days: Vec<((&str, i64), Vec<usize>)> = days.into_iter().collect();
+        // Claims expire a retention after they are written, which is after their
+        // change: a day after the one a retention ago holds no expired claim.
+        let kept_since = claim_day_at(now_micros().saturating_sub(micros(self.retention)) / 1_000) + 1;
+        // Collected first: a lazy iterator's closure held across the await would make
+        // the future `Send` for one lifetime only.
+        let reads: Vec<_> = days
+            .iter()
+            .map(|((account_id, day), indexes)| self.day_claims(account_id, *day, indexes.iter().map(|index| claims[*index].2).collect(), *day >= kept_since))
+            .collect();
+        let found = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect::<Vec<Vec<Option<i64>>>>();
+        let (found, (legacy_until, marker)) = futures::try_join!(found, self.legacy_claims())?;
+        let mut holders: Vec<Option<i64>> = vec![None; claims.len()];
+        for ((_, indexes), seqs) in days.iter().zip(found) {
+            for (index, seq) in indexes.iter().zip(seqs) {
+                holders[*index] = seq;
+            }
+        }
+        if now_micros() < legacy_until {
+            let missing: Vec<usize> = (0..claims.len()).filter(|index| holders[*index].is_none()).collect();
+            let reads: Vec<_> = missing.iter().map(|index| self.legacy_claim(claims[*index].0, claims[*index].2)).collect();
+            let legacy: Vec<Option<i64>> = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect().await?;
+            for (index, seq) in missing.into_iter().zip(legacy) {
+                holders[index] = seq;
+            }
+        }
+        Ok((holders, marker))
+    }
+
+    /// The seqs holding the claims of `ids` (of one account and day), in their order.
+    /// Ids are made in the order of their changes, so a batch's ids of a day are close
+    /// together: when `scan` (a day holding no expired claim) they are read by one scan
+    /// from the lowest to the highest, which returns others' claims between them too,
+    /// up to [`CLAIM_SCAN_ROWS`] an id looked for; the ids past the last row it read
+    /// when it read that many, and every id of a day that may hold expired claims (a
+    /// range would step over them), are read by their keys in one request
+    /// ([`Driver::get_many`]), which costs the store more than a scan of as many rows.
+    async fn day_claims(&self, account_id: &str, day: i64, ids: Vec<&str>, scan: bool) -> Result<Vec<Option<i64>>, StoreError> {
+        let partition = [Val::text(account_id), Val::Int(day)];
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut held: HashMap<&str, i64> = HashMap::new();
+        let mut unread: &[&str] = &sorted;
+        if scan && sorted.len() > 1 {
+            let limit = sorted.len().saturating_mul(CLAIM_SCAN_ROWS);
+            let range = ScanRange { start: Bound::Included(vec![Val::text(sorted[0])]), end: Bound::Included(vec![Val::text(sorted[sorted.len() - 1])]) };
+            let rows = self.driver.scan(&MESSAGE_CLAIMS, &partition, &range, limit).await?;
+            let key = |row: &Row| row.clustering.first().and_then(Val::as_text).map(str::to_owned);
+            // Every claim up to the last row read is known; past it only when the scan
+            // ended before its limit.
+            let known_to = if rows.len() < limit { None } else { rows.last().and_then(key) };
+            for row in &rows {
+                if let Some(id) = row.clustering.first().and_then(Val::as_text).and_then(|key| sorted.binary_search(&key).ok().map(|at| sorted[at])) {
+                    held.insert(id, decode::<Claim>(&MESSAGE_CLAIMS, &row.body)?.seq);
+                }
+            }
+            unread = match known_to {
+                None => &[],
+                Some(last) => &sorted[sorted.partition_point(|id| *id <= last.as_str())..],
+            };
+        }
+        if !unread.is_empty() {
+            let keys: Vec<Vec<Val>> = unread.iter().map(|id| vec![Val::text(*id)]).collect();
+            for (id, row) in unread.iter().zip(self.driver.get_many(&MESSAGE_CLAIMS, &partition, &keys).await?) {
+                if let Some(row) = row {
+                    held.insert(id, decode::<Claim>(&MESSAGE_CLAIMS, &row.body)?.seq);
+                }
+            }
+        }
+        Ok(ids.iter().map(|id| held.get(id).copied()).collect())
     }
 
     /// The seq that claimed the account's message, while the claim is kept.
     async fn claimed_seq(&self, account_id: &str, message_id: &str) -> Result<Option<i64>, StoreError> {
+        let partition = [Val::text(account_id), Val::Int(claim_day(message_id))];
+        if let Some(row) = self.driver.get(&MESSAGE_CLAIMS, &partition, &[Val::text(message_id)]).await? {
+            return Ok(Some(decode::<Claim>(&MESSAGE_CLAIMS, &row.body)?.seq));
+        }
+        if now_micros() < self.legacy_claims_until().await? {
+            return self.legacy_claim(account_id, message_id).await;
+        }
+        Ok(None)
+    }
+
+    /// A claim written to `messages_by_id`, before claims were kept in `message_claims`.
+    async fn legacy_claim(&self, account_id: &str, message_id: &str) -> Result<Option<i64>, StoreError> {
         let Some(row) = self.driver.get(&MESSAGES_BY_ID, &[Val::text(account_id), Val::text(message_id)], &[]).await? else { return Ok(None) };
         Ok(Some(decode::<Claim>(&MESSAGES_BY_ID, &row.body)?.seq))
+    }
+
+    /// The marker of `message_claims` ([`ClaimsSince`]), kept once read: a process
+    /// reads it until it finds one, then never again.
+    async fn claims_marker(&self) -> Result<Option<i64>, StoreError> {
+        if let Some(until) = self.legacy_claims_until.get() {
+            return Ok(Some(*until));
+        }
+        let Some(row) = self.driver.get(&MESSAGE_CLAIMS, &claims_marker_partition(), &[Val::text("")]).await? else { return Ok(None) };
+        let since: ClaimsSince = decode(&MESSAGE_CLAIMS, &row.body)?;
+        Ok(Some(*self.legacy_claims_until.get_or_init(|| since.legacy_until_us)))
+    }
+
+    /// Until when `messages_by_id` may hold a live claim (µs), for a reader: as long as
+    /// no marker is written, it may.
+    async fn legacy_claims_until(&self) -> Result<i64, StoreError> {
+        Ok(self.claims_marker().await?.unwrap_or(i64::MAX))
+    }
+
+    /// Until when `messages_by_id` may hold a live claim (µs), for a claimer, and the
+    /// marker to write with its claims when none is written yet (of two, the earliest
+    /// stands): since now, and until a retention and a day from now when
+    /// `messages_by_id` holds a row ([`Driver::holds_rows`]; an error is taken as a row,
+    /// as the fallback costs reads, never a duplicate), else until now.
+    async fn legacy_claims(&self) -> Result<(i64, Option<Mutation>), StoreError> {
+        if let Some(until) = self.claims_marker().await? {
+            return Ok((until, None));
+        }
+        let now = now_micros();
+        let held = self.driver.holds_rows(&MESSAGES_BY_ID).await.unwrap_or(true);
+        let legacy_until_us = if held { now.saturating_add(micros(self.retention)).saturating_add(LEGACY_ROLL_US) } else { now };
+        let since = ClaimsSince { since_us: now, legacy_until_us };
+        let marker = Mutation {
+            table: &MESSAGE_CLAIMS,
+            partition: claims_marker_partition().to_vec(),
+            clustering: vec![Val::text("")],
+            op: Op::Put { body: encode(&since), expires_at: None },
+            ts: claim_clock(now),
+        };
+        Ok((legacy_until_us, Some(marker)))
     }
 
     /// The feed row of a claimed message, to write with the other rows of its batch.
@@ -557,7 +736,7 @@ impl WebhookStore {
     async fn feed_start(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
         let partition = [Val::text(account_id)];
         let since = self.driver.get(&FEED_FLOORS, &partition, &[Val::Int(FLOORS_SINCE_KEY), Val::Int(0)]);
-        let hours = ScanRange { start: std::ops::Bound::Excluded(vec![Val::Int(FLOORS_SINCE_KEY)]), end: std::ops::Bound::Unbounded };
+        let hours = ScanRange { start: Bound::Excluded(vec![Val::Int(FLOORS_SINCE_KEY)]), end: Bound::Unbounded };
         let first = self.driver.scan(&FEED_FLOORS, &partition, &hours, FLOOR_ROWS_READ);
         let (since, first) = futures::try_join!(since, first)?;
         let Some(since) = since else { return Ok(None) };

@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use recap_lmdb::EmbeddedDriver;
-use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, OAUTH_CLAIMS, OAUTH_CODES, TEAMS_BY_ACCOUNT};
+use recap_readmodel::tables::{MEETINGS_BY_ACCOUNT, MESSAGE_CLAIMS, OAUTH_CLAIMS, OAUTH_CODES, TEAMS_BY_ACCOUNT};
 use recap_readmodel::{Driver, Mutation, Op, ScanRange, StoreError, Val};
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Driver>) {
@@ -130,6 +130,69 @@ async fn rows_expire(driver: Arc<dyn Driver>) {
     driver.write(vec![code("live", now + 60_000_000), code("expired", now - 1)]).await.unwrap();
     assert!(driver.get(&OAUTH_CODES, &[Val::text("live")], &[]).await.unwrap().is_some());
     assert!(driver.get(&OAUTH_CODES, &[Val::text("expired")], &[]).await.unwrap().is_none());
+}
+
+/// `Driver::get_many` answers each key as `get` would, in the order asked: keys in any
+/// order, asked twice, absent, deleted, expired, in another partition, more keys than
+/// one request names (the ScyllaDriver's 100), and on a table of two clustering
+/// columns (read by key).
+async fn many_keys_of_one_partition_read_at_once_answer_as_gets(driver: Arc<dyn Driver>) {
+    let now = recap_readmodel::driver::now_micros();
+    let claim = |account: &str, id: String, expires_at: Option<i64>, op: Option<Op>| Mutation {
+        table: &MESSAGE_CLAIMS,
+        partition: vec![Val::text(account), Val::Int(7)],
+        clustering: vec![Val::text(id.clone())],
+        op: op.unwrap_or(Op::Put { body: format!("{{\"seq\":\"{id}\"}}"), expires_at }),
+        ts: 10,
+    };
+    let mut rows: Vec<Mutation> = (0..250).filter(|n| n % 3 != 0).map(|n| claim("acc", format!("msg_{n:03}"), None, None)).collect();
+    rows.push(claim("acc", "msg_expired".into(), Some(now - 1), None));
+    rows.push(claim("acc", "msg_live".into(), Some(now + 60_000_000), None));
+    rows.push(claim("acc_other", "msg_other".into(), None, None));
+    driver.write(rows).await.unwrap();
+    driver.write(vec![claim("acc", "msg_001".into(), None, Some(Op::Delete))]).await.unwrap();
+    let mut keys: Vec<String> = (0..250).rev().map(|n| format!("msg_{n:03}")).collect();
+    keys.extend(["msg_expired", "msg_live", "msg_other", "msg_002", "msg_002", "msg_never"].map(String::from));
+    let keys: Vec<Vec<Val>> = keys.into_iter().map(|id| vec![Val::text(id)]).collect();
+    let partition = [Val::text("acc"), Val::Int(7)];
+    let many = driver.get_many(&MESSAGE_CLAIMS, &partition, &keys).await.unwrap();
+    assert_eq!(many.len(), keys.len());
+    let mut present = 0;
+    for (key, row) in keys.iter().zip(&many) {
+        let one = driver.get(&MESSAGE_CLAIMS, &partition, key).await.unwrap();
+        assert_eq!(row.as_ref().map(|row| (&row.clustering, &row.body)), one.as_ref().map(|row| (&row.clustering, &row.body)), "{key:?}");
+        present += usize::from(row.is_some());
+    }
+    // 166 of 0..250 written, one of them deleted; the live one; the 2 asked twice more.
+    assert_eq!(present, 165 + 1 + 2);
+    assert!(many[many.len() - 3].is_some() && many[many.len() - 2].is_some() && many[many.len() - 1].is_none());
+    driver.write(vec![put("acc", 1, "mtg_1", "{\"n\":1}", 5), put("acc", 2, "mtg_2", "{\"n\":2}", 5)]).await.unwrap();
+    let keys = vec![vec![Val::Int(2), Val::text("mtg_2")], vec![Val::Int(3), Val::text("mtg_3")], vec![Val::Int(1), Val::text("mtg_1")]];
+    let many = driver.get_many(&MEETINGS_BY_ACCOUNT, &[Val::text("acc")], &keys).await.unwrap();
+    assert_eq!(many.iter().map(|row| row.as_ref().map(|row| row.body.as_str())).collect::<Vec<_>>(), vec![Some("{\"n\":2}"), None, Some("{\"n\":1}")]);
+}
+
+/// `Driver::holds_rows` says whether a table has a live row in any partition: not
+/// for tombstones or expired rows, nor for another table's rows.
+async fn a_table_holds_rows_only_when_one_is_live(driver: Arc<dyn Driver>) {
+    let now = recap_readmodel::driver::now_micros();
+    assert!(!driver.holds_rows(&MEETINGS_BY_ACCOUNT).await.unwrap(), "an empty table");
+    driver.write(vec![delete("acc", 1, "mtg_gone", 5)]).await.unwrap();
+    assert!(!driver.holds_rows(&MEETINGS_BY_ACCOUNT).await.unwrap(), "a tombstone only");
+    let code = |id: &str, expires_at: i64| Mutation {
+        table: &OAUTH_CODES,
+        partition: vec![Val::text(id)],
+        clustering: vec![],
+        op: Op::Put { body: "{}".into(), expires_at: Some(expires_at) },
+        ts: now,
+    };
+    driver.write(vec![code("expired", now - 1)]).await.unwrap();
+    assert!(!driver.holds_rows(&OAUTH_CODES).await.unwrap(), "an expired row only");
+    driver.write(vec![put("acc_other", 2, "mtg_1", "{}", 5)]).await.unwrap();
+    assert!(driver.holds_rows(&MEETINGS_BY_ACCOUNT).await.unwrap(), "a live row");
+    assert!(!driver.holds_rows(&OAUTH_CODES).await.unwrap(), "another table's row");
+    driver.write(vec![code("live", now + 60_000_000)]).await.unwrap();
+    assert!(driver.holds_rows(&OAUTH_CODES).await.unwrap());
 }
 
 /// One write call of many rows of one partition, across tables, with several writes of
@@ -443,7 +506,9 @@ for_each_driver!(
     body_pages_are_the_scans_bodies_joined,
     reads_past_the_first_page_of_rows,
     conditional_inserts_write_only_where_no_live_row_is,
-    each_table_takes_only_its_own_kind_of_write
+    each_table_takes_only_its_own_kind_of_write,
+    a_table_holds_rows_only_when_one_is_live,
+    many_keys_of_one_partition_read_at_once_answer_as_gets
 );
 
 // One LMDB store has one owner process, so its racers share one driver (the inserts

@@ -170,6 +170,11 @@ impl Shared {
         self.inner.get(table, partition, clustering).await
     }
 
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        self.enter(Call::Get, &[table]).await?;
+        self.inner.get_many(table, partition, keys).await
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.enter(Call::Scan, &[table]).await?;
         self.record_scan(table, partition, range);
@@ -198,6 +203,11 @@ impl Shared {
     async fn ping(&self) -> Result<(), StoreError> {
         self.enter(Call::Ping, &[]).await?;
         self.inner.ping().await
+    }
+
+    async fn holds_rows(&self, table: &'static Table) -> Result<bool, StoreError> {
+        self.enter(Call::Scan, &[table]).await?;
+        self.inner.holds_rows(table).await
     }
 }
 
@@ -389,6 +399,14 @@ impl Driver for FaultyDriver {
         self.shared.get(table, partition, clustering).await
     }
 
+    /// One get, as one request (or each key a get of its own with the trait's default).
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        if self.trait_defaults {
+            return self.defaults().get_many(table, partition, keys).await;
+        }
+        self.shared.get_many(table, partition, keys).await
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         self.shared.scan(table, partition, range, limit).await
     }
@@ -455,6 +473,10 @@ impl Driver for FaultyDriver {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.shared.ping().await
+    }
+
+    async fn holds_rows(&self, table: &'static Table) -> Result<bool, StoreError> {
+        self.shared.holds_rows(table).await
     }
 
     fn timeout(&self) -> Duration {

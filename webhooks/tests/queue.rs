@@ -416,8 +416,8 @@ async fn after_hundreds_of_deliveries_and_removed_retries_no_scan_covers_a_remov
 /// seq stands (`claim_clock`), and `GET /v1/events/{id}` agrees with the feed.
 #[tokio::test]
 async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any_order_the_lowest_stands() {
-    use recap_readmodel::tables::MESSAGES_BY_ID;
-    use recap_readmodel::webhooks::{claim_clock, Claimed};
+    use recap_readmodel::tables::MESSAGE_CLAIMS;
+    use recap_readmodel::webhooks::{claim_clock, claim_day, Claimed};
     let setup = setup().await;
     let store = &setup.webhooks;
     let created = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1").message.id;
@@ -434,9 +434,9 @@ async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any
     // Two readers' claims of one id, each written as a claim is written: the later
     // seq's lands first, then the earlier seq's.
     let written = |seq: i64, id: &str| Mutation {
-        table: &MESSAGES_BY_ID,
-        partition: vec![Val::text("acc_a"), Val::text(id)],
-        clustering: vec![],
+        table: &MESSAGE_CLAIMS,
+        partition: vec![Val::text("acc_a"), Val::Int(claim_day(id))],
+        clustering: vec![Val::text(id)],
         op: Op::Put { body: format!("{{\"seq\":{seq}}}"), expires_at: None },
         ts: claim_clock(seq),
     };
@@ -456,6 +456,125 @@ async fn an_id_is_claimed_once_by_its_first_seq_and_of_two_claims_landing_in_any
         let (found_seq, found) = store.message("acc_a", id).await.unwrap().expect("the message by its id");
         assert_eq!((found_seq, found.id.as_str()), (seq, id.as_str()));
     }
+}
+
+/// A message id made at `milliseconds` since the epoch, the `n`th of them.
+fn id_at(milliseconds: i64, n: u64) -> String {
+    format!("msg_{milliseconds:012x}{n:020x}")
+}
+
+fn now_milliseconds() -> i64 {
+    recap_readmodel::driver::now_micros() / 1_000
+}
+
+/// A batch's claims of an account on one day are read in one request (docs/webhooks.md,
+/// "For each batch of the log") and decided as read one by one: new, a replay of the
+/// seq that holds it, a duplicate of another's. A day within the retention is read by
+/// one scan from the lowest id to the highest, up to four claims an id looked for;
+/// when others' claims between them fill that, the ids past the last one read are
+/// read by their keys, in one request. A day past the retention, whose partition may
+/// hold expired claims, is read by keys only. With the trait's default `get_many` (a
+/// get a key), the same claims decide the same.
+#[tokio::test]
+async fn a_batchs_claims_of_an_account_on_one_day_are_read_in_one_request_and_decided_as_by_id() {
+    use recap_readmodel::tables::MESSAGE_CLAIMS;
+    use recap_readmodel::webhooks::Claimed;
+    for trait_defaults in [false, true] {
+        let setup = setup().await;
+        let mut recording = recap_testkit::FaultyDriver::new(setup.driver());
+        if trait_defaults {
+            recording = recording.with_trait_defaults();
+        }
+        let store = WebhookStore::new(Arc::new(recording.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+        let claim_scans = || recording.take_scans().iter().filter(|scan| scan.table.name == MESSAGE_CLAIMS.name).count();
+        let today = now_milliseconds();
+        // 100 ids claimed one a call, at seqs 1..=100; one on a day past the retention.
+        let ids: Vec<String> = (0..100).map(|n| id_at(today - 100 + n as i64, n)).collect();
+        for (index, id) in ids.iter().enumerate() {
+            assert_eq!(store.claim_ids(&[("acc_a", index as i64 + 1, id)]).await.unwrap(), vec![Claimed::New]);
+        }
+        let old_day = today - 40 * 24 * 3_600_000;
+        let old: Vec<String> = (0..2).map(|n| id_at(old_day + n as i64, 9_000 + n)).collect();
+        assert_eq!(store.claim_ids(&[("acc_a", 500, &old[0])]).await.unwrap(), vec![Claimed::New]);
+        // A batch: 120 new ids of today, a replay and a duplicate of claims of today,
+        // the first new one twice; of the old day a replay, a new one and a duplicate.
+        let fresh: Vec<String> = (0..120).map(|n| id_at(today + 1 + n as i64, 1_000 + n)).collect();
+        let mut batch: Vec<(&str, i64, &str)> = fresh.iter().enumerate().map(|(n, id)| ("acc_a", 200 + n as i64, id.as_str())).collect();
+        batch.extend([("acc_a", 50, ids[49].as_str()), ("acc_a", 400, ids[9].as_str()), ("acc_a", 401, fresh[0].as_str())]);
+        batch.extend([("acc_a", 500, old[0].as_str()), ("acc_a", 501, old[1].as_str()), ("acc_a", 502, old[0].as_str())]);
+        recording.record_scans();
+        recording.reset_counts();
+        let told = store.claim_ids(&batch).await.unwrap();
+        let mut expected = vec![Claimed::New; 120];
+        expected.extend([Claimed::Again, Claimed::Elsewhere, Claimed::Elsewhere, Claimed::Again, Claimed::New, Claimed::Elsewhere]);
+        assert_eq!(told, expected, "trait defaults: {trait_defaults}");
+        // Today's 122 ids: 211 claims between the lowest and the highest, within the
+        // scan's 488.
+        assert_eq!(claim_scans(), 1, "today's claims: one scan");
+        if !trait_defaults {
+            assert_eq!(recording.gets(), 1, "the old day's claims: one request");
+        }
+        // The lowest of today, a new one between, the highest: the 100 claims between
+        // them fill the scan's 12 rows, and the rest are read by their keys.
+        let between = id_at(today - 50, 5_000);
+        recording.reset_counts();
+        let told = store.claim_ids(&[("acc_a", 1, &ids[0]), ("acc_a", 600, &between), ("acc_a", 319, &fresh[119])]).await.unwrap();
+        assert_eq!(told, vec![Claimed::Again, Claimed::New, Claimed::Again]);
+        assert_eq!(claim_scans(), 1);
+        if !trait_defaults {
+            assert_eq!(recording.gets(), 1, "the ids past the scan's last row: one request");
+        }
+        // Read again, each claim holds for the seq that made it.
+        let again: Vec<(&str, i64, &str)> = fresh.iter().enumerate().map(|(n, id)| ("acc_a", 200 + n as i64, id.as_str())).collect();
+        assert_eq!(store.claim_ids(&again).await.unwrap(), vec![Claimed::Again; 120]);
+        // Another account's claims are its own.
+        assert_eq!(store.claim_ids(&[("acc_b", 7, &ids[0]), ("acc_b", 8, &ids[1])]).await.unwrap(), vec![Claimed::New, Claimed::New]);
+    }
+}
+
+/// Claims were kept in `messages_by_id` before `message_claims`: after the upgrade they
+/// still decide (a replay, a duplicate, `GET /v1/events/{id}`) until they have expired,
+/// as the claims' marker says. A store whose `messages_by_id` held nothing when the
+/// first claimer looked never looks there.
+#[tokio::test]
+async fn claims_kept_before_in_messages_by_id_still_decide_until_they_expire() {
+    use recap_readmodel::tables::MESSAGES_BY_ID;
+    use recap_readmodel::webhooks::{claim_clock, Claimed};
+    let legacy = |seq: i64, id: &str| Mutation {
+        table: &MESSAGES_BY_ID,
+        partition: vec![Val::text("acc_a"), Val::text(id)],
+        clustering: vec![],
+        op: Op::Put { body: format!("{{\"seq\":{seq},\"message\":{{}}}}"), expires_at: Some(recap_readmodel::driver::now_micros() + HOUR) },
+        ts: claim_clock(seq),
+    };
+    let today = now_milliseconds();
+    let (old, other, fresh) = (id_at(today - 10, 1), id_at(today - 5, 2), id_at(today, 3));
+    // Upgraded: the store held claims.
+    let upgraded = setup().await;
+    upgraded.webhooks.write(vec![legacy(3, &old)]).await.unwrap();
+    let store = WebhookStore::new(upgraded.driver(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    assert_eq!(
+        store.claim_ids(&[("acc_a", 3, &old), ("acc_a", 4, &fresh), ("acc_a", 5, &old)]).await.unwrap(),
+        vec![Claimed::Again, Claimed::New, Claimed::Elsewhere]
+    );
+    // A process of the version before writes one more during the roll; a new process
+    // finds it too.
+    upgraded.webhooks.write(vec![legacy(6, &other)]).await.unwrap();
+    let later = WebhookStore::new(upgraded.driver(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    assert_eq!(later.claim_ids(&[("acc_a", 7, &other), ("acc_a", 4, &fresh)]).await.unwrap(), vec![Claimed::Elsewhere, Claimed::Again]);
+    store
+        .write(vec![store.feed_row("acc_a", 3, &message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1").message), store.head_row("acc_a", 3)])
+        .await
+        .unwrap();
+    assert_eq!(later.message("acc_a", &old).await.unwrap().map(|(seq, _)| seq), Some(3), "GET /v1/events/{{id}} of a message claimed before");
+    // Fresh: nothing held when the first claimer looked; a row written there later
+    // is never looked for.
+    let fresh_store = setup().await;
+    let store = WebhookStore::new(fresh_store.driver(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    assert_eq!(store.claim_ids(&[("acc_a", 4, &fresh)]).await.unwrap(), vec![Claimed::New]);
+    fresh_store.webhooks.write(vec![legacy(3, &old)]).await.unwrap();
+    let later = WebhookStore::new(fresh_store.driver(), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    assert_eq!(later.claim_ids(&[("acc_a", 5, &old)]).await.unwrap(), vec![Claimed::New], "messages_by_id is not read");
 }
 
 /// A read of the feed without a cursor starts just below the first floor still kept

@@ -82,6 +82,9 @@ impl Changes {
     }
 }
 
+/// Dead rows [`Driver::holds_rows`] steps over before it gives up and says true.
+const HOLDS_ROWS_STEPS: usize = 10_000;
+
 fn storage(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
@@ -338,6 +341,32 @@ impl Driver for EmbeddedDriver {
         Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
     }
 
+    /// In one read transaction.
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        let read = self.env.read_txn().map_err(storage)?;
+        let now = now_micros();
+        let mut key_bytes = partition_prefix(table, partition);
+        let prefix_len = key_bytes.len();
+        let mut found = Vec::with_capacity(keys.len());
+        for clustering in keys {
+            key_bytes.truncate(prefix_len);
+            append_clustering(&mut key_bytes, table, clustering);
+            let row = match self.rows.get(&read, &key_bytes).map_err(storage)? {
+                Some(value) => {
+                    let stored = decode_value(value)?;
+                    if stored.tombstone || stored.expires_at <= now {
+                        None
+                    } else {
+                        Some(Row { clustering: clustering.clone(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts })
+                    }
+                }
+                None => None,
+            };
+            found.push(row);
+        }
+        Ok(found)
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         let mut found = Vec::with_capacity(limit.min(256));
         if limit == 0 {
@@ -431,6 +460,23 @@ impl Driver for EmbeddedDriver {
         tokio::task::spawn_blocking(move || driver.write_sync(frozen.mutations()))
             .await
             .map_err(|error| StoreError::Unavailable(format!("write task failed: {error}")))?
+    }
+
+    /// Steps over at most [`HOLDS_ROWS_STEPS`] dead rows (tombstones, expired rows)
+    /// before saying true.
+    async fn holds_rows(&self, table: &'static Table) -> Result<bool, StoreError> {
+        let read = self.env.read_txn().map_err(storage)?;
+        let (start, end) = ([table.id], table.id.checked_add(1).map(|next| [next]));
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), end.as_ref().map_or(Bound::Unbounded, |end| Bound::Excluded(&end[..])));
+        let now = now_micros();
+        for (step, entry) in self.rows.range(&read, &bounds).map_err(storage)?.enumerate() {
+            let (_, value) = entry.map_err(storage)?;
+            let stored = decode_value(value)?;
+            if step >= HOLDS_ROWS_STEPS || (!stored.tombstone && stored.expires_at > now) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

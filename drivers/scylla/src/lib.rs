@@ -104,6 +104,7 @@ pub struct ScyllaDriver {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ReadShape {
     Get { table: &'static str, clustering: usize, write_time: bool },
+    GetMany { table: &'static str },
     Scan { table: &'static str, start: Option<(usize, bool)>, end: Option<(usize, bool)>, limited: bool, write_time: bool },
 }
 
@@ -711,6 +712,48 @@ impl Driver for ScyllaDriver {
         Ok(body.filter(|_| expires_at.is_none_or(|expires_at| expires_at > now)).map(str::to_string))
     }
 
+    /// For a table of one clustering column, one request a [`GET_MANY_KEYS`] keys
+    /// (`<column> IN ?`: one read of the partition, however many keys); by key otherwise.
+    async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+        let [column] = table.clustering else {
+            let gets: Vec<_> = keys.iter().map(|key| self.get(table, partition, key)).collect();
+            return stream::iter(gets).buffered(GET_MANY_KEYS).try_collect().await;
+        };
+        if keys.iter().any(|key| key.len() != 1) {
+            return Err(StoreError::Misuse(format!("{}: get_many takes whole clustering keys", table.name)));
+        }
+        let statement =
+            self.read_statement(ReadShape::GetMany { table: table.name }, table, || format!("{} AND {} IN ?", self.select(table, false), column.name)).await?;
+        let now = now_micros();
+        let mut found: Vec<Option<Row>> = vec![None; keys.len()];
+        for (chunk, keys) in keys.chunks(GET_MANY_KEYS).enumerate() {
+            let (texts, numbers): (Vec<&str>, Vec<i64>) = match column.kind {
+                ColumnType::Text => (keys.iter().map(|key| key[0].as_text().unwrap_or_default()).collect(), Vec::new()),
+                ColumnType::BigInt => (Vec::new(), keys.iter().map(|key| key[0].as_int().unwrap_or_default()).collect()),
+            };
+            let mut values: Vec<&(dyn SerializeValue + Sync)> = partition.iter().map(bound_value).collect();
+            values.push(match column.kind {
+                ColumnType::Text => &texts,
+                ColumnType::BigInt => &numbers,
+            });
+            let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+            let rows = result.into_rows_result().map_err(corrupt)?;
+            for row in rows.rows::<CqlRow>().map_err(corrupt)? {
+                let Ok(row) = Self::to_row(table, row.map_err(corrupt)?, now)? else { continue };
+                // A key asked for twice is answered once: each asking gets the row.
+                let at: Vec<usize> =
+                    keys.iter().enumerate().filter(|(_, key)| key[0] == row.clustering[0]).map(|(index, _)| chunk * GET_MANY_KEYS + index).collect();
+                if let Some((last, rest)) = at.split_last() {
+                    for index in rest {
+                        found[*index] = Some(row.clone());
+                    }
+                    found[*last] = Some(row);
+                }
+            }
+        }
+        Ok(found)
+    }
+
     async fn scan(&self, table: &'static Table, partition: &[Val], range: &ScanRange, limit: usize) -> Result<Vec<Row>, StoreError> {
         let now = now_micros();
         let mut found = Vec::new();
@@ -825,6 +868,27 @@ impl Driver for ScyllaDriver {
         }
     }
 
+    /// The first [`HOLDS_ROWS_READ`] rows of the whole table in token order, in one
+    /// request (the coordinator reads the token ranges until it has them, or the ranges
+    /// run out); true when one is live by this process's clock, or when that many were
+    /// read and none is.
+    async fn holds_rows(&self, table: &'static Table) -> Result<bool, StoreError> {
+        let cql = format!("SELECT expires_at FROM {} LIMIT {HOLDS_ROWS_READ}", self.qualified(table));
+        let statement = self.prepared(cql, Access::Plain).await?;
+        let result = self.session.execute_unpaged(&statement, ()).await.map_err(unavailable)?;
+        let rows = result.into_rows_result().map_err(corrupt)?;
+        let now = now_micros();
+        let mut read = 0;
+        for row in rows.rows::<(Option<i64>,)>().map_err(corrupt)? {
+            let (expires_at,) = row.map_err(corrupt)?;
+            read += 1;
+            if expires_at.is_none_or(|expires_at| expires_at > now) {
+                return Ok(true);
+            }
+        }
+        Ok(read >= HOLDS_ROWS_READ)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let statement = self.prepared("SELECT release_version FROM system.local".into(), Access::Plain).await?;
         self.session.execute_unpaged(&statement, ()).await.map(|_| ()).map_err(unavailable)
@@ -841,6 +905,14 @@ impl Driver for ScyllaDriver {
 fn ttl_seconds(expires_at: i64) -> i32 {
     ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
 }
+
+/// Keys a request of [`Driver::get_many`] names at most (and gets in flight at once
+/// for tables it reads by key).
+const GET_MANY_KEYS: usize = 100;
+
+/// Rows [`Driver::holds_rows`] reads before it gives up on finding a live one and
+/// says true.
+const HOLDS_ROWS_READ: usize = 100;
 
 /// Rows per page of a paged read.
 const PAGE_ROWS: i32 = 1_000;
