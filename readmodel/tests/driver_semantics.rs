@@ -118,15 +118,14 @@ async fn scans_follow_clustering_order_and_bounds(driver: Arc<dyn Driver>) {
     );
 }
 
+/// An OAuth code row (a table of no clustering column) expiring at `expires_at`.
+fn code(id: &str, expires_at: i64, ts: i64) -> Mutation {
+    Mutation { table: &OAUTH_CODES, partition: vec![Val::text(id)], clustering: vec![], op: Op::Put { body: "{}".into(), expires_at: Some(expires_at) }, ts }
+}
+
 async fn rows_expire(driver: Arc<dyn Driver>) {
     let now = recap_readmodel::driver::now_micros();
-    let code = |id: &str, expires_at: i64| Mutation {
-        table: &OAUTH_CODES,
-        partition: vec![Val::text(id)],
-        clustering: vec![],
-        op: Op::Put { body: "{}".into(), expires_at: Some(expires_at) },
-        ts: now,
-    };
+    let code = |id: &str, expires_at: i64| code(id, expires_at, now);
     driver.write(vec![code("live", now + 60_000_000), code("expired", now - 1)]).await.unwrap();
     assert!(driver.get(&OAUTH_CODES, &[Val::text("live")], &[]).await.unwrap().is_some());
     assert!(driver.get(&OAUTH_CODES, &[Val::text("expired")], &[]).await.unwrap().is_none());
@@ -179,13 +178,7 @@ async fn a_table_holds_rows_only_when_one_is_live(driver: Arc<dyn Driver>) {
     assert!(!driver.holds_rows(&MEETINGS_BY_ACCOUNT).await.unwrap(), "an empty table");
     driver.write(vec![delete("acc", 1, "mtg_gone", 5)]).await.unwrap();
     assert!(!driver.holds_rows(&MEETINGS_BY_ACCOUNT).await.unwrap(), "a tombstone only");
-    let code = |id: &str, expires_at: i64| Mutation {
-        table: &OAUTH_CODES,
-        partition: vec![Val::text(id)],
-        clustering: vec![],
-        op: Op::Put { body: "{}".into(), expires_at: Some(expires_at) },
-        ts: now,
-    };
+    let code = |id: &str, expires_at: i64| code(id, expires_at, now);
     driver.write(vec![code("expired", now - 1)]).await.unwrap();
     assert!(!driver.holds_rows(&OAUTH_CODES).await.unwrap(), "an expired row only");
     driver.write(vec![put("acc_other", 2, "mtg_1", "{}", 5)]).await.unwrap();
