@@ -64,8 +64,14 @@ const DAY_MS: i64 = 86_400_000;
 /// Unix epoch, [`crate::messages::message_id`]): the partition of `message_claims` its
 /// claim is in, beside the account. 0 for an id of another form.
 pub fn claim_day(message_id: &str) -> i64 {
-    let milliseconds = message_id.strip_prefix("msg_").and_then(|rest| rest.get(..12)).filter(|hex| hex.bytes().all(|byte| byte.is_ascii_hexdigit()));
-    claim_day_at(milliseconds.and_then(|hex| i64::from_str_radix(hex, 16).ok()).unwrap_or(0))
+    claim_day_at(id_time_ms(message_id))
+}
+
+/// A message id's time: its first 12 hex digits, milliseconds since the Unix epoch; 0
+/// for an id of another form.
+fn id_time_ms(message_id: &str) -> i64 {
+    let digits = message_id.strip_prefix("msg_").and_then(|rest| rest.get(..12)).filter(|hex| hex.bytes().all(|byte| byte.is_ascii_hexdigit()));
+    digits.and_then(|hex| i64::from_str_radix(hex, 16).ok()).unwrap_or(0)
 }
 
 fn claim_day_at(milliseconds: i64) -> i64 {
@@ -80,6 +86,27 @@ fn claims_marker_partition() -> [Val; 2] {
 /// How long after its first claim in `message_claims` a process of the version before
 /// may still write claims to `messages_by_id` (a rolling upgrade's end).
 const LEGACY_ROLL_US: i64 = 24 * 3_600_000_000;
+
+/// How far past the clock of the process that claims it a message id's time may be
+/// (the change's time is its producer's clock).
+const ID_TIME_AHEAD_US: i64 = 24 * 3_600_000_000;
+
+/// Where claims kept before `message_claims` may still be found ([`ClaimsSince`]).
+#[derive(Clone, Copy, Debug)]
+struct Legacy {
+    until_us: i64,
+    ids_until_ms: i64,
+}
+
+impl Legacy {
+    /// Before any marker: anywhere.
+    const UNKNOWN: Legacy = Legacy { until_us: i64::MAX, ids_until_ms: i64::MAX };
+
+    /// Whether `messages_by_id` may hold a live claim of `message_id` now.
+    fn may_hold(&self, message_id: &str) -> bool {
+        now_micros() < self.until_us && id_time_ms(message_id) <= self.ids_until_ms
+    }
+}
 
 /// How long a feed message, its id and an attempt are kept unless configured otherwise.
 pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
@@ -293,13 +320,17 @@ struct Claim {
 }
 
 /// The marker of `message_claims`: since when claims are kept there (the first
-/// claimer's clock), and until when `messages_by_id`, where they were kept before, may
-/// still hold one that is live (µs). Claims are looked for there too until then. A
-/// store that held no claim when the first claimer looked needs no look: until = since.
+/// claimer's clock), until when `messages_by_id`, where they were kept before, may
+/// still hold one that is live (µs), and the latest id time (ms) a claim there may
+/// have: processes of the version before claim only until the upgrade's roll ends, and
+/// only changes that happened by then. Claims are looked for there too until then,
+/// for ids of that time or earlier. A store that held no claim when the first claimer
+/// looked needs no look: until = since.
 #[derive(Serialize, Deserialize)]
 struct ClaimsSince {
     since_us: i64,
     legacy_until_us: i64,
+    legacy_ids_until_ms: i64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -384,13 +415,13 @@ fn decode_due(shard: &str, rows: Vec<Row>) -> Result<Vec<DueDelivery>, StoreErro
 pub struct WebhookStore {
     driver: Arc<dyn Driver>,
     retention: std::time::Duration,
-    /// Until when `messages_by_id` may hold claims (µs), once known.
-    legacy_claims_until: Arc<std::sync::OnceLock<i64>>,
+    /// Where `messages_by_id` may hold claims, once known.
+    legacy_claims: Arc<std::sync::OnceLock<Legacy>>,
 }
 
 impl WebhookStore {
     pub fn new(driver: Arc<dyn Driver>, retention: std::time::Duration) -> WebhookStore {
-        WebhookStore { driver, retention, legacy_claims_until: Arc::default() }
+        WebhookStore { driver, retention, legacy_claims: Arc::default() }
     }
 
     pub fn retention(&self) -> std::time::Duration {
@@ -554,15 +585,15 @@ impl WebhookStore {
             .map(|((account_id, day), indexes)| self.day_claims(account_id, *day, indexes.iter().map(|index| claims[*index].2).collect(), *day >= kept_since))
             .collect();
         let found = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect::<Vec<Vec<Option<i64>>>>();
-        let (found, (legacy_until, marker)) = futures::try_join!(found, self.legacy_claims())?;
+        let (found, (legacy, marker)) = futures::try_join!(found, self.legacy_claims())?;
         let mut holders: Vec<Option<i64>> = vec![None; claims.len()];
         for ((_, indexes), seqs) in days.iter().zip(found) {
             for (index, seq) in indexes.iter().zip(seqs) {
                 holders[*index] = seq;
             }
         }
-        if now_micros() < legacy_until {
-            let missing: Vec<usize> = (0..claims.len()).filter(|index| holders[*index].is_none()).collect();
+        let missing: Vec<usize> = (0..claims.len()).filter(|index| holders[*index].is_none() && legacy.may_hold(claims[*index].2)).collect();
+        if !missing.is_empty() {
             let reads: Vec<_> = missing.iter().map(|index| self.legacy_claim(claims[*index].0, claims[*index].2)).collect();
             let legacy: Vec<Option<i64>> = futures::stream::iter(reads).buffered(CLAIM_READS).try_collect().await?;
             for (index, seq) in missing.into_iter().zip(legacy) {
@@ -622,7 +653,7 @@ impl WebhookStore {
         if let Some(row) = self.driver.get(&MESSAGE_CLAIMS, &partition, &[Val::text(message_id)]).await? {
             return Ok(Some(decode::<Claim>(&MESSAGE_CLAIMS, &row.body)?.seq));
         }
-        if now_micros() < self.legacy_claims_until().await? {
+        if self.claims_marker().await?.unwrap_or(Legacy::UNKNOWN).may_hold(message_id) {
             return self.legacy_claim(account_id, message_id).await;
         }
         Ok(None)
@@ -635,35 +666,37 @@ impl WebhookStore {
     }
 
     /// The marker of `message_claims` ([`ClaimsSince`]), kept once read: a process
-    /// reads it until it finds one, then never again.
-    async fn claims_marker(&self) -> Result<Option<i64>, StoreError> {
-        if let Some(until) = self.legacy_claims_until.get() {
-            return Ok(Some(*until));
+    /// reads it until it finds one, then never again. Without one, a reader looks in
+    /// `messages_by_id` for every id ([`Legacy::UNKNOWN`]).
+    async fn claims_marker(&self) -> Result<Option<Legacy>, StoreError> {
+        if let Some(legacy) = self.legacy_claims.get() {
+            return Ok(Some(*legacy));
         }
         let Some(row) = self.driver.get(&MESSAGE_CLAIMS, &claims_marker_partition(), &[Val::text("")]).await? else { return Ok(None) };
         let since: ClaimsSince = decode(&MESSAGE_CLAIMS, &row.body)?;
-        Ok(Some(*self.legacy_claims_until.get_or_init(|| since.legacy_until_us)))
+        Ok(Some(*self.legacy_claims.get_or_init(|| Legacy { until_us: since.legacy_until_us, ids_until_ms: since.legacy_ids_until_ms })))
     }
 
-    /// Until when `messages_by_id` may hold a live claim (µs), for a reader: as long as
-    /// no marker is written, it may.
-    async fn legacy_claims_until(&self) -> Result<i64, StoreError> {
-        Ok(self.claims_marker().await?.unwrap_or(i64::MAX))
-    }
-
-    /// Until when `messages_by_id` may hold a live claim (µs), for a claimer, and the
-    /// marker to write with its claims when none is written yet (of two, the earliest
-    /// stands): since now, and until a retention and a day from now when
-    /// `messages_by_id` holds a row ([`Driver::holds_rows`]; an error is taken as a row,
-    /// as the fallback costs reads, never a duplicate), else until now.
-    async fn legacy_claims(&self) -> Result<(i64, Option<Mutation>), StoreError> {
-        if let Some(until) = self.claims_marker().await? {
-            return Ok((until, None));
+    /// Where `messages_by_id` may hold a live claim, for a claimer, and the marker to
+    /// write with its claims when none is written yet (of two, the earliest stands):
+    /// since now; when `messages_by_id` holds a row ([`Driver::holds_rows`]; an error is
+    /// taken as a row, as the fallback costs reads, never a duplicate), until a
+    /// retention and the roll from now, for ids of changes up to the roll's end (and
+    /// how far ahead an id's time may be); else until now.
+    async fn legacy_claims(&self) -> Result<(Legacy, Option<Mutation>), StoreError> {
+        if let Some(legacy) = self.claims_marker().await? {
+            return Ok((legacy, None));
         }
         let now = now_micros();
         let held = self.driver.holds_rows(&MESSAGES_BY_ID).await.unwrap_or(true);
-        let legacy_until_us = if held { now.saturating_add(micros(self.retention)).saturating_add(LEGACY_ROLL_US) } else { now };
-        let since = ClaimsSince { since_us: now, legacy_until_us };
+        let legacy = match held {
+            true => Legacy {
+                until_us: now.saturating_add(micros(self.retention)).saturating_add(LEGACY_ROLL_US),
+                ids_until_ms: now.saturating_add(LEGACY_ROLL_US).saturating_add(ID_TIME_AHEAD_US) / 1_000,
+            },
+            false => Legacy { until_us: now, ids_until_ms: 0 },
+        };
+        let since = ClaimsSince { since_us: now, legacy_until_us: legacy.until_us, legacy_ids_until_ms: legacy.ids_until_ms };
         let marker = Mutation {
             table: &MESSAGE_CLAIMS,
             partition: claims_marker_partition().to_vec(),
@@ -671,7 +704,7 @@ impl WebhookStore {
             op: Op::Put { body: encode(&since), expires_at: None },
             ts: claim_clock(now),
         };
-        Ok((legacy_until_us, Some(marker)))
+        Ok((legacy, Some(marker)))
     }
 
     /// The feed row of a claimed message, to write with the other rows of its batch.

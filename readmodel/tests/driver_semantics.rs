@@ -159,7 +159,7 @@ async fn many_keys_of_one_partition_read_at_once_answer_as_gets(driver: Arc<dyn 
     let mut present = 0;
     for (key, row) in keys.iter().zip(&many) {
         let one = driver.get(&MESSAGE_CLAIMS, &partition, key).await.unwrap();
-        assert_eq!(row.as_ref().map(|row| (&row.clustering, &row.body)), one.as_ref().map(|row| (&row.clustering, &row.body)), "{key:?}");
+        assert_eq!(row.as_ref().map(|row| (&row.clustering, &row.body, row.ts)), one.as_ref().map(|row| (&row.clustering, &row.body, row.ts)), "{key:?}");
         present += usize::from(row.is_some());
     }
     // 166 of 0..250 written, one of them deleted; the live one; the 2 asked twice more.

@@ -534,7 +534,7 @@ async fn a_batchs_claims_of_an_account_on_one_day_are_read_in_one_request_and_de
 
 /// Claims were kept in `messages_by_id` before `message_claims`: after the upgrade they
 /// still decide (a replay, a duplicate, `GET /v1/events/{id}`) until they have expired,
-/// as the claims' marker says. A store whose `messages_by_id` held nothing when the
+/// for ids of changes up to the upgrade's roll, as the claims' marker says. A store whose `messages_by_id` held nothing when the
 /// first claimer looked never looks there.
 #[tokio::test]
 async fn claims_kept_before_in_messages_by_id_still_decide_until_they_expire() {
@@ -562,6 +562,11 @@ async fn claims_kept_before_in_messages_by_id_still_decide_until_they_expire() {
     upgraded.webhooks.write(vec![legacy(6, &other)]).await.unwrap();
     let later = WebhookStore::new(upgraded.driver(), recap_readmodel::webhooks::DEFAULT_RETENTION);
     assert_eq!(later.claim_ids(&[("acc_a", 7, &other), ("acc_a", 4, &fresh)]).await.unwrap(), vec![Claimed::Elsewhere, Claimed::Again]);
+    // An id whose change came after the roll (and the margin of producers' clocks)
+    // was never claimed there: not looked for.
+    let after_roll = id_at(today + 3 * 24 * 3_600_000, 4);
+    upgraded.webhooks.write(vec![legacy(8, &after_roll)]).await.unwrap();
+    assert_eq!(later.claim_ids(&[("acc_a", 9, &after_roll)]).await.unwrap(), vec![Claimed::New], "messages_by_id is not read for it");
     store
         .write(vec![store.feed_row("acc_a", 3, &message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1").message), store.head_row("acc_a", 3)])
         .await

@@ -723,7 +723,7 @@ impl Driver for ScyllaDriver {
             return Err(StoreError::Misuse(format!("{}: get_many takes whole clustering keys", table.name)));
         }
         let statement =
-            self.read_statement(ReadShape::GetMany { table: table.name }, table, || format!("{} AND {} IN ?", self.select(table, false), column.name)).await?;
+            self.read_statement(ReadShape::GetMany { table: table.name }, table, || format!("{} AND {} IN ?", self.select(table, true), column.name)).await?;
         let now = now_micros();
         let mut found: Vec<Option<Row>> = vec![None; keys.len()];
         for (chunk, keys) in keys.chunks(GET_MANY_KEYS).enumerate() {
