@@ -215,8 +215,16 @@ impl ScanRange {
     }
 }
 
-/// Gets [`Driver::get_many`]'s default has in flight at once.
+/// Gets [`get_each`] has in flight at once.
 const GET_MANY_AT_ONCE: usize = 32;
+
+/// [`Driver::get_many`] by key, a few gets at once: its default, and what a driver
+/// that reads some tables in one request does for the others.
+pub async fn get_each<D: Driver + ?Sized>(driver: &D, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let gets: Vec<_> = keys.iter().map(|key| driver.get(table, partition, key)).collect();
+    futures::stream::iter(gets).buffered(GET_MANY_AT_ONCE).try_collect().await
+}
 
 /// A store of the read model's tables.
 ///
@@ -252,9 +260,7 @@ pub trait Driver: Send + Sync + 'static {
     /// read them in one request override this; by default they are read by key, a few
     /// at once.
     async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
-        use futures::{StreamExt, TryStreamExt};
-        let gets: Vec<_> = keys.iter().map(|key| self.get(table, partition, key)).collect();
-        futures::stream::iter(gets).buffered(GET_MANY_AT_ONCE).try_collect().await
+        get_each(self, table, partition, keys).await
     }
 
     /// Up to `limit` live rows of one partition, in clustering order, within `range`.

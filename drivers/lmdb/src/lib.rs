@@ -134,6 +134,15 @@ fn row_of(table: &Table, clustering: &[u8], stored: &Stored<'_>) -> Result<Row, 
     Ok(Row { clustering: clustering_of(table, clustering)?, body: body_of(table, stored)?.to_owned(), ts: stored.ts })
 }
 
+/// The row stored at `clustering` as a read returns it: None when deleted or expired.
+fn live_row(table: &Table, clustering: &[Val], value: &[u8], now: i64) -> Result<Option<Row>, StoreError> {
+    let stored = decode_value(value)?;
+    if stored.tombstone || stored.expires_at <= now {
+        return Ok(None);
+    }
+    Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
+}
+
 fn body_of<'a>(table: &Table, stored: &Stored<'a>) -> Result<&'a str, StoreError> {
     std::str::from_utf8(stored.body).map_err(|_| StoreError::Corrupt(format!("body in {} is not UTF-8", table.name)))
 }
@@ -334,11 +343,7 @@ impl Driver for EmbeddedDriver {
         let Some(value) = self.rows.get(&read, &key).map_err(storage)? else {
             return Ok(None);
         };
-        let stored = decode_value(value)?;
-        if stored.tombstone || stored.expires_at <= now_micros() {
-            return Ok(None);
-        }
-        Ok(Some(Row { clustering: clustering.to_vec(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts }))
+        live_row(table, clustering, value, now_micros())
     }
 
     /// In one read transaction.
@@ -352,14 +357,7 @@ impl Driver for EmbeddedDriver {
             key_bytes.truncate(prefix_len);
             append_clustering(&mut key_bytes, table, clustering);
             let row = match self.rows.get(&read, &key_bytes).map_err(storage)? {
-                Some(value) => {
-                    let stored = decode_value(value)?;
-                    if stored.tombstone || stored.expires_at <= now {
-                        None
-                    } else {
-                        Some(Row { clustering: clustering.clone(), body: body_of(table, &stored)?.to_owned(), ts: stored.ts })
-                    }
-                }
+                Some(value) => live_row(table, clustering, value, now)?,
                 None => None,
             };
             found.push(row);

@@ -715,10 +715,7 @@ impl Driver for ScyllaDriver {
     /// For a table of one clustering column, one request a [`GET_MANY_KEYS`] keys
     /// (`<column> IN ?`: one read of the partition, however many keys); by key otherwise.
     async fn get_many(&self, table: &'static Table, partition: &[Val], keys: &[Vec<Val>]) -> Result<Vec<Option<Row>>, StoreError> {
-        let [column] = table.clustering else {
-            let gets: Vec<_> = keys.iter().map(|key| self.get(table, partition, key)).collect();
-            return stream::iter(gets).buffered(GET_MANY_KEYS).try_collect().await;
-        };
+        let [column] = table.clustering else { return recap_readmodel::driver::get_each(self, table, partition, keys).await };
         if keys.iter().any(|key| key.len() != 1) {
             return Err(StoreError::Misuse(format!("{}: get_many takes whole clustering keys", table.name)));
         }
@@ -906,8 +903,7 @@ fn ttl_seconds(expires_at: i64) -> i32 {
     ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
 }
 
-/// Keys a request of [`Driver::get_many`] names at most (and gets in flight at once
-/// for tables it reads by key).
+/// Keys a request of [`Driver::get_many`] names at most.
 const GET_MANY_KEYS: usize = 100;
 
 /// Rows [`Driver::holds_rows`] reads before it gives up on finding a live one and
