@@ -425,7 +425,9 @@ async fn account_with_feed(dir: &Path, messages: usize) -> ReadModel {
                     id: message_id(&format!("evt_{index}"), "acc", MessageKind::MeetingCreated, &meeting, now),
                     kind: MessageKind::MeetingCreated,
                     created_at: now,
-                    data: serde_json::json!({ "meeting_id": meeting, "meeting": { "id": meeting, "title": format!("Meeting {index}") } }),
+                    data: recap_readmodel::messages::raw_json(
+                        &serde_json::json!({ "meeting_id": meeting, "meeting": { "id": meeting, "title": format!("Meeting {index}") } }),
+                    ),
                 };
                 (index as i64 + 1, message)
             })

@@ -84,10 +84,13 @@ async fn the_messages_topic_receives_each_batchs_messages_keyed_by_account_after
     let _ = stop.send(true);
     projector.await.expect("projector task").expect("projector");
 
-    received.sort_by(|a, b| a.2.message.data["meeting_id"].as_str().cmp(&b.2.message.data["meeting_id"].as_str()));
+    let meeting_of = |told: &AccountMessage| told.message.data()["meeting_id"].as_str().unwrap_or_default().to_owned();
+    received.sort_by_key(|(_, _, told)| meeting_of(told));
+    let meetings: Vec<String> = received.iter().map(|(_, _, told)| meeting_of(told)).collect();
     let told: Vec<(&str, &str, &str, &str)> = received
         .iter()
-        .map(|(key, _, told)| (key.as_str(), told.account_id.as_str(), told.message.kind.as_str(), told.message.data["meeting_id"].as_str().unwrap()))
+        .zip(&meetings)
+        .map(|((key, _, told), meeting)| (key.as_str(), told.account_id.as_str(), told.message.kind.as_str(), meeting.as_str()))
         .collect();
     assert_eq!(
         told,
@@ -96,8 +99,7 @@ async fn the_messages_topic_receives_each_batchs_messages_keyed_by_account_after
     assert_eq!(received[0].1, received[2].1, "an account's messages share a partition");
     // What a message announces is readable once it is received.
     let readmodel = ReadModel::new(driver);
-    for (_, _, told) in &received {
-        let meeting_id = told.message.data["meeting_id"].as_str().unwrap();
+    for ((_, _, told), meeting_id) in received.iter().zip(&meetings) {
         assert!(readmodel.meeting_detail(&told.account_id, meeting_id).await.unwrap().is_some(), "{meeting_id}");
     }
     let _ = admin.delete_topics(&[&events_topic, &messages_topic], &AdminOptions::new()).await;

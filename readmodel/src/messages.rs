@@ -17,12 +17,13 @@
 pub use recap_schemas::MessageKind;
 use recap_schemas::Timestamp;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 /// One message, as the feed lists it and a webhook delivers it: `{"id", "type",
 /// "created_at", "data"}`. `data` holds the ids of what changed and the REST list-entry
 /// form of the resource (never a transcript's text, never another account's data).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Message {
     pub id: String,
     #[serde(rename = "type")]
@@ -30,7 +31,18 @@ pub struct Message {
     /// When the change happened upstream: the `occurred_at` of the event that caused it,
     /// so that projecting the stream again gives every message the same time.
     pub created_at: Timestamp,
-    pub data: serde_json::Value,
+    /// Kept as JSON text: the projection embeds the list entries it rendered as they are,
+    /// without reading them back into values and writing them again ([`Message::data`]
+    /// reads it). A `Message` is therefore read from JSON text (`serde_json::from_str`,
+    /// `from_slice`), not from a `serde_json::Value`.
+    pub data: Box<RawValue>,
+}
+
+/// Two messages are equal when their ids, kinds, times and data's JSON text are.
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.id == other.id && self.kind == other.kind && self.created_at == other.created_at && self.data.get() == other.data.get()
+    }
 }
 
 /// A message and the account it is for, as the message log carries it (an outbox row's
@@ -45,7 +57,17 @@ impl Message {
     /// The message announcing that `kind` happened to `resource_id` for `account_id`,
     /// because of the event `source_event_id` (its envelope id).
     pub fn new(source_event_id: &str, account_id: &str, kind: MessageKind, resource_id: &str, created_at: Timestamp, data: serde_json::Value) -> Message {
+        Message::with_data(source_event_id, account_id, kind, resource_id, created_at, raw_json(&data))
+    }
+
+    /// [`Message::new`] with its data as JSON text already.
+    pub fn with_data(source_event_id: &str, account_id: &str, kind: MessageKind, resource_id: &str, created_at: Timestamp, data: Box<RawValue>) -> Message {
         Message { id: message_id(source_event_id, account_id, kind, resource_id, created_at), kind, created_at, data }
+    }
+
+    /// The data, read as a value.
+    pub fn data(&self) -> serde_json::Value {
+        serde_json::from_str(self.data.get()).unwrap_or(serde_json::Value::Null)
     }
 
     /// The message's JSON, as the feed stores it and a webhook's body carries it.
@@ -54,6 +76,21 @@ impl Message {
         // cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// `value` as JSON text (a `Value` always serialises).
+pub fn raw_json(value: &serde_json::Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| null())
+}
+
+/// JSON text made by the caller (`text` is JSON by construction); `null` should it not be.
+pub fn raw_text(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).unwrap_or_else(|_| null())
+}
+
+/// JSON's `null`.
+fn null() -> Box<RawValue> {
+    Box::<RawValue>::default()
 }
 
 /// `msg_` and 32 hex digits: 12 of the change's time (`at`, the event's `occurred_at`,
@@ -132,6 +169,7 @@ mod tests {
         let message = Message::new("evt_1", "acc_1", MessageKind::TeamLeft, "team_1", created_at, serde_json::json!({"team_id": "team_1"}));
         let json: serde_json::Value = serde_json::from_str(&message.to_json()).unwrap();
         assert_eq!(json, serde_json::json!({"id": message.id, "type": "team.left", "created_at": "2026-11-20T09:00:00Z", "data": {"team_id": "team_1"}}));
-        assert_eq!(serde_json::from_value::<Message>(json).unwrap(), message);
+        assert_eq!(serde_json::from_str::<Message>(&message.to_json()).unwrap(), message);
+        assert_eq!(message.data(), serde_json::json!({"team_id": "team_1"}));
     }
 }

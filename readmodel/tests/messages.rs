@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 /// (account, type, data) of each message.
 fn told(messages: &[AccountMessage]) -> Vec<(String, &'static str, Value)> {
-    messages.iter().map(|told| (told.account_id.clone(), told.message.kind.as_str(), told.message.data.clone())).collect()
+    messages.iter().map(|told| (told.account_id.clone(), told.message.kind.as_str(), told.message.data())).collect()
 }
 
 /// (account, type) of each message.
@@ -120,7 +120,7 @@ async fn action_item_messages_diff_a_meetings_items_one_by_one() {
         .await;
     assert_eq!(kinds(&created), pairs(&[("acc", "meeting.created"), ("acc", "action_item.created"), ("acc", "action_item.created")]));
     assert_eq!(
-        created[1].message.data,
+        created[1].message.data(),
         json!({"action_item_id": "ai_1", "action_item": {"id": "ai_1", "text": "do ai_1", "status": "todo", "assignee_human_id": null, "due_at": null,
                "completed_at": null, "meeting": {"id": "m1", "title": "Weekly"}}})
     );
@@ -132,7 +132,7 @@ async fn action_item_messages_diff_a_meetings_items_one_by_one() {
         told(&next).into_iter().map(|(_, kind, data)| (kind, data["action_item_id"].clone())).collect::<Vec<_>>(),
         vec![("action_item.updated", json!("ai_1")), ("action_item.created", json!("ai_3")), ("action_item.deleted", json!("ai_2"))]
     );
-    assert_eq!(next[2].message.data, json!({"action_item_id": "ai_2", "meeting_id": "m1"}));
+    assert_eq!(next[2].message.data(), json!({"action_item_id": "ai_2", "meeting_id": "m1"}));
 }
 
 #[tokio::test]

@@ -358,8 +358,12 @@ mod tests {
     use super::*;
 
     fn first_attempt(seq: i64) -> FirstAttempt {
-        let message =
-            Message { id: format!("msg_{seq}"), kind: MessageKind::MeetingCreated, created_at: Timestamp(0), data: serde_json::json!({"meeting_id": "mtg"}) };
+        let message = Message {
+            id: format!("msg_{seq}"),
+            kind: MessageKind::MeetingCreated,
+            created_at: Timestamp(0),
+            data: recap_readmodel::messages::raw_json(&serde_json::json!({"meeting_id": "mtg"})),
+        };
         let endpoint = EndpointRecord {
             id: "ep".into(),
             url: "https://receiver.example/".into(),

@@ -25,7 +25,7 @@ struct TokenData {
 
 impl TokenData {
     fn of(state: &EntityState) -> Option<TokenData> {
-        state.data.clone().and_then(|data| serde_json::from_value(data).ok())
+        state.data.as_deref().and_then(|data| serde_json::from_str(data.get()).ok())
     }
 }
 
@@ -67,7 +67,7 @@ impl Batch {
             Some(sha) => vec![token_row(&token.account_id, &token.token_id, sha, token.revoked)],
             None => Vec::new(),
         };
-        state.data = serde_json::to_value(&token).ok();
+        state.data = serde_json::value::to_raw_value(&token).ok();
         self.revise(EntityKind::Token, &token.token_id, state, stamp.version as u64, Revision::Present(rows), stamp);
     }
 

@@ -12,11 +12,13 @@
 use std::collections::BTreeSet;
 
 use recap_schemas::{ActionItem, Meeting, Share};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::driver::StoreError;
-use crate::messages::{AccountMessage, Message, MessageKind};
+use crate::messages::{raw_json, raw_text, AccountMessage, Message, MessageKind};
 use crate::views::{self, render};
 
 use super::batch::{Batch, Stamp};
@@ -27,9 +29,26 @@ pub(super) fn digest(rendered: &str) -> String {
     Sha256::digest(rendered.as_bytes())[..16].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// A rendered entry as message data (it is JSON by construction).
-fn value(rendered: &str) -> Value {
-    serde_json::from_str(rendered).unwrap_or(Value::Null)
+/// Message data `{"<id_key>": id, "<entry_key>": entry}`, `entry` a list entry as
+/// rendered (JSON by construction, `null` for none) and embedded as it is: never read
+/// into a value and written again. The keys are plain names.
+fn entry_data(id_key: &str, id: &str, entry_key: &str, entry: &str) -> Box<RawValue> {
+    let id = serde_json::to_string(id).unwrap_or_default();
+    raw_text(format!("{{\"{id_key}\":{id},\"{entry_key}\":{entry}}}"))
+}
+
+/// What a meeting's state keeps for a transcript's message, applied later: its list
+/// entry, as rendered.
+#[derive(Deserialize)]
+struct KeptEntry<'a> {
+    #[serde(borrow)]
+    entry: &'a RawValue,
+}
+
+/// What a transcript's state keeps: the digest of the transcript last applied.
+#[derive(Deserialize)]
+struct KeptDigest {
+    digest: String,
 }
 
 /// Keys of `EntityState::seen`.
@@ -68,7 +87,12 @@ pub(super) fn change(seen: Option<&String>, now: Option<&str>) -> Option<Change>
 impl Batch {
     /// Announces `kind` of `resource_id` to `account_id`, from the event being applied.
     pub(super) fn announce(&mut self, account_id: &str, kind: MessageKind, resource_id: &str, data: Value) {
-        let message = Message::new(&self.source.event_id, account_id, kind, resource_id, self.source.occurred_at, data);
+        self.announce_data(account_id, kind, resource_id, raw_json(&data));
+    }
+
+    /// [`Self::announce`] with the data as JSON text already.
+    fn announce_data(&mut self, account_id: &str, kind: MessageKind, resource_id: &str, data: Box<RawValue>) {
+        let message = Message::with_data(&self.source.event_id, account_id, kind, resource_id, self.source.occurred_at, data);
         self.messages.push(AccountMessage { account_id: account_id.to_owned(), message });
     }
 
@@ -82,18 +106,18 @@ impl Batch {
         let meeting_id: &str = &meeting.id;
         let entry = render(&views::MeetingListEntry::of(meeting));
         let entry_digest = digest(&entry);
-        let data = json!({ "meeting_id": meeting_id, "meeting": value(&entry) });
+        let data = entry_data("meeting_id", meeting_id, "meeting", &entry);
         let appeared = !state.seen.contains_key(SEEN_MEETING);
         match change(state.seen.get(SEEN_MEETING), Some(&entry_digest)) {
-            Some(Change::Appeared) => self.announce(account_id, MessageKind::MeetingCreated, meeting_id, data.clone()),
-            Some(Change::Changed) => self.announce(account_id, MessageKind::MeetingUpdated, meeting_id, data.clone()),
+            Some(Change::Appeared) => self.announce_data(account_id, MessageKind::MeetingCreated, meeting_id, data.clone()),
+            Some(Change::Changed) => self.announce_data(account_id, MessageKind::MeetingUpdated, meeting_id, data.clone()),
             _ => {}
         }
         state.seen.insert(SEEN_MEETING.into(), entry_digest);
         // What a transcript's message, applied later, carries of its meeting.
-        state.data = Some(json!({ "entry": value(&entry) }));
+        state.data = Some(raw_text(format!("{{\"entry\":{entry}}}")));
         if has_notes(meeting) && !state.seen.contains_key(SEEN_NOTES) {
-            self.announce(account_id, MessageKind::MeetingNotesReady, meeting_id, data.clone());
+            self.announce_data(account_id, MessageKind::MeetingNotesReady, meeting_id, data.clone());
             state.seen.insert(SEEN_NOTES.into(), String::new());
         }
         if appeared {
@@ -133,17 +157,17 @@ impl Batch {
     pub(super) fn announce_item(&mut self, account_id: &str, item_id: &str, meeting_id: Option<&str>, entry: Option<&str>, state: &mut EntityState, key: &str) {
         let now = entry.map(digest);
         match change(state.seen.get(key), now.as_deref()) {
-            Some(Change::Appeared) => self.announce(
+            Some(Change::Appeared) => self.announce_data(
                 account_id,
                 MessageKind::ActionItemCreated,
                 item_id,
-                json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }),
+                entry_data("action_item_id", item_id, "action_item", entry.unwrap_or("null")),
             ),
-            Some(Change::Changed) => self.announce(
+            Some(Change::Changed) => self.announce_data(
                 account_id,
                 MessageKind::ActionItemUpdated,
                 item_id,
-                json!({ "action_item_id": item_id, "action_item": value(entry.unwrap_or("null")) }),
+                entry_data("action_item_id", item_id, "action_item", entry.unwrap_or("null")),
             ),
             Some(Change::Gone) => {
                 self.announce(account_id, MessageKind::ActionItemDeleted, item_id, json!({ "action_item_id": item_id, "meeting_id": meeting_id }))
@@ -174,15 +198,15 @@ impl Batch {
         transcript: &mut EntityState,
         applied: String,
     ) -> Result<(), StoreError> {
-        transcript.data = Some(json!({ "digest": applied }));
+        transcript.data = Some(raw_json(&json!({ "digest": applied })));
         let meeting = self.entity(EntityKind::Meeting, meeting_id).await?.unwrap_or_default();
-        let Some(entry) = meeting.data.as_ref().and_then(|data| data.get("entry")).filter(|_| !meeting.deleted && meeting.seen.contains_key(SEEN_MEETING))
-        else {
+        let kept = meeting.data.as_deref().and_then(|data| serde_json::from_str::<KeptEntry<'_>>(data.get()).ok());
+        let Some(kept) = kept.filter(|_| !meeting.deleted && meeting.seen.contains_key(SEEN_MEETING)) else {
             return Ok(());
         };
         if transcript.seen.get(SEEN_TRANSCRIPT) != Some(&applied) {
-            let data = json!({ "meeting_id": meeting_id, "meeting": entry });
-            self.announce(account_id, MessageKind::MeetingTranscriptReady, meeting_id, data);
+            let data = entry_data("meeting_id", meeting_id, "meeting", kept.entry.get());
+            self.announce_data(account_id, MessageKind::MeetingTranscriptReady, meeting_id, data);
             transcript.seen.insert(SEEN_TRANSCRIPT.into(), applied);
         }
         Ok(())
@@ -190,16 +214,18 @@ impl Batch {
 
     /// meeting.transcript_ready for a transcript applied while its meeting was not
     /// visible yet, once it is.
-    async fn announce_waiting_transcript(&mut self, account_id: &str, meeting_id: &str, data: &Value, stamp: Stamp) -> Result<(), StoreError> {
+    async fn announce_waiting_transcript(&mut self, account_id: &str, meeting_id: &str, data: &RawValue, stamp: Stamp) -> Result<(), StoreError> {
         let Some(mut transcript) = self.entity(EntityKind::Transcript, meeting_id).await? else { return Ok(()) };
         if transcript.rows.is_empty() {
             return Ok(());
         }
-        let Some(applied) = transcript.data.as_ref().and_then(|data| data.get("digest")).and_then(Value::as_str).map(str::to_owned) else { return Ok(()) };
+        let Some(applied) = transcript.data.as_deref().and_then(|data| serde_json::from_str::<KeptDigest>(data.get()).ok()).map(|kept| kept.digest) else {
+            return Ok(());
+        };
         if transcript.seen.get(SEEN_TRANSCRIPT) == Some(&applied) {
             return Ok(());
         }
-        self.announce(account_id, MessageKind::MeetingTranscriptReady, meeting_id, data.clone());
+        self.announce_data(account_id, MessageKind::MeetingTranscriptReady, meeting_id, data.to_owned());
         transcript.seen.insert(SEEN_TRANSCRIPT.into(), applied);
         self.save_entity(EntityKind::Transcript, meeting_id, transcript, stamp);
         Ok(())
@@ -222,10 +248,10 @@ impl Batch {
         let mut changed = false;
         for account in accounts {
             let sees = now.as_deref().filter(|_| audience.contains(&account));
-            let received = || json!({ "share_id": share_id, "shared_note": value(entry.as_deref().unwrap_or("null")) });
+            let received = || entry_data("share_id", share_id, "shared_note", entry.as_deref().unwrap_or("null"));
             match change(state.seen.get(&account), sees) {
-                Some(Change::Appeared) => self.announce(&account, MessageKind::SharedNoteReceived, share_id, received()),
-                Some(Change::Changed) => self.announce(&account, MessageKind::SharedNoteUpdated, share_id, received()),
+                Some(Change::Appeared) => self.announce_data(&account, MessageKind::SharedNoteReceived, share_id, received()),
+                Some(Change::Changed) => self.announce_data(&account, MessageKind::SharedNoteUpdated, share_id, received()),
                 Some(Change::Gone) => self.announce(&account, MessageKind::SharedNoteWithdrawn, share_id, json!({ "share_id": share_id })),
                 None => continue,
             }

@@ -40,7 +40,7 @@ impl EndpointData {
         if state.deleted {
             return None;
         }
-        let data: EndpointData = state.data.clone().and_then(|data| serde_json::from_value(data).ok())?;
+        let data: EndpointData = state.data.as_deref().and_then(|data| serde_json::from_str(data.get()).ok())?;
         let secrets_row_account = || {
             state.rows.iter().find(|(table, _, _)| *table == WEBHOOK_SECRETS.id).and_then(|(_, partition, _)| partition.first()?.as_text().map(str::to_owned))
         };
@@ -91,7 +91,7 @@ impl Batch {
             RowWrite { table: &WEBHOOK_ENDPOINTS, partition: vec![account.clone()], clustering: vec![Val::text(endpoint_id)], body: render(&record) },
             RowWrite { table: &WEBHOOK_SECRETS, partition: vec![account, Val::text(endpoint_id)], clustering: vec![], body: render(&secrets) },
         ];
-        state.data = serde_json::to_value(EndpointData { account_id: Some(event.account_id.to_string()), created_at, secrets }).ok();
+        state.data = serde_json::value::to_raw_value(&EndpointData { account_id: Some(event.account_id.to_string()), created_at, secrets }).ok();
         self.revise(EntityKind::WebhookEndpoint, endpoint_id, state, version, Revision::Present(rows), stamp);
         Ok(Applied::Applied)
     }

@@ -75,9 +75,10 @@ pub(super) struct EntityState {
     /// The highest delete version ever applied (a transcript at or below it is shadowed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(super) last_delete: u64,
-    /// What later events of other entities need from this one.
+    /// What later events of other entities need from this one, as JSON text: read into
+    /// the type it holds where it is needed, never kept as a value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) data: Option<serde_json::Value>,
+    pub(super) data: Option<Box<serde_json::value::RawValue>>,
     /// A share's clock: the latest position its rows were written at (see
     /// [`Batch::share_stamp`]).
     #[serde(default, skip_serializing_if = "is_zero_i64")]
@@ -270,8 +271,15 @@ mod tests {
     fn a_state_serialises_as_stored() {
         let state = EntityState { v: 3, ..EntityState::default() };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":3}"#);
-        let state =
-            EntityState { v: 4, deleted: true, last_delete: 4, clock: 9, data: Some(serde_json::json!({"a": 1})), rows: Vec::new(), seen: BTreeMap::new() };
+        let state = EntityState {
+            v: 4,
+            deleted: true,
+            last_delete: 4,
+            clock: 9,
+            data: Some(crate::messages::raw_json(&serde_json::json!({"a": 1}))),
+            rows: Vec::new(),
+            seen: BTreeMap::new(),
+        };
         assert_eq!(serde_json::to_string(&state).unwrap(), r#"{"v":4,"deleted":true,"last_delete":4,"data":{"a":1},"clock":9}"#);
     }
 }

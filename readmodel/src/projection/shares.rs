@@ -24,7 +24,7 @@ fn published(state: &EntityState) -> Option<Share> {
     if state.deleted {
         return None;
     }
-    state.data.clone().and_then(|data| serde_json::from_value(data).ok())
+    state.data.as_deref().and_then(|data| serde_json::from_str(data.get()).ok())
 }
 
 impl Batch {
@@ -43,7 +43,7 @@ impl Batch {
         if let Some(team) = &share.team {
             self.put(RowWrite { table: &TEAM_SHARES, partition: vec![Val::text(&team.id)], clustering: vec![Val::text(share_id)], body: String::new() }, stamp);
         }
-        state.data = serde_json::to_value(share).ok();
+        state.data = serde_json::value::to_raw_value(share).ok();
         self.revise(EntityKind::Share, share_id, state, version, Revision::Present(vec![share_record_row(share)]), stamp);
         self.announce_share(share_id, Some(share), stamp).await?;
         Ok(Applied::Applied)

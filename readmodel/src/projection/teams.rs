@@ -27,10 +27,10 @@ impl Batch {
         let Some(mut state) = self.newer(EntityKind::Team, team_id, version).await? else { return Ok(Applied::Stale) };
         let was_active = state.v > 0 && !state.deleted;
         let was_sharing =
-            was_active && state.data.as_ref().and_then(|data| serde_json::from_value::<Team>(data.clone()).ok()).is_some_and(|team| team.can_collaborate);
+            was_active && state.data.as_deref().and_then(|data| serde_json::from_str::<Team>(data.get()).ok()).is_some_and(|team| team.can_collaborate);
         state.v = version;
         state.deleted = false;
-        state.data = serde_json::to_value(team).ok();
+        state.data = serde_json::value::to_raw_value(team).ok();
         self.save_entity(EntityKind::Team, team_id, state, stamp);
         // The members see the team first (team.joined), then what it shares.
         self.write_team_rows(team, stamp).await?;
@@ -156,7 +156,7 @@ impl Batch {
         if state.deleted {
             return Ok(None);
         }
-        Ok(state.data.and_then(|data| serde_json::from_value(data).ok()))
+        Ok(state.data.and_then(|data| serde_json::from_str(data.get()).ok()))
     }
 
     /// The team's members (account id, role), whatever the team's state.

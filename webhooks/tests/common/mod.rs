@@ -139,7 +139,7 @@ pub fn message(account: &str, kind: MessageKind, event: &str, meeting: &str) -> 
             id: message_id(event, account, kind, meeting, Timestamp(START - 1_000_000)),
             kind,
             created_at: Timestamp(START - 1_000_000),
-            data: serde_json::json!({ "meeting_id": meeting }),
+            data: recap_readmodel::messages::raw_json(&serde_json::json!({ "meeting_id": meeting })),
         },
     }
 }
