@@ -111,9 +111,7 @@ pub fn message_id(source_event_id: &str, account_id: &str, kind: MessageKind, re
     let mut id = String::with_capacity(36);
     id.push_str("msg_");
     let _ = write!(id, "{milliseconds:012x}");
-    for byte in &digest[..10] {
-        let _ = write!(id, "{byte:02x}");
-    }
+    id.push_str(&hex::encode(&digest[..10]));
     id
 }
 

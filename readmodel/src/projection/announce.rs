@@ -26,7 +26,7 @@ use super::entities::{EntityKind, EntityState};
 
 /// The digest kept of a rendered entry: 16 bytes of its SHA-256, in hex.
 pub(super) fn digest(rendered: &str) -> String {
-    Sha256::digest(rendered.as_bytes())[..16].iter().map(|byte| format!("{byte:02x}")).collect()
+    hex::encode(&Sha256::digest(rendered.as_bytes())[..16])
 }
 
 /// Message data `{"<id_key>": id, "<entry_key>": entry}`, `entry` a list entry as
