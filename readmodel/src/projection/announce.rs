@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use recap_schemas::{ActionItem, Meeting, Share};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -46,7 +46,7 @@ struct KeptEntry<'a> {
 }
 
 /// What a transcript's state keeps: the digest of the transcript last applied.
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct KeptDigest {
     digest: String,
 }
@@ -198,7 +198,7 @@ impl Batch {
         transcript: &mut EntityState,
         applied: String,
     ) -> Result<(), StoreError> {
-        transcript.data = Some(raw_json(&json!({ "digest": applied })));
+        transcript.data = serde_json::value::to_raw_value(&KeptDigest { digest: applied.clone() }).ok();
         let meeting = self.entity(EntityKind::Meeting, meeting_id).await?.unwrap_or_default();
         let kept = meeting.data.as_deref().and_then(|data| serde_json::from_str::<KeptEntry<'_>>(data.get()).ok());
         let Some(kept) = kept.filter(|_| !meeting.deleted && meeting.seen.contains_key(SEEN_MEETING)) else {
@@ -245,13 +245,14 @@ impl Batch {
         };
         let now = entry.as_deref().map(digest);
         let accounts: BTreeSet<String> = state.seen.keys().cloned().chain(audience.iter().cloned()).collect();
+        // The same data for every account that receives it or sees it change.
+        let received = entry_data("share_id", share_id, "shared_note", entry.as_deref().unwrap_or("null"));
         let mut changed = false;
         for account in accounts {
             let sees = now.as_deref().filter(|_| audience.contains(&account));
-            let received = || entry_data("share_id", share_id, "shared_note", entry.as_deref().unwrap_or("null"));
             match change(state.seen.get(&account), sees) {
-                Some(Change::Appeared) => self.announce_data(&account, MessageKind::SharedNoteReceived, share_id, received()),
-                Some(Change::Changed) => self.announce_data(&account, MessageKind::SharedNoteUpdated, share_id, received()),
+                Some(Change::Appeared) => self.announce_data(&account, MessageKind::SharedNoteReceived, share_id, received.clone()),
+                Some(Change::Changed) => self.announce_data(&account, MessageKind::SharedNoteUpdated, share_id, received.clone()),
                 Some(Change::Gone) => self.announce(&account, MessageKind::SharedNoteWithdrawn, share_id, json!({ "share_id": share_id })),
                 None => continue,
             }
