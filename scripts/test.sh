@@ -80,7 +80,7 @@ if scripts/engines/up.sh; then
   run cargo test --workspace --no-run
   run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated -- --test-threads=2
   run env RECAP_TEST_WORLD=cluster cargo test --workspace --no-fail-fast --test rest_conformance --test mcp_real_clients --test webhooks_black_box -- --include-ignored --test-threads=2
-  run cargo test --workspace --test distributed --test webhooks_distributed -- --ignored --test-threads=1
+  run cargo test --workspace --no-fail-fast --test distributed --test webhooks_distributed -- --ignored --test-threads=1
   run cargo test --workspace --test telemetry -- --ignored
 else
   echo "the engines did not start: the distributed edition was not tested" | tee -a "$log"
