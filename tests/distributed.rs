@@ -577,19 +577,55 @@ fn limiters_with_one_process_id_and_one_clock_count_every_request() {
     });
 }
 
+/// A Redis server of one test's own (the engines' `redis-server`, on a free port, no
+/// persistence), for counts that must see no other client: `INFO`'s command calls and
+/// socket reads are the server's, over every connection.
+struct OwnRedis {
+    child: std::process::Child,
+    url: String,
+}
+
+impl OwnRedis {
+    fn start() -> OwnRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server, which `make up` installs");
+        let own = OwnRedis { child, url: format!("redis://127.0.0.1:{port}") };
+        let client = redis::Client::open(own.url.as_str()).unwrap();
+        let started = Instant::now();
+        while client.get_connection().and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "redis-server on port {port} did not answer within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        own
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 // "one atomic script (EVALSHA) per counted request": requests that arrive together
 // share a write and a reply read, each still its own script call; and a Redis that lost
 // its scripts (a restart, SCRIPT FLUSH) is given the script again rather than failing open.
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again() {
-    let engines = recap_testkit::cluster::Engines::from_env();
+    // Its own server: the engines' Redis is shared with whatever else runs, and any other
+    // client's calls or reads would count here.
+    let redis = OwnRedis::start();
     // One thread: the 40 calls below are all queued before the batching task runs again.
     // On worker threads, the batching task would take them as they come, in as many
     // batches as the test's thread is slow to queue them (a loaded machine).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let mut admin = redis::Client::open(engines.redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let mut admin = redis::Client::open(redis.url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
         // (script calls so far, socket reads Redis has processed so far)
         let stats = || {
             let mut admin = admin.clone();
@@ -608,9 +644,8 @@ fn calls_arriving_together_share_a_round_trip_and_a_lost_script_is_loaded_again(
         let prefix = format!("test-{}-{}:", std::process::id(), recap_schemas::Timestamp::now().micros());
         // A bound far above a round trip: a batch that a loaded machine delays past it
         // would fail open, and this test is about what Redis is sent, not about timeouts.
-        let limiter = Arc::new(
-            recap_redis::RedisLimiter::new(&engines.redis_url, &prefix, Duration::from_secs(30), Arc::new(recap_access::SystemClock)).expect("a redis URL"),
-        );
+        let limiter =
+            Arc::new(recap_redis::RedisLimiter::new(&redis.url, &prefix, Duration::from_secs(30), Arc::new(recap_access::SystemClock)).expect("a redis URL"));
         let limits = recap_access::Limits { per_minute: 1_000, period_quota: 1_000, billing_cycle_anchor: recap_schemas::Timestamp::now() };
         let admit = |limiter: Arc<recap_redis::RedisLimiter>| async move {
             recap_access::Limiter::admit(limiter.as_ref(), "acc_batched", &limits).await.expect("decision")
