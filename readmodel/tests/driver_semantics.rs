@@ -256,6 +256,12 @@ fn claim_key(id: &str) -> [Val; 2] {
     [Val::text("code"), Val::text(id)]
 }
 
+/// Sleeps until a little after the wall-clock instant `at` (µs).
+async fn sleep_until_past(at: i64) {
+    let left = at + 20_000 - recap_readmodel::driver::now_micros();
+    tokio::time::sleep(std::time::Duration::from_micros(left.max(0) as u64)).await;
+}
+
 async fn claim(driver: &Arc<dyn Driver>, id: &str) -> Option<String> {
     driver.get(&OAUTH_CLAIMS, &claim_key(id), &[]).await.unwrap().map(|row| row.body)
 }
@@ -270,11 +276,15 @@ async fn conditional_inserts_write_only_where_no_live_row_is(driver: Arc<dyn Dri
     assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("b"), &[], "other", later).await.unwrap());
     assert_eq!(claim(&driver, "b").await.as_deref(), Some("kept"));
 
-    // Expired, then written again: CQL keeps TTLs in whole seconds (at least one).
-    let soon = recap_readmodel::driver::now_micros() + 1_000_000;
+    // Expired, then written again, at its `expires_at` to the millisecond on both
+    // drivers: CQL, which counts TTLs in whole seconds from the second a row was written
+    // in, keeps this row two to three seconds, and a conditional insert replaces it once
+    // it has expired by its `expires_at` (and never before: `too early`, which a TTL
+    // rounded down let through when the first insert landed late in its second).
+    let soon = recap_readmodel::driver::now_micros() + 1_200_000;
     assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "short-lived", Some(soon)).await.unwrap());
     assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "too early", later).await.unwrap());
-    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    sleep_until_past(soon).await;
     assert_eq!(claim(&driver, "c").await, None, "an expired row reads as absent");
     assert!(driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "again", later).await.unwrap(), "an expired row's key is written again");
     assert!(!driver.insert_if_absent(&OAUTH_CLAIMS, &claim_key("c"), &[], "once more", later).await.unwrap());
@@ -306,11 +316,17 @@ async fn each_table_takes_only_its_own_kind_of_write(driver: Arc<dyn Driver>) {
 /// Many tasks insert one key at once, spread over `sessions` (separate connections to
 /// one store, as separate pods hold): exactly one is told it wrote,
 /// and every later read, through every session, returns that one's body. Several
-/// rounds, a key each.
+/// rounds, a key each; in the last, the key holds a row that has just expired (which
+/// CQL still keeps, so the racers replace it rather than insert).
 async fn racing_conditional_inserts_let_exactly_one_write(sessions: Vec<Arc<dyn Driver>>) {
     const RACERS: usize = 32;
-    for round in 0..5 {
+    for round in 0..6 {
         let key = format!("race{round}");
+        if round == 5 {
+            let soon = recap_readmodel::driver::now_micros() + 1_200_000;
+            assert!(sessions[0].insert_if_absent(&OAUTH_CLAIMS, &claim_key(&key), &[], "expiring", Some(soon)).await.unwrap());
+            sleep_until_past(soon).await;
+        }
         let start = Arc::new(tokio::sync::Barrier::new(RACERS));
         let racers: Vec<_> = (0..RACERS)
             .map(|racer| {

@@ -22,6 +22,11 @@
 //! call's own write as someone else's, so the driver never retries it), and its rows
 //! are never written otherwise (see `Driver`'s rule). They are read at the serial
 //! consistency too, so a read sees every decided insert whatever `--consistency` is.
+//! Their TTL outlives their `expires_at` (CQL counts a TTL from the whole second a row
+//! is written in, and a transaction decides by whether CQL still holds the row), and a
+//! row held past its `expires_at` is replaced by a second transaction, `UPDATE ... IF
+//! expires_at = <the held row's>`: a key is written again exactly when its row has
+//! expired, as on the embedded store.
 //! The serial consistency is LOCAL_SERIAL when the configured consistency is a local
 //! one (`local_quorum`, `local_one`: one datacenter decides, as it does for every other
 //! read and write), else SERIAL.
@@ -518,6 +523,50 @@ impl ScyllaDriver {
 
     /// A row as read back, or only its clustering key when it reads as absent (expired
     /// by this process's clock, or a body cell deleted under a key).
+    /// The second step of [`Driver::insert_if_absent`] on a key whose row has expired
+    /// by its `expires_at` (`held`) while CQL still keeps it: a lightweight transaction
+    /// that writes the new row only if the key still holds that row (`IF expires_at =
+    /// held`), so that of racing calls exactly one replaces it.
+    async fn replace_expired(
+        &self,
+        table: &'static Table,
+        partition: &[Val],
+        clustering: &[Val],
+        body: &str,
+        expires_at: Option<i64>,
+        held: i64,
+    ) -> Result<bool, StoreError> {
+        let mut values = Vec::new();
+        let mut cql = format!("UPDATE {}", self.qualified(table));
+        if let Some(expires_at) = expires_at {
+            cql.push_str(" USING TTL ?");
+            values.push(CqlValue::Int(conditional_ttl_seconds(expires_at)));
+        }
+        cql.push_str(" SET body = ?, ");
+        values.push(CqlValue::Text(body.to_string()));
+        match expires_at {
+            Some(expires_at) => {
+                cql.push_str("expires_at = ?");
+                values.push(CqlValue::BigInt(expires_at));
+            }
+            // The row no longer expires: its old expiry goes.
+            None => cql.push_str("expires_at = null"),
+        }
+        let keys: Vec<String> = table
+            .partition
+            .iter()
+            .map(|column| column.name)
+            .chain(table.clustering.iter().map(|column| column.name))
+            .map(|name| format!("{name} = ?"))
+            .collect();
+        cql.push_str(&format!(" WHERE {} IF expires_at = ?", keys.join(" AND ")));
+        values.extend(partition.iter().chain(clustering).map(cql_value));
+        values.push(CqlValue::BigInt(held));
+        let statement = self.prepared(cql, Access::ConditionalInsert).await?;
+        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
+        Ok(matches!(conditional_outcome(table, result)?, Conditional::Applied))
+    }
+
     fn to_row(table: &Table, row: CqlRow, now: i64) -> Result<Result<Row, Vec<Val>>, StoreError> {
         let mut columns = row.columns;
         let mut clustering = Vec::with_capacity(table.clustering.len());
@@ -853,15 +902,18 @@ impl Driver for ScyllaDriver {
         let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) IF NOT EXISTS", self.qualified(table), columns.join(", "));
         if let Some(expires_at) = expires_at {
             cql.push_str(" USING TTL ?");
-            values.push(CqlValue::Int(ttl_seconds(expires_at)));
+            values.push(CqlValue::Int(conditional_ttl_seconds(expires_at)));
         }
         let statement = self.prepared(cql, Access::ConditionalInsert).await?;
         let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
-        // The first column of the one row a conditional statement answers is `[applied]`.
-        let row = result.into_rows_result().map_err(corrupt)?.maybe_first_row::<CqlRow>().map_err(corrupt)?;
-        match row.and_then(|row| row.columns.into_iter().next().flatten()) {
-            Some(CqlValue::Boolean(applied)) => Ok(applied),
-            other => Err(StoreError::Corrupt(format!("{}: a conditional insert answered {other:?} for [applied]", table.name))),
+        match conditional_outcome(table, result)? {
+            Conditional::Applied => Ok(true),
+            // The key holds a row that has expired by `expires_at` but not yet by its
+            // TTL, which outlives it: it is replaced if it is still that very row.
+            Conditional::Held { expires_at: Some(held) } if held <= now_micros() => {
+                self.replace_expired(table, partition, clustering, body, expires_at, held).await
+            }
+            Conditional::Held { .. } => Ok(false),
         }
     }
 
@@ -901,6 +953,45 @@ impl Driver for ScyllaDriver {
 /// smallest).
 fn ttl_seconds(expires_at: i64) -> i32 {
     ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
+}
+
+/// The CQL TTL of a row written only if absent that expires at `expires_at` (µs): long
+/// enough that CQL keeps it at least until then. A lightweight transaction decides by
+/// whether CQL still holds a row, not by its `expires_at`, and CQL counts a TTL from the
+/// whole second it was written in, so a TTL rounded down could let a second insert win
+/// up to two seconds before the first one's row expired. Rounded up, plus that second:
+/// a row held past its `expires_at` is replaced by [`ScyllaDriver::replace_expired`].
+fn conditional_ttl_seconds(expires_at: i64) -> i32 {
+    ((expires_at - now_micros()).max(0) as u64).div_ceil(1_000_000).saturating_add(1).min(i32::MAX as u64) as i32
+}
+
+/// What a lightweight transaction answered.
+enum Conditional {
+    Applied,
+    /// Not applied: the key holds a row, whose `expires_at` came back beside `[applied]`.
+    Held {
+        expires_at: Option<i64>,
+    },
+}
+
+/// Reads a lightweight transaction's one row: `[applied]` first and, when it was not
+/// applied, the row the key holds.
+fn conditional_outcome(table: &Table, result: QueryResult) -> Result<Conditional, StoreError> {
+    let rows = result.into_rows_result().map_err(corrupt)?;
+    let expires_column = rows.column_specs().iter().position(|spec| spec.name() == "expires_at");
+    let row = rows.maybe_first_row::<CqlRow>().map_err(corrupt)?;
+    let mut columns = row.map(|row| row.columns).unwrap_or_default();
+    match columns.first().cloned().flatten() {
+        Some(CqlValue::Boolean(true)) => Ok(Conditional::Applied),
+        Some(CqlValue::Boolean(false)) => {
+            let expires_at = match expires_column.and_then(|index| columns.get_mut(index)).and_then(Option::take) {
+                Some(CqlValue::BigInt(expires_at)) => Some(expires_at),
+                _ => None,
+            };
+            Ok(Conditional::Held { expires_at })
+        }
+        other => Err(StoreError::Corrupt(format!("{}: a conditional write answered {other:?} for [applied]", table.name))),
+    }
 }
 
 /// Keys a request of [`Driver::get_many`] names at most.
@@ -1074,6 +1165,19 @@ fn copy_key(from: &[Val], to: &mut Vec<Val>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_conditional_rows_ttl_outlives_its_expiry_by_cqls_whole_seconds() {
+        // CQL counts a TTL of n from the start of the second the row is written in, so
+        // the row lives more than n - 1 seconds: n must pass the expiry by over a second.
+        let now = now_micros();
+        for (left, at_least) in [(1_200_000, 3), (2_000_000, 3), (600_000_000, 601), (0, 1), (-5_000_000, 1)] {
+            let ttl = conditional_ttl_seconds(now + left);
+            assert!(ttl >= at_least && ttl <= at_least + 1, "{left} µs left: TTL {ttl}");
+            assert!(i64::from(ttl - 1) * 1_000_000 >= left, "{left} µs left: TTL {ttl} may end before the expiry");
+        }
+        assert_eq!(conditional_ttl_seconds(i64::MAX), i32::MAX);
+    }
 
     #[test]
     fn lightweight_transactions_stay_in_the_datacenter_only_when_the_consistency_does() {
