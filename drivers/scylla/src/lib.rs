@@ -521,12 +521,11 @@ impl ScyllaDriver {
         format!("SELECT {} FROM {} WHERE {}", columns.join(", "), self.qualified(table), partition.join(" AND "))
     }
 
-    /// A row as read back, or only its clustering key when it reads as absent (expired
-    /// by this process's clock, or a body cell deleted under a key).
     /// The second step of [`Driver::insert_if_absent`] on a key whose row has expired
     /// by its `expires_at` (`held`) while CQL still keeps it: a lightweight transaction
     /// that writes the new row only if the key still holds that row (`IF expires_at =
-    /// held`), so that of racing calls exactly one replaces it.
+    /// held`), so that of racing calls exactly one replaces it. Not applied when another
+    /// call replaced the row first, or when CQL dropped it meanwhile.
     async fn replace_expired(
         &self,
         table: &'static Table,
@@ -567,6 +566,8 @@ impl ScyllaDriver {
         Ok(matches!(conditional_outcome(table, result)?, Conditional::Applied))
     }
 
+    /// A row as read back, or only its clustering key when it reads as absent (expired
+    /// by this process's clock, or a body cell deleted under a key).
     fn to_row(table: &Table, row: CqlRow, now: i64) -> Result<Result<Row, Vec<Val>>, StoreError> {
         let mut columns = row.columns;
         let mut clustering = Vec::with_capacity(table.clustering.len());
@@ -905,16 +906,25 @@ impl Driver for ScyllaDriver {
             values.push(CqlValue::Int(conditional_ttl_seconds(expires_at)));
         }
         let statement = self.prepared(cql, Access::ConditionalInsert).await?;
-        let result = self.session.execute_unpaged(&statement, values).await.map_err(unavailable)?;
-        match conditional_outcome(table, result)? {
-            Conditional::Applied => Ok(true),
-            // The key holds a row that has expired by `expires_at` but not yet by its
-            // TTL, which outlives it: it is replaced if it is still that very row.
-            Conditional::Held { expires_at: Some(held) } if held <= now_micros() => {
-                self.replace_expired(table, partition, clustering, body, expires_at, held).await
+        // Looked at again when a held row that had expired could not be replaced: either
+        // another call replaced it (the next look finds that call's live row), or CQL
+        // dropped it meanwhile (the next insert finds the key free). Bounded, as every
+        // look costs a Paxos round; a call that keeps meeting expired rows is told no.
+        for _ in 0..3 {
+            let result = self.session.execute_unpaged(&statement, &values).await.map_err(unavailable)?;
+            match conditional_outcome(table, result)? {
+                Conditional::Applied => return Ok(true),
+                // The key holds a row that has expired by `expires_at` but not yet by its
+                // TTL, which outlives it: it is replaced if it is still that very row.
+                Conditional::Held { expires_at: Some(held) } if held <= now_micros() => {
+                    if self.replace_expired(table, partition, clustering, body, expires_at, held).await? {
+                        return Ok(true);
+                    }
+                }
+                Conditional::Held { .. } => return Ok(false),
             }
-            Conditional::Held { .. } => Ok(false),
         }
+        Ok(false)
     }
 
     /// The first [`HOLDS_ROWS_READ`] rows of the whole table in token order, in one
