@@ -245,14 +245,16 @@ impl Batch {
         };
         let now = entry.as_deref().map(digest);
         let accounts: BTreeSet<String> = state.seen.keys().cloned().chain(audience.iter().cloned()).collect();
-        // The same data for every account that receives it or sees it change.
-        let received = entry_data("share_id", share_id, "shared_note", entry.as_deref().unwrap_or("null"));
+        // The same data for every account that receives it or sees it change, made once
+        // the first such account is met (a change no account sees makes none).
+        let received = std::cell::OnceCell::new();
+        let received = || received.get_or_init(|| entry_data("share_id", share_id, "shared_note", entry.as_deref().unwrap_or("null"))).clone();
         let mut changed = false;
         for account in accounts {
             let sees = now.as_deref().filter(|_| audience.contains(&account));
             match change(state.seen.get(&account), sees) {
-                Some(Change::Appeared) => self.announce_data(&account, MessageKind::SharedNoteReceived, share_id, received.clone()),
-                Some(Change::Changed) => self.announce_data(&account, MessageKind::SharedNoteUpdated, share_id, received.clone()),
+                Some(Change::Appeared) => self.announce_data(&account, MessageKind::SharedNoteReceived, share_id, received()),
+                Some(Change::Changed) => self.announce_data(&account, MessageKind::SharedNoteUpdated, share_id, received()),
                 Some(Change::Gone) => self.announce(&account, MessageKind::SharedNoteWithdrawn, share_id, json!({ "share_id": share_id })),
                 None => continue,
             }
