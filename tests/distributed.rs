@@ -595,11 +595,11 @@ impl OwnRedis {
             .expect("redis-server, which `make up` installs");
         let own = OwnRedis { child, url: format!("redis://127.0.0.1:{port}") };
         let client = redis::Client::open(own.url.as_str()).unwrap();
-        let started = Instant::now();
-        while client.get_connection().and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "redis-server on port {port} did not answer within 30 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            Duration::from_secs(30),
+            || client.get_connection().and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection)).is_ok(),
+            || format!("redis-server on port {port} did not answer within 30 s"),
+        );
         own
     }
 }
