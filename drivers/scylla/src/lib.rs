@@ -8,8 +8,9 @@
 //!
 //! The semantics are the embedded driver's: writes carry `USING TIMESTAMP` (the row's
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
-//! tombstone, as the embedded driver does), expiring rows carry `USING TTL` and their
-//! `expires_at` is checked on read, and scans walk the clustering order with multi-column
+//! tombstone, as the embedded driver does), expiring rows carry `USING TTL` (long enough
+//! that CQL keeps them past their `expires_at`, [`ttl_seconds`]) and their `expires_at`
+//! is checked on read, so a row is read until its `expires_at` and not after, and scans walk the clustering order with multi-column
 //! slice restrictions, paged. The rows of one write call that share a partition key go
 //! in one request, an unlogged batch ([`write_groups`]), each row with its own timestamp
 //! and TTL.
@@ -22,8 +23,8 @@
 //! call's own write as someone else's, so the driver never retries it), and its rows
 //! are never written otherwise (see `Driver`'s rule). They are read at the serial
 //! consistency too, so a read sees every decided insert whatever `--consistency` is.
-//! Their TTL outlives their `expires_at` (CQL counts a TTL from the whole second a row
-//! is written in, and a transaction decides by whether CQL still holds the row), and a
+//! As every expiring row's, their TTL outlives their `expires_at` (a transaction decides
+//! by whether CQL still holds the row), and a
 //! row held past its `expires_at` is replaced by a second transaction, `UPDATE ... IF
 //! expires_at = <the held row's>`: a key is written again exactly when its row has
 //! expired, as on the embedded store.
@@ -539,7 +540,7 @@ impl ScyllaDriver {
         let mut cql = format!("UPDATE {}", self.qualified(table));
         if let Some(expires_at) = expires_at {
             cql.push_str(" USING TTL ?");
-            values.push(CqlValue::Int(conditional_ttl_seconds(expires_at)));
+            values.push(CqlValue::Int(ttl_seconds(expires_at)));
         }
         cql.push_str(" SET body = ?, ");
         values.push(CqlValue::Text(body.to_string()));
@@ -903,7 +904,7 @@ impl Driver for ScyllaDriver {
         let mut cql = format!("INSERT INTO {} ({}) VALUES ({markers}) IF NOT EXISTS", self.qualified(table), columns.join(", "));
         if let Some(expires_at) = expires_at {
             cql.push_str(" USING TTL ?");
-            values.push(CqlValue::Int(conditional_ttl_seconds(expires_at)));
+            values.push(CqlValue::Int(ttl_seconds(expires_at)));
         }
         let statement = self.prepared(cql, Access::ConditionalInsert).await?;
         // Looked at again when a held row that had expired could not be replaced: either
@@ -958,20 +959,16 @@ impl Driver for ScyllaDriver {
     }
 }
 
-/// The CQL TTL of a row that expires at `expires_at` (µs): whole seconds, rounded down
-/// so the store drops it no later than reads stop returning it, and at least one (CQL's
-/// smallest).
+/// The CQL TTL of a row that expires at `expires_at` (µs): long enough that CQL keeps it
+/// at least until then, as reads and lightweight transactions need. CQL counts a TTL
+/// from the start of the whole second the row was written in, so a TTL rounded down
+/// could drop a row up to two seconds before its `expires_at`: an OAuth code redeemed
+/// in its last seconds would read as unknown, and a conditional insert (which decides
+/// by whether CQL still holds a row) could win over a row that had not expired. Rounded
+/// up, plus that second. Reads check `expires_at` itself, so the second or two CQL keeps
+/// a row past it are never seen, and a conditional row held past it is replaced by
+/// [`ScyllaDriver::replace_expired`].
 fn ttl_seconds(expires_at: i64) -> i32 {
-    ((expires_at - now_micros()) / 1_000_000).clamp(1, i32::MAX as i64) as i32
-}
-
-/// The CQL TTL of a row written only if absent that expires at `expires_at` (µs): long
-/// enough that CQL keeps it at least until then. A lightweight transaction decides by
-/// whether CQL still holds a row, not by its `expires_at`, and CQL counts a TTL from the
-/// whole second it was written in, so a TTL rounded down could let a second insert win
-/// up to two seconds before the first one's row expired. Rounded up, plus that second:
-/// a row held past its `expires_at` is replaced by [`ScyllaDriver::replace_expired`].
-fn conditional_ttl_seconds(expires_at: i64) -> i32 {
     ((expires_at - now_micros()).max(0) as u64).div_ceil(1_000_000).saturating_add(1).min(i32::MAX as u64) as i32
 }
 
@@ -1177,16 +1174,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_conditional_rows_ttl_outlives_its_expiry_by_cqls_whole_seconds() {
+    fn a_rows_ttl_outlives_its_expiry_by_cqls_whole_seconds() {
         // CQL counts a TTL of n from the start of the second the row is written in, so
         // the row lives more than n - 1 seconds: n must pass the expiry by over a second.
         let now = now_micros();
         for (left, at_least) in [(1_200_000, 3), (2_000_000, 3), (600_000_000, 601), (0, 1), (-5_000_000, 1)] {
-            let ttl = conditional_ttl_seconds(now + left);
+            let ttl = ttl_seconds(now + left);
             assert!(ttl >= at_least && ttl <= at_least + 1, "{left} µs left: TTL {ttl}");
             assert!(i64::from(ttl - 1) * 1_000_000 >= left, "{left} µs left: TTL {ttl} may end before the expiry");
         }
-        assert_eq!(conditional_ttl_seconds(i64::MAX), i32::MAX);
+        assert_eq!(ttl_seconds(i64::MAX), i32::MAX);
     }
 
     #[test]
