@@ -63,7 +63,7 @@ use tracing::Instrument;
 use crate::client::{SafeClient, SendError};
 use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
-use crate::recorder::{Linger, Recorder};
+use crate::recorder::{Linger, Recorder, StateWrite};
 use crate::schedule::{Clock, RetrySchedule};
 pub use crate::shards::Shards;
 
@@ -425,14 +425,16 @@ impl Deliverer {
             *last = Instant::now();
         }
         let mut taken = self.converting.lock().map(|mut converting| std::mem::take(&mut *converting)).unwrap_or_default();
+        // Handed over at or before `cutoff`: held for `hold` or longer (one clock read
+        // for the whole window, not one a queued attempt).
+        let cutoff = Instant::now().checked_sub(hold);
+        let held_too_long = |queued: &Queued| matches!((&queued.origin, cutoff), (Origin::Handed { handed_at, .. }, Some(cutoff)) if *handed_at <= cutoff);
         if let Ok(mut window) = self.window.lock() {
             for queue in window.values_mut() {
-                if !queue.queued.iter().any(|queued| matches!(&queued.origin, Origin::Handed { handed_at, .. } if handed_at.elapsed() >= hold)) {
+                if !queue.queued.iter().any(held_too_long) {
                     continue;
                 }
-                let (old, kept): (VecDeque<Queued>, VecDeque<Queued>) = std::mem::take(&mut queue.queued)
-                    .into_iter()
-                    .partition(|queued| matches!(&queued.origin, Origin::Handed { handed_at, .. } if handed_at.elapsed() >= hold));
+                let (old, kept): (VecDeque<Queued>, VecDeque<Queued>) = std::mem::take(&mut queue.queued).into_iter().partition(held_too_long);
                 queue.queued = kept;
                 taken.extend(old);
             }
@@ -906,10 +908,9 @@ async fn attempt(
                 tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
             }
         }
-        let state_row = store.endpoint_state_row(&delivery.account_id, &delivery.endpoint_id, state, ts);
         // Handed in under the lock: the recorder keeps the last of one endpoint's states.
-        let endpoint_key = (delivery.account_id.clone(), delivery.endpoint_id.clone());
-        shared.recorder.submit_attempt(rows, (endpoint_key, state_row), removal)
+        let state = StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts };
+        shared.recorder.submit_attempt(rows, state, removal)
     };
     recorded.written().await?;
     if let Some(next_due) = next_due {

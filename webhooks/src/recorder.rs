@@ -21,13 +21,14 @@
 //! attempt slots until its record is written, and a group must never hold most of them.
 //!
 //! Endpoint states are handed in keyed by endpoint: of the states of one endpoint that
-//! meet in one write, only the last handed in is written. The deliverer hands them in
-//! under the endpoint's lock, so the last is the newest.
+//! meet in one write, only the last handed in is written, and only it is made into a
+//! row (a busy endpoint's attempts in one group leave one row to encode, not one each).
+//! The deliverer hands them in under the endpoint's lock, so the last is the newest.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use recap_readmodel::webhooks::WebhookStore;
+use recap_readmodel::webhooks::{EndpointState, WebhookStore};
 use recap_readmodel::{Mutation, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -55,9 +56,17 @@ pub type EndpointKey = (String, String);
 
 type Written = oneshot::Sender<Result<(), StoreError>>;
 
+/// An endpoint's state as an attempt left it, and the timestamp its row is written with.
+#[derive(Clone, Debug)]
+pub struct StateWrite {
+    pub endpoint: EndpointKey,
+    pub state: EndpointState,
+    pub ts: i64,
+}
+
 struct Submission {
     rows: Vec<Mutation>,
-    state: Option<(EndpointKey, Mutation)>,
+    state: Option<StateWrite>,
     written: Written,
     /// A removal written only after `rows`, and told through its own sender.
     removal: Option<(Mutation, Written)>,
@@ -88,7 +97,7 @@ impl Recorder {
 
     /// Hands in `rows` and, when given, an endpoint's state row; the order of hand-ins
     /// is the order of states.
-    pub fn submit(&self, rows: Vec<Mutation>, state: Option<(EndpointKey, Mutation)>) -> Pending {
+    pub fn submit(&self, rows: Vec<Mutation>, state: Option<StateWrite>) -> Pending {
         let (written, pending) = oneshot::channel();
         // A send fails only once the task is gone; `Pending` then tells so.
         let _ = self.submissions.send(Submission { rows, state, written, removal: None });
@@ -98,7 +107,7 @@ impl Recorder {
     /// Hands in an attempt's record (`rows` and the endpoint's `state`) and, for a
     /// delivery that has a row, the row's removal: the first resolves once the record
     /// is written, the second once the removal is, never before the record.
-    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: (EndpointKey, Mutation), removal: Option<Mutation>) -> (Pending, Option<Pending>) {
+    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: StateWrite, removal: Option<Mutation>) -> (Pending, Option<Pending>) {
         let (written, record) = oneshot::channel();
         let Some(removal) = removal else {
             let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: None });
@@ -162,12 +171,12 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
             rows.push(removal);
             told.push(removed);
         }
-        let mut states: HashMap<EndpointKey, Mutation> = HashMap::new();
+        let mut states: HashMap<EndpointKey, (EndpointState, i64)> = HashMap::new();
         let mut after = Vec::new();
         for submission in group {
             rows.extend(submission.rows);
-            if let Some((endpoint, state)) = submission.state {
-                states.insert(endpoint, state);
+            if let Some(StateWrite { endpoint, state, ts }) = submission.state {
+                states.insert(endpoint, (state, ts));
             }
             told.push(submission.written);
             match submission.removal {
@@ -179,7 +188,7 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
                 None => {}
             }
         }
-        rows.extend(states.into_values());
+        rows.extend(states.into_iter().map(|((account_id, endpoint_id), (state, ts))| store.endpoint_state_row(&account_id, &endpoint_id, &state, ts)));
         let result = if rows.is_empty() { Ok(()) } else { store.write(rows).await };
         for written in told {
             let _ = written.send(result.clone());
@@ -200,7 +209,7 @@ mod tests {
     use std::sync::Arc;
 
     use recap_lmdb::EmbeddedDriver;
-    use recap_readmodel::webhooks::{EndpointState, WebhookStore, DEFAULT_RETENTION};
+    use recap_readmodel::webhooks::{WebhookStore, DEFAULT_RETENTION};
     use recap_readmodel::Driver;
     use recap_schemas::Timestamp;
 
@@ -219,7 +228,7 @@ mod tests {
             .rev()
             .map(|second| {
                 let state = EndpointState { last_attempt_at: Some(Timestamp(second * 1_000_000)), ..EndpointState::default() };
-                recorder.submit(vec![], Some((key.clone(), store.endpoint_state_row("acc", "ep", &state, 7))))
+                recorder.submit(vec![], Some(StateWrite { endpoint: key.clone(), state, ts: 7 }))
             })
             .collect();
         // The test's runtime runs one task at a time: the writer sees all fifty at once.
@@ -238,26 +247,26 @@ mod tests {
         (dir, faulty, store)
     }
 
-    fn state_row(store: &WebhookStore, endpoint: &str) -> Option<(EndpointKey, Mutation)> {
-        Some((("acc".to_owned(), endpoint.to_owned()), store.endpoint_state_row("acc", endpoint, &EndpointState::default(), 7)))
+    fn state_row(endpoint: &str) -> Option<StateWrite> {
+        Some(StateWrite { endpoint: ("acc".to_owned(), endpoint.to_owned()), state: EndpointState::default(), ts: 7 })
     }
 
     #[tokio::test]
     async fn a_group_waits_for_attempts_ending_soon_after_its_first_and_commits_them_once() {
         let (_dir, faulty, store) = recording_store();
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_millis(300), hand_ins: 64 });
-        let first = recorder.submit(vec![], state_row(&store, "ep_1"));
+        let first = recorder.submit(vec![], state_row("ep_1"));
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let second = recorder.submit(vec![], state_row(&store, "ep_2"));
+        let second = recorder.submit(vec![], state_row("ep_2"));
         first.written().await.unwrap();
         second.written().await.unwrap();
         assert_eq!(faulty.take_recorded().len(), 1, "both hand-ins in one write");
 
         // Without a wait, the first is written alone, at once.
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::ZERO, hand_ins: 64 });
-        let first = recorder.submit(vec![], state_row(&store, "ep_1"));
+        let first = recorder.submit(vec![], state_row("ep_1"));
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let second = recorder.submit(vec![], state_row(&store, "ep_2"));
+        let second = recorder.submit(vec![], state_row("ep_2"));
         first.written().await.unwrap();
         second.written().await.unwrap();
         assert_eq!(faulty.take_recorded().len(), 2);
@@ -268,7 +277,7 @@ mod tests {
         let (_dir, faulty, store) = recording_store();
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_secs(30), hand_ins: 3 });
         let started = std::time::Instant::now();
-        let pending: Vec<Pending> = ["ep_1", "ep_2", "ep_3"].into_iter().map(|endpoint| recorder.submit(vec![], state_row(&store, endpoint))).collect();
+        let pending: Vec<Pending> = ["ep_1", "ep_2", "ep_3"].into_iter().map(|endpoint| recorder.submit(vec![], state_row(endpoint))).collect();
         for pending in pending {
             pending.written().await.unwrap();
         }
@@ -311,9 +320,8 @@ mod tests {
                 duration_ms: 1,
                 next_attempt_at: None,
             };
-            let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 7);
-            let (recorded, removed) =
-                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), Some(store.retry_done_row(&due)));
+            let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 7 };
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], state, Some(store.retry_done_row(&due)));
             recorded.written().await.unwrap();
             removed.unwrap().written().await.unwrap();
             let expected = if atomic {
@@ -325,9 +333,8 @@ mod tests {
 
             // A record that cannot be written takes its removal with it.
             faulty.fail_table("webhook_attempts");
-            let state = store.endpoint_state_row("acc", "ep", &EndpointState::default(), 8);
-            let (recorded, removed) =
-                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], (("acc".into(), "ep".into()), state), Some(store.retry_done_row(&due)));
+            let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 8 };
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], state, Some(store.retry_done_row(&due)));
             assert!(recorded.written().await.is_err());
             assert!(removed.unwrap().written().await.is_err(), "atomic writes: {atomic}");
             assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");
