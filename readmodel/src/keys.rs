@@ -16,8 +16,8 @@ pub fn encode_val(out: &mut Vec<u8>, value: &Val, order: Order) {
     let start = out.len();
     match value {
         Val::Text(text) => {
-            // Runs without a 0 byte are copied whole; a text without one (every id),
-            // found so by the slice's word-at-a-time search, in one copy.
+            // Runs without a 0 byte are copied whole. Most texts (every id) hold none,
+            // which `contains` finds a word at a time: they are copied in one go.
             let mut rest = text.as_bytes();
             out.reserve(rest.len() + 2);
             while let Some(at) = if rest.contains(&0) { rest.iter().position(|&byte| byte == 0) } else { None } {

@@ -95,8 +95,8 @@ impl Recorder {
         Recorder { submissions }
     }
 
-    /// Hands in `rows` and, when given, an endpoint's state row; the order of hand-ins
-    /// is the order of states.
+    /// Hands in `rows` and, when given, an endpoint's state; the order of hand-ins is
+    /// the order of states.
     pub fn submit(&self, rows: Vec<Mutation>, state: Option<StateWrite>) -> Pending {
         let (written, pending) = oneshot::channel();
         // A send fails only once the task is gone; `Pending` then tells so.

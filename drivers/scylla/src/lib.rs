@@ -10,8 +10,8 @@
 //! LWW clock), deletes are timestamped tombstones (CQL resolves ties in favour of the
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` (long enough
 //! that CQL keeps them past their `expires_at`, [`ttl_seconds`]) and their `expires_at`
-//! is checked on read, so a row is read until its `expires_at` and not after, and scans walk the clustering order with multi-column
-//! slice restrictions, paged. The rows of one write call that share a partition key go
+//! is checked on read, so a row is read until its `expires_at` and not after, and scans
+//! walk the clustering order with multi-column slice restrictions, paged. The rows of one write call that share a partition key go
 //! in one request, an unlogged batch ([`write_groups`]), each row with its own timestamp
 //! and TTL.
 //!
@@ -23,11 +23,10 @@
 //! call's own write as someone else's, so the driver never retries it), and its rows
 //! are never written otherwise (see `Driver`'s rule). They are read at the serial
 //! consistency too, so a read sees every decided insert whatever `--consistency` is.
-//! As every expiring row's, their TTL outlives their `expires_at` (a transaction decides
-//! by whether CQL still holds the row), and a
-//! row held past its `expires_at` is replaced by a second transaction, `UPDATE ... IF
-//! expires_at = <the held row's>`: a key is written again exactly when its row has
-//! expired, as on the embedded store.
+//! Like every expiring row's, their TTL outlives their `expires_at` (a transaction
+//! decides by whether CQL still holds the row), and a row held past its `expires_at` is
+//! replaced by a second transaction, `UPDATE ... IF expires_at = <the held row's>`: a
+//! key is written again exactly when its row has expired, as on the embedded store.
 //! The serial consistency is LOCAL_SERIAL when the configured consistency is a local
 //! one (`local_quorum`, `local_one`: one datacenter decides, as it does for every other
 //! read and write), else SERIAL.
