@@ -16,16 +16,20 @@ pub fn encode_val(out: &mut Vec<u8>, value: &Val, order: Order) {
     let start = out.len();
     match value {
         Val::Text(text) => {
-            // Runs without a 0 byte are copied whole. Most texts (every id) hold none,
-            // which `contains` finds a word at a time: they are copied in one go.
-            let mut rest = text.as_bytes();
-            out.reserve(rest.len() + 2);
-            while let Some(at) = if rest.contains(&0) { rest.iter().position(|&byte| byte == 0) } else { None } {
-                out.extend_from_slice(&rest[..=at]);
-                out.push(0xFF);
-                rest = &rest[at + 1..];
+            // Most texts (every id) hold no 0 byte, which `contains` finds a word at a
+            // time: they are copied in one go. The others are escaped byte by byte.
+            let bytes = text.as_bytes();
+            out.reserve(bytes.len() + 2);
+            if bytes.contains(&0) {
+                for &byte in bytes {
+                    out.push(byte);
+                    if byte == 0 {
+                        out.push(0xFF);
+                    }
+                }
+            } else {
+                out.extend_from_slice(bytes);
             }
-            out.extend_from_slice(rest);
             out.extend_from_slice(&[0, 0]);
         }
         Val::Int(number) => out.extend_from_slice(&((*number as u64) ^ (1 << 63)).to_be_bytes()),

@@ -247,7 +247,7 @@ mod tests {
         (dir, faulty, store)
     }
 
-    fn state_row(endpoint: &str) -> Option<StateWrite> {
+    fn state_write(endpoint: &str) -> Option<StateWrite> {
         Some(StateWrite { endpoint: ("acc".to_owned(), endpoint.to_owned()), state: EndpointState::default(), ts: 7 })
     }
 
@@ -255,18 +255,18 @@ mod tests {
     async fn a_group_waits_for_attempts_ending_soon_after_its_first_and_commits_them_once() {
         let (_dir, faulty, store) = recording_store();
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_millis(300), hand_ins: 64 });
-        let first = recorder.submit(vec![], state_row("ep_1"));
+        let first = recorder.submit(vec![], state_write("ep_1"));
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let second = recorder.submit(vec![], state_row("ep_2"));
+        let second = recorder.submit(vec![], state_write("ep_2"));
         first.written().await.unwrap();
         second.written().await.unwrap();
         assert_eq!(faulty.take_recorded().len(), 1, "both hand-ins in one write");
 
         // Without a wait, the first is written alone, at once.
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::ZERO, hand_ins: 64 });
-        let first = recorder.submit(vec![], state_row("ep_1"));
+        let first = recorder.submit(vec![], state_write("ep_1"));
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let second = recorder.submit(vec![], state_row("ep_2"));
+        let second = recorder.submit(vec![], state_write("ep_2"));
         first.written().await.unwrap();
         second.written().await.unwrap();
         assert_eq!(faulty.take_recorded().len(), 2);
@@ -277,7 +277,7 @@ mod tests {
         let (_dir, faulty, store) = recording_store();
         let recorder = Recorder::start(store.clone(), Linger { wait: Duration::from_secs(30), hand_ins: 3 });
         let started = std::time::Instant::now();
-        let pending: Vec<Pending> = ["ep_1", "ep_2", "ep_3"].into_iter().map(|endpoint| recorder.submit(vec![], state_row(endpoint))).collect();
+        let pending: Vec<Pending> = ["ep_1", "ep_2", "ep_3"].into_iter().map(|endpoint| recorder.submit(vec![], state_write(endpoint))).collect();
         for pending in pending {
             pending.written().await.unwrap();
         }

@@ -11,9 +11,9 @@
 //! tombstone, as the embedded driver does), expiring rows carry `USING TTL` (long enough
 //! that CQL keeps them past their `expires_at`, [`ttl_seconds`]) and their `expires_at`
 //! is checked on read, so a row is read until its `expires_at` and not after, and scans
-//! walk the clustering order with multi-column slice restrictions, paged. The rows of one write call that share a partition key go
-//! in one request, an unlogged batch ([`write_groups`]), each row with its own timestamp
-//! and TTL.
+//! walk the clustering order with multi-column slice restrictions, paged. The rows of
+//! one write call that share a partition key go in one request, an unlogged batch
+//! ([`write_groups`]), each row with its own timestamp and TTL.
 //!
 //! Tables written only if absent ([`Clock::FirstWriteWins`]) are written with a
 //! lightweight transaction, `INSERT ... IF NOT EXISTS USING TTL ?`: a Paxos round among
