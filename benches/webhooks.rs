@@ -4,7 +4,8 @@
 //!
 //! 1. delivery throughput to a local receiver (on loopback, answering 200 at once)
 //!    against the projector's own rate on the same events: the projector alone drains
-//!    the log, then the runtime alone delivers the outbox it left, then both run
+//!    the log, then the runtime alone delivers the outbox it left (in alternated rounds,
+//!    each on a fresh store, the median round's ratio the figure), then both run
 //!    together from an empty store (delivered/s until the last delivery arrives).
 //!    Between the first two, two floors of a delivery: the same requests sent by bare
 //!    hyper connections, and the least the store is written a delivered message (its
@@ -31,6 +32,8 @@
 //! beside each rate.
 //!
 //! `RECAP_BENCH_WEBHOOK_EVENTS` sizes the throughput rounds (20,000 meetings),
+//! `RECAP_BENCH_WEBHOOK_ROUNDS` sets how many rounds of the projector alone and the
+//! runtime alone alternate (3),
 //! `RECAP_BENCH_WEBHOOK_ACCOUNTS` the accounts, one endpoint each (4),
 //! `RECAP_BENCH_LATENCY_SECONDS` the latency run (5), `RECAP_BENCH_FEED_MESSAGES` the
 //! large feed (1,000,000). Run with `make bench` (or `cargo bench --bench webhooks
@@ -55,6 +58,7 @@ use recap_readmodel::{Batch, Driver, ReadModel, ScanRange, Val};
 use recap_schemas::build::{Epoch, Events};
 use recap_schemas::Timestamp;
 use recap_testkit::bench::receiver::{cpu_time, receiver, Received};
+use recap_testkit::bench::stats;
 use recap_webhooks::{ClientConfig, Runtime};
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -237,6 +241,25 @@ fn store_dir() -> tempfile::TempDir {
     .expect("a temp dir")
 }
 
+/// One round of the projector alone, then the runtime alone on the outbox it left.
+struct AloneRound {
+    projected_in: Duration,
+    projector_cpu: Duration,
+    delivered_in: Duration,
+    runtime_cpu: Duration,
+    receiver_cpu: Duration,
+}
+
+/// The floors of a delivery, measured once.
+struct Floors {
+    /// The process's CPU for the least the store is written.
+    store_cpu: Duration,
+    /// The bare requests: how long they took, the process's CPU and the receiver's.
+    took: Duration,
+    cpu: Duration,
+    receiver_cpu: Duration,
+}
+
 /// Returns the projector's rate alone and the rate it and the runtime reached together,
 /// in events/s (the latency runs offer half of each).
 async fn throughput() -> (f64, f64) {
@@ -249,32 +272,42 @@ async fn throughput() -> (f64, f64) {
     lines.extend((0..meetings).map(|index| meeting_line("t", index)));
     EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
 
-    // The projector alone.
-    let alone = open(dir.path(), "alone");
-    let (started, cpu_before) = (Instant::now(), process_cpu());
-    projector(alone.clone(), &log, dir.path(), "alone").drain().await.expect("projecting");
-    let projected_in = started.elapsed();
-    let projector_cpu = process_cpu().saturating_sub(cpu_before);
-    let bodies = outbox_bodies(alone.as_ref()).await;
-    let messages = bodies.len();
-    assert_eq!(messages, meetings, "one meeting.created message a meeting");
-
-    // The two floors: what the store is written at the least, and the same requests, bare.
-    let store_floor_cpu = store_floor(dir.path(), &bodies).await;
-    let receiver_before = received.cpu();
-    let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
-    let floor_receiver_cpu = received.cpu().saturating_sub(receiver_before);
-    received.reset();
-
-    // The runtime alone, on the outbox the projector left.
-    let (stop, stopped) = watch::channel(false);
-    let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
-    let running = start_runtime(alone, stopped);
-    received.wait_for(messages as u64, Duration::from_secs(30)).await;
-    let delivered_in = started.elapsed();
-    let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
-    stop.send(true).expect("stopping the runtime");
-    running.await.expect("the runtime ends");
+    // The projector alone, then the runtime alone on the outbox it left, in alternated
+    // rounds on fresh stores: the ratio of each round is of two rates measured one right
+    // after the other, and the median round's is the figure. The floors are measured once,
+    // between the first round's two.
+    let rounds = setting("RECAP_BENCH_WEBHOOK_ROUNDS", 3).max(1);
+    let mut alone_rounds: Vec<AloneRound> = Vec::with_capacity(rounds);
+    let mut floors = None;
+    for round in 0..rounds {
+        let alone = open(dir.path(), &format!("alone{round}"));
+        let (started, cpu_before) = (Instant::now(), process_cpu());
+        projector(alone.clone(), &log, dir.path(), &format!("alone{round}")).drain().await.expect("projecting");
+        let projected_in = started.elapsed();
+        let projector_cpu = process_cpu().saturating_sub(cpu_before);
+        if floors.is_none() {
+            let bodies = outbox_bodies(alone.as_ref()).await;
+            assert_eq!(bodies.len(), meetings, "one meeting.created message a meeting");
+            // The two floors: what the store is written at the least, and the same
+            // requests, bare.
+            let store_floor_cpu = store_floor(dir.path(), &bodies).await;
+            let receiver_before = received.cpu();
+            let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
+            floors = Some(Floors { store_cpu: store_floor_cpu, took: floor_in, cpu: floor_cpu, receiver_cpu: received.cpu().saturating_sub(receiver_before) });
+        }
+        received.reset();
+        let (stop, stopped) = watch::channel(false);
+        let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
+        let running = start_runtime(alone, stopped);
+        received.wait_for(meetings as u64, Duration::from_secs(30)).await;
+        let delivered_in = started.elapsed();
+        let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
+        stop.send(true).expect("stopping the runtime");
+        running.await.expect("the runtime ends");
+        alone_rounds.push(AloneRound { projected_in, projector_cpu, delivered_in, runtime_cpu, receiver_cpu });
+    }
+    let floors = floors.expect("at least one round");
+    let messages = meetings;
 
     // Both together, from an empty store: until the last delivery arrives.
     received.reset();
@@ -292,46 +325,61 @@ async fn throughput() -> (f64, f64) {
 
     let rate = |count: usize, took: Duration| count as f64 / took.as_secs_f64();
     let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / messages as f64;
-    let projected = rate(messages, projected_in);
+    let median_of = |value: &dyn Fn(&AloneRound) -> f64| stats::median(&mut alone_rounds.iter().map(value).collect::<Vec<f64>>());
+    let projected = median_of(&|round| rate(messages, round.projected_in));
+    let projector_cpu_us = median_of(&|round| per_message(round.projector_cpu));
+    let ratios: Vec<f64> = alone_rounds.iter().map(|round| round.projected_in.as_secs_f64() / round.delivered_in.as_secs_f64()).collect();
     let receiver_kind = std::env::var("RECAP_BENCH_RECEIVER").unwrap_or_else(|_| "bare".into());
     println!(
         "webhooks throughput: {messages} meeting.created messages over {} accounts, one endpoint each, {receiver_kind} receiver answering 200 at once on its own thread",
         accounts()
     );
     println!(
-        "  projector alone                {:>9.0} messages/s                              CPU {:>5.0} us a message",
-        projected,
-        per_message(projector_cpu)
+        "  projector alone                {:>9.0} messages/s                              CPU {:>5.0} us a message (median of {rounds} rounds)",
+        projected, projector_cpu_us
     );
     println!(
         "  floor: bare hyper client      {:>9.0} requests/s    ratio to the projector {:.2}   CPU {:>5.0} us a request, {:.0} of them the receiver's",
-        rate(messages, floor_in),
-        rate(messages, floor_in) / projected,
-        per_message(floor_cpu),
-        per_message(floor_receiver_cpu)
+        rate(messages, floors.took),
+        rate(messages, floors.took) / projected,
+        per_message(floors.cpu),
+        per_message(floors.receiver_cpu)
     );
     // On this machine's cores, the projector and the deliveries together can go no
     // faster than the cores allow for the CPU the projector and the floor use a message.
     let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get()) as f64;
-    let bound = cores * 1e6 / (per_message(projector_cpu) + per_message(floor_cpu));
+    let bound = cores * 1e6 / (projector_cpu_us + per_message(floors.cpu));
     println!(
         "  together at best, on {cores:.0} cores      {:>9.0} delivered/s   ratio to the projector {:.2}   (the cores over the projector's and the floor's CPU a message)",
         bound,
         bound / projected
     );
-    let written_bound = cores * 1e6 / (per_message(projector_cpu) + per_message(floor_cpu) + per_message(store_floor_cpu));
+    let written_bound = cores * 1e6 / (projector_cpu_us + per_message(floors.cpu) + per_message(floors.store_cpu));
     println!(
         "  ... and the least it writes          {:>9.0} delivered/s   ratio to the projector {:.2}   (claim, feed row and head by 500, attempt record by 64: CPU {:.0} us a message)",
         written_bound,
         written_bound / projected,
-        per_message(store_floor_cpu)
+        per_message(floors.store_cpu)
     );
+    for (round, (alone, ratio)) in alone_rounds.iter().zip(&ratios).enumerate() {
+        println!(
+            "    round {}: projector {:>6.0} messages/s, then runtime {:>6.0} delivered/s: ratio {:.2}   CPU {:>3.0} / {:>3.0} us, {:.0} of them the receiver's",
+            round + 1,
+            rate(messages, alone.projected_in),
+            rate(messages, alone.delivered_in),
+            ratio,
+            per_message(alone.projector_cpu),
+            per_message(alone.runtime_cpu),
+            per_message(alone.receiver_cpu)
+        );
+    }
+    let (low, high) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), ratio| (low.min(*ratio), high.max(*ratio)));
     println!(
-        "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2}   CPU {:>5.0} us a delivery, {:.0} of them the receiver's",
-        rate(messages, delivered_in),
-        rate(messages, delivered_in) / projected,
-        per_message(runtime_cpu),
-        per_message(receiver_cpu)
+        "  runtime alone (outbox backlog) {:>9.0} delivered/s   ratio to the projector {:.2} (rounds {low:.2}-{high:.2})   CPU {:>5.0} us a delivery, {:.0} of them the receiver's (target >= 1.0)",
+        median_of(&|round| rate(messages, round.delivered_in)),
+        stats::median(&mut ratios.clone()),
+        median_of(&|round| per_message(round.runtime_cpu)),
+        median_of(&|round| per_message(round.receiver_cpu))
     );
     println!(
         "  both together, to the last     {:>9.0} delivered/s   ratio to the projector {:.2}   CPU {:>5.0} us a message, {:.0} of them the receiver's (target >= 1.0; the projector took {:.2} s of {:.2} s)",
