@@ -154,7 +154,7 @@ pub struct ProjectorConfig {
     /// (10,000).
     #[arg(long, env = "RECAP_KAFKA_MAX_POLL_INTERVAL_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(10_000..=86_400_000))]
     pub max_poll_interval_ms: u64,
-    /// Address of /livez, /readyz and /metrics.
+    /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
@@ -237,7 +237,7 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
     Ok(())
 }
 
-/// `recap events produce`: publishes JSON Lines envelopes to their topics.
+/// `recap events append --kafka`: publishes JSON Lines envelopes to their topics.
 pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>, topic_prefix: &str) -> anyhow::Result<usize> {
     recap_projector::kafka::produce(brokers, &lines, topic, topic_prefix).await.map_err(anyhow::Error::msg)
 }
@@ -255,7 +255,7 @@ pub struct QueryApiConfig {
     /// Address of the REST API; its base_url is http://<this>/v1.
     #[arg(long, env = "RECAP_REST_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Address of /livez, /readyz and /metrics.
+    /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
@@ -308,7 +308,7 @@ pub struct McpRoleConfig {
     /// Address of the MCP server; its mcp_url is http://<this>/mcp.
     #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
-    /// Address of /livez, /readyz and /metrics.
+    /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]

@@ -97,7 +97,7 @@ pub struct WebhooksRoleConfig {
     /// what arrived while the previous one was written).
     #[arg(long = "webhooks-batch-wait-ms", env = "RECAP_WEBHOOKS_BATCH_WAIT_MS", default_value_t = 0)]
     pub batch_wait_ms: u64,
-    /// Address of /livez, /readyz and /metrics.
+    /// Address of /livez, /readyz, /metrics and /progress.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]

@@ -10,8 +10,8 @@ use std::time::Duration;
 #[derive(clap::Args, Clone)]
 pub struct RestConfig {
     /// Key that signs pagination cursors. Every replica behind one base_url must share
-    /// it, or a cursor issued by one is refused by another. Unset: the serving role
-    /// supplies one (`recap serve` keeps a random one in its data dir).
+    /// it, or a cursor issued by one is refused by another. Unset: `recap serve` keeps a
+    /// random one in its data dir; `recap query-api` refuses to start.
     #[arg(long = "cursor-secret", env = "RECAP_CURSOR_SECRET", hide_env_values = true)]
     pub cursor_secret: Option<String>,
     /// Counted requests per account in any sliding minute (the spec's limit is 120).
