@@ -115,9 +115,20 @@ impl HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
+        self.response(None)
+    }
+}
+
+impl HttpError {
+    /// The answer; an `internal_error` names `request_id` in its envelope, as the REST
+    /// API's does (the same id as the response's `X-Request-Id`).
+    pub fn response(self, request_id: Option<&HeaderValue>) -> Response {
         let mut body = json!({"code": self.code(), "message": self.to_string()});
         if self == HttpError::FeatureNotIncluded {
             body["feature"] = json!("mcp");
+        }
+        if let (HttpError::Internal, Some(request_id)) = (&self, request_id.and_then(|value| value.to_str().ok())) {
+            body["request_id"] = json!(request_id);
         }
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json")], json!({"error": body}).to_string()).into_response();
         response.extensions_mut().insert(ErrorCode(self.code()));

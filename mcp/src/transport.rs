@@ -111,11 +111,11 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
     // are derived then, not on every call.
     let urls = || PublicUrls::of(&state.inner.config, headers);
     if headers.contains_key(header::ORIGIN) && !origin_allowed(state, headers, &urls().origin) {
-        return log.refused(HttpError::ForbiddenOrigin);
+        return log.refused(HttpError::ForbiddenOrigin, headers);
     }
     let caller = match auth::authorize(state, headers, urls).await {
         Ok(caller) => caller,
-        Err(error) => return log.refused(error),
+        Err(error) => return log.refused(error, headers),
     };
     // No header: the client speaks 2025-03-26 (as the transport spec says to assume).
     let era = match headers.get(&modern::PROTOCOL_VERSION_HEADER) {
@@ -131,9 +131,9 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return log.refused(HttpError::PayloadTooLarge { limit: crate::MAX_BODY_BYTES })
+            return log.refused(HttpError::PayloadTooLarge { limit: crate::MAX_BODY_BYTES }, headers)
         }
-        Err(_) => return log.refused(HttpError::UnreadableBody),
+        Err(_) => return log.refused(HttpError::UnreadableBody, headers),
     };
     match era {
         Era::Legacy(version) => legacy(state, &caller.account_id, version, &body, log).await,
@@ -388,7 +388,8 @@ impl Extractor for MetaExtractor<'_> {
 struct RequestLog {
     enabled: bool,
     /// The request's id, as `X-Request-Id` (the client's own when well-formed, else a
-    /// new one): decided here only when the line is written.
+    /// new one): decided here only when the line is written, or an `internal_error`
+    /// names it.
     request_id: Option<HeaderValue>,
     era: &'static str,
     id: Option<String>,
@@ -429,8 +430,15 @@ impl RequestLog {
         }
     }
 
-    fn refused(&mut self, error: HttpError) -> Response {
+    /// The HTTP error's answer. An `internal_error` names the request's id, which is
+    /// then decided here (and set on the response by [`post`]) even when no line is
+    /// written.
+    fn refused(&mut self, error: HttpError, headers: &HeaderMap) -> Response {
         self.outcome = Cow::Borrowed(error.code());
+        if error == HttpError::Internal {
+            let request_id = self.request_id.get_or_insert_with(|| recap_access::request_id::of(headers));
+            return error.response(Some(request_id));
+        }
         error.into_response()
     }
 

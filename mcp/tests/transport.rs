@@ -387,6 +387,32 @@ async fn an_unreachable_store_is_503() {
     assert_eq!(reply.json()["error"]["code"], "unavailable");
 }
 
+// 500 with the REST API's error envelope, whose "request_id: for internal_error,
+// identifies the request": a store that refuses the token check as a defect of the
+// caller (never the client's doing) is the server's failure, named by the same id as the
+// response's X-Request-Id.
+#[tokio::test]
+async fn a_store_refusing_the_token_check_as_a_defect_is_500_internal_error_naming_the_request_id() {
+    let world = World::in_process(McpConfig::default()).await;
+    world.misuse_table("tokens_by_hash");
+    // No id of the client's: the one the server makes is in the body and the header.
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let error = &reply.json()["error"];
+    assert_eq!(error["code"], "internal_error", "{}", reply.json());
+    let request_id = error["request_id"].as_str().expect("an internal_error names the request");
+    assert!(!request_id.is_empty());
+    assert_eq!(reply.header("x-request-id"), Some(request_id));
+    let mut names: Vec<&str> = error.as_object().unwrap().keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["code", "message", "request_id"], "nothing of the failure's detail: {}", reply.json());
+    // The client's own id: echoed in both.
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[("x-request-id", "req-500.a")]).await;
+    assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(reply.json()["error"]["request_id"], "req-500.a");
+    assert_eq!(reply.header("x-request-id"), Some("req-500.a"));
+}
+
 #[tokio::test]
 async fn a_stalled_store_is_503_within_the_bound() {
     // The configured bound, not the driver's own (3 s in these tests), decides: the

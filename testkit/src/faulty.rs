@@ -46,6 +46,8 @@ struct Faults {
     unavailable: Scope,
     stalled: Scope,
     corrupt_scans: Scope,
+    /// Calls refused as a misuse of the store (a defect of the caller).
+    misused: Scope,
     /// How long every point read waits before it is made.
     slow_gets: Option<Duration>,
 }
@@ -129,12 +131,13 @@ impl Shared {
         if !self.troubled.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let (stalled, unavailable, corrupt, slow) = {
+        let (stalled, unavailable, corrupt, misused, slow) = {
             let faults = lock(&self.faults);
             (
                 faults.stalled.covers(tables),
                 faults.unavailable.covers(tables),
                 call == Call::Scan && faults.corrupt_scans.covers(tables),
+                faults.misused.covers(tables),
                 faults.slow_gets.filter(|_| call == Call::Get),
             )
         };
@@ -149,6 +152,9 @@ impl Shared {
         }
         if corrupt {
             return Err(StoreError::Corrupt("row does not decode".into()));
+        }
+        if misused {
+            return Err(StoreError::Misuse("a call the store refuses as a defect of its caller".into()));
         }
         Ok(())
     }
@@ -278,7 +284,11 @@ impl FaultyDriver {
     fn set_faults(&self, change: impl FnOnce(&mut Faults)) {
         let mut faults = lock(&self.shared.faults);
         change(&mut faults);
-        let troubled = !(faults.unavailable.is_empty() && faults.stalled.is_empty() && faults.corrupt_scans.is_empty() && faults.slow_gets.is_none());
+        let troubled = !(faults.unavailable.is_empty()
+            && faults.stalled.is_empty()
+            && faults.corrupt_scans.is_empty()
+            && faults.misused.is_empty()
+            && faults.slow_gets.is_none());
         self.shared.troubled.store(troubled, Ordering::SeqCst);
     }
 
@@ -303,6 +313,14 @@ impl FaultyDriver {
     pub fn fail_table(&self, table: &'static str) {
         self.set_faults(|faults| {
             faults.unavailable.tables.insert(table);
+        });
+    }
+
+    /// Every call naming `table` is refused as a misuse ([`StoreError::Misuse`]), as
+    /// the store refuses a call only a defect of its caller makes.
+    pub fn misuse_table(&self, table: &'static str) {
+        self.set_faults(|faults| {
+            faults.misused.tables.insert(table);
         });
     }
 

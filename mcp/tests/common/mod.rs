@@ -68,6 +68,10 @@ impl World<InProcess> {
         self.world.store().stall_table(name);
     }
 
+    pub fn misuse_table(&self, name: &'static str) {
+        self.world.store().misuse_table(name);
+    }
+
     /// From now on, keeps every batch the router writes ([`World::recorded_writes`]).
     pub fn record_writes(&self) {
         self.world.store().record_writes();
