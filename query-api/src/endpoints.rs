@@ -321,6 +321,12 @@ pub(crate) async fn execute(state: &RestState, account_id: &str, endpoint: Endpo
             if !membership.includes_team_action_items {
                 return Err(ApiError::TeamPlanRequired);
             }
+            // "can_collaborate: when false, the team has nothing shared to read": its
+            // action items come from the notes shared with it, which its members cannot
+            // open then either.
+            if !membership.team.can_collaborate {
+                return Ok(list(std::iter::empty::<&str>(), None));
+            }
             let rows = bounded(timeout, "team action items read", readmodel.team_action_items(&team_id, status, limit)).await?;
             Ok(list(rows.iter().map(|row| row.body.as_str()), None))
         }

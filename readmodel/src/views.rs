@@ -76,7 +76,8 @@ impl<'a> ParticipantView<'a> {
             human_id: &participant.human_id,
             name: &participant.name,
             email: &participant.email,
-            role: participant.role.as_deref(),
+            // "Absent values are JSON null, never an empty string."
+            role: participant.role.as_deref().filter(|role| !role.is_empty()),
             job_title: &participant.job_title,
         }
     }
@@ -262,7 +263,8 @@ impl TeamRecord {
                 name: team.name.clone(),
                 role: role.to_string(),
                 member_count,
-                plan: team.plan.clone(),
+                // "Absent values are JSON null, never an empty string."
+                plan: team.plan.clone().filter(|plan| !plan.is_empty()),
                 can_collaborate: team.can_collaborate,
             },
             includes_team_action_items: team.includes_team_action_items,

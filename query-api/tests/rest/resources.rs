@@ -43,11 +43,36 @@ async fn meeting_detail_has_the_list_fields_plus_the_detail_fields() {
     assert_eq!(keys(&data), sorted(expected));
     assert_eq!(keys(&data["note"]), ["created_at", "id", "kind", "template_id", "text", "title", "updated_at"]);
     assert_eq!(data["note"]["template_id"], Value::Null);
+    // "kind: note for the note; summary for the generated summary; template_output for
+    // a summary made from a template".
+    assert_eq!(data["note"]["kind"], "note");
     assert_eq!(data["summaries"][0]["kind"], "template_output");
     assert_eq!(keys(&data["participants"][0]), ["email", "human_id", "job_title", "name", "role"]);
     assert_eq!(data["participants"][0]["role"], Value::Null);
     assert_eq!(keys(&data["action_items"][0]), ["assignee_human_id", "completed_at", "due_at", "id", "status", "text"]);
     assert_eq!(data["action_items"][1]["assignee_human_id"], Value::Null);
+}
+
+#[tokio::test]
+async fn absent_values_are_null_never_an_empty_string() {
+    // General rule 1: "Absent values are JSON null, never an empty string." A producer
+    // that sends an empty participant role or team plan (both "string or null") means
+    // none.
+    let mut events = standard_events();
+    events.push(
+        meeting_draft("acc_c", "mtg_roles", "Roles", 900, vec![])
+            .participants([EVENTS.participant("hum_1").role(Some("")), EVENTS.participant("hum_2").role(Some("Host"))])
+            .envelope(),
+    );
+    events.push(EVENTS.team("team_blank", "Blank").plan(Some("")).can_collaborate(true).version(1).envelope());
+    events.push(member("team_blank", "acc_c"));
+    let world = World::new(&events).await;
+    let participants = world.get("/v1/meetings/mtg_roles", CAROL).await.json["data"]["participants"].clone();
+    assert_eq!(participants[0]["role"], Value::Null, "{participants}");
+    assert_eq!(participants[1]["role"], "Host", "{participants}");
+    let teams = world.get("/v1/teams", CAROL).await.json["data"].clone();
+    let blank = teams.as_array().unwrap().iter().find(|team| team["id"] == "team_blank").cloned().unwrap();
+    assert_eq!(blank["plan"], Value::Null, "{blank}");
 }
 
 #[tokio::test]
@@ -213,6 +238,30 @@ async fn shared_notes_q_matches_every_word() {
 }
 
 #[tokio::test]
+async fn shared_notes_q_finds_words_of_the_title_and_of_the_text() {
+    // "q: only notes whose title or text contain every word": a word only the title
+    // holds finds the note, as does one only the text holds, and every word may come
+    // from either.
+    let mut events = standard_events();
+    events.push(
+        EVENTS
+            .share("shr_titled", "acc_b")
+            .title("Quarterly roadmap")
+            .owner_name("owner acc_b")
+            .published_at(EVENTS.minute(120))
+            .team(None)
+            .recipients(["acc_a"])
+            .text("Milestones and owners")
+            .envelope(),
+    );
+    let world = World::new(&events).await;
+    assert_eq!(world.get("/v1/shared-notes?q=roadmap", ALICE).await.ids(), ["shr_titled"], "a word of the title only");
+    assert_eq!(world.get("/v1/shared-notes?q=milestones", ALICE).await.ids(), ["shr_titled"], "a word of the text only");
+    assert_eq!(world.get("/v1/shared-notes?q=quarterly%20owners", ALICE).await.ids(), ["shr_titled"], "one word from each");
+    assert_eq!(world.get("/v1/shared-notes?q=roadmap%20budget", ALICE).await.ids(), Vec::<String>::new(), "every word");
+}
+
+#[tokio::test]
 async fn shared_note_detail_has_exactly_the_spec_fields() {
     // "Shared note (detail)": id, title, team_name, published_at, text.
     let world = World::standard().await;
@@ -293,6 +342,33 @@ async fn team_endpoints_are_for_members_only_404_team_not_found() {
         world.get(&format!("/v1/teams/{team}/action-items"), ALICE).await.assert_error(404, "team_not_found", &[]);
     }
     assert_eq!(world.get("/v1/teams/team_secret/action-items", BOB).await.ids(), ["tai_s"]);
+}
+
+#[tokio::test]
+async fn a_team_that_cannot_collaborate_has_no_shared_note_and_no_action_item_to_read() {
+    // "can_collaborate: when false, the team has nothing shared to read"; team action
+    // items are "Action items from the notes shared with the team", and "The source note
+    // is opened with GET {base_url}/shared-notes/{shared_note.id}".
+    let world = World::standard().await;
+    let collaborating = |can: bool, version: u64| {
+        EVENTS.team("team_design", "Design").plan(Some("business")).can_collaborate(can).includes_team_action_items(true).version(version).envelope()
+    };
+    world.apply(&[collaborating(false, 5)]).await;
+    let design = world.get("/v1/teams", ALICE).await.json["data"].as_array().unwrap().iter().find(|team| team["id"] == "team_design").cloned().unwrap();
+    assert_eq!(design["can_collaborate"], false);
+    assert_eq!(world.get("/v1/shared-notes", ALICE).await.ids(), ["shr_direct"], "the team's share is gone");
+    world.get("/v1/shared-notes/shr_team", ALICE).await.assert_error(404, "shared_note_not_found", &[]);
+    let items = world.get("/v1/teams/team_design/action-items", ALICE).await;
+    assert_eq!(items.status, 200, "{}", items.text);
+    assert_eq!(items.json, json!({"data": []}), "no action item of a note the members cannot open");
+    // Able again: the shares and their items are back, and every item's note opens.
+    world.apply(&[collaborating(true, 6)]).await;
+    let items = world.get("/v1/teams/team_design/action-items", ALICE).await;
+    assert_eq!(items.ids(), ["tai_3", "tai_2", "tai_1"]);
+    for item in items.json["data"].as_array().unwrap() {
+        let note = item["shared_note"]["id"].as_str().unwrap();
+        assert_eq!(world.get(&format!("/v1/shared-notes/{note}"), ALICE).await.status, 200, "{note}");
+    }
 }
 
 #[tokio::test]
