@@ -15,6 +15,11 @@ use serde_json::{json, Value};
 async fn mcp_status<W: recap_testkit::World + ?Sized>(world: &World<W>, token: &str) -> (StatusCode, Value) {
     let reply =
         world.post_raw(Some(token), r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_meetings","arguments":{"limit":1}}}"#, &[]).await;
+    // "A missing, unknown, expired or revoked token returns 401 with a WWW-Authenticate
+    // header pointing to the protected-resource metadata": every 401 of these tests.
+    if reply.status == StatusCode::UNAUTHORIZED {
+        assert_challenge(&reply);
+    }
     let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
     (reply.status, body)
 }
@@ -245,7 +250,7 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let challenge = challenge(VERIFIER);
-    let form = |pat: &'static str, decision: &'static str| {
+    let form = |pat: &str, decision: &str| {
         vec![
             ("response_type", "code".to_string()),
             ("client_id", client_id.clone()),
@@ -271,6 +276,15 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
         assert!(reply.body.contains("name=\"pat\""), "the form is shown again");
         assert!(!pat.starts_with("svc_") || !reply.body.contains(pat), "the PAT is never echoed");
     }
+    // "The user proves identity with a personal access token": an OAuth access token of
+    // the same account is not one.
+    let (_, access, _) = connect(&world, FLOW_PAT).await;
+    let pairs = form(&access, "approve");
+    let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let reply = world.post_form("/mcp/authorize", &borrowed).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "an svc_oat_ token is not a PAT");
+    assert!(reply.header("location").is_none());
+    assert!(!reply.body.contains(&access), "the token is never echoed");
     let pairs = form("", "deny");
     let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
     let reply = world.post_form("/mcp/authorize", &borrowed).await;
@@ -301,7 +315,7 @@ async fn a_code_exchange_issues_a_working_one_hour_access_token() {
     world.advance_clock(Duration::from_secs(2));
     let reply = world.post_raw(Some(access), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "expired after one hour");
-    assert!(reply.header("www-authenticate").unwrap().contains("resource_metadata="));
+    assert_challenge(&reply);
 }
 
 // Abuse: a wrong PKCE verifier.
@@ -489,8 +503,8 @@ async fn oauth_access_tokens_are_held_to_the_plan_the_store_and_revocation() {
     assert_eq!(world.post_form("/mcp/revoke", &[("token", &access_4), ("client_id", &client_4)]).await.status, StatusCode::OK);
     let reply = world.post_raw(Some(&access_4), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
-    let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
-    assert!(challenge.starts_with("Bearer ") && challenge.contains("resource_metadata=") && challenge.contains(r#"error="invalid_token""#), "{challenge}");
+    assert_challenge(&reply);
+    assert!(reply.header("www-authenticate").is_some_and(|challenge| challenge.contains(r#"error="invalid_token""#)));
 }
 
 // RFC 6749 §5.2 errors with proper statuses.

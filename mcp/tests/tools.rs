@@ -296,6 +296,19 @@ async fn search_meetings_counts_matches() {
     assert_eq!(page["pagination"]["total"], 0);
 }
 
+// search_meetings: "Returns meetings, newest first, and pagination." Both ways of
+// searching: one word (its postings), and several (every word must match).
+#[tokio::test]
+async fn search_meetings_returns_the_newest_first() {
+    let world = World::new().await;
+    let page = world.call_ok("search_meetings", json!({"query": "summary", "limit": 3})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_standup_24", "mtg_standup_23", "mtg_standup_22"]);
+    let page = world.call_ok("search_meetings", json!({"query": "summary", "limit": 2, "offset": 2})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_standup_22", "mtg_standup_21"]);
+    let page = world.call_ok("search_meetings", json!({"query": "weekly sync"})).await;
+    assert_eq!(ids(&page["meetings"]), ["mtg_weekly_2", "mtg_weekly_1"]);
+}
+
 // list_pending_action_items: "Returns action_items whose status is todo or in_progress, newest first, each with meeting_id and meeting_title of its origin, and pagination."
 #[tokio::test]
 async fn pending_action_items_name_their_meeting() {

@@ -179,6 +179,35 @@ async fn tools_list_names_the_spec_tools_in_its_order_then_the_feed_with_annotat
     assert_eq!(required("list_meetings"), Value::Null);
 }
 
+// "Every tool is read-only and idempotent": what the server does, not only what its
+// annotations claim. Every tool, called twice, writes nothing to the store and answers
+// the same both times.
+#[tokio::test]
+async fn every_tool_writes_nothing_and_answers_the_same_when_called_again() {
+    let world = World::in_process(McpConfig::default()).await;
+    let calls = [
+        ("list_meetings", json!({})),
+        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
+        ("search_meetings", json!({"query": "budget"})),
+        ("list_pending_action_items", json!({})),
+        ("search_shared_notes", json!({"query": "budget"})),
+        ("get_shared_note", json!({"share_id": "shr_team"})),
+        ("list_recent_changes", json!({})),
+    ];
+    let called: Vec<&str> = calls.iter().map(|(tool, _)| *tool).collect();
+    assert_eq!(called, TOOLS, "every tool");
+    world.record_writes();
+    for (tool, arguments) in calls {
+        let first = world.call(tool, arguments.clone()).await;
+        assert_eq!(first["isError"], false, "{tool}: {first}");
+        let again = world.call(tool, arguments).await;
+        assert_eq!(first, again, "{tool} answers the same when called again");
+    }
+    assert_eq!(world.recorded_writes().len(), 0, "no tool writes to the store");
+}
+
 // "Out-of-range limit and offset values are clamped, not rejected." So the advertised
 // schemas must accept them too: a client that checks arguments against inputSchema
 // would otherwise refuse what the server takes.
@@ -261,10 +290,15 @@ async fn origins_not_allowed_are_403() {
     assert_eq!(strict.post_raw(Some(FLOW_PAT), ping, &[("origin", "http://localhost:6274")]).await.status, StatusCode::FORBIDDEN);
 }
 
-fn assert_challenge(reply: &Reply) {
-    let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
-    assert!(challenge.starts_with("Bearer "), "{challenge}");
-    assert!(challenge.contains(r#"resource_metadata="http://mcp.test:8080/mcp/.well-known/oauth-protected-resource""#), "{challenge}");
+// svc_pat_: "personal access token ...; does not expire; works until revoked". Moving
+// the server's clock a year and more on leaves it working.
+#[tokio::test]
+async fn a_personal_access_token_does_not_expire() {
+    let world = World::in_process(McpConfig::default()).await;
+    assert_eq!(world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await.status, StatusCode::OK);
+    world.advance_clock(Duration::from_secs(400 * 24 * 3600));
+    let reply = world.post_raw(Some(FLOW_PAT), INITIALIZE, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
 
 // "A missing, unknown, expired or revoked token returns 401 with a WWW-Authenticate header pointing to the protected-resource metadata."

@@ -184,6 +184,14 @@ pub fn text_json(result: &Value) -> Value {
     serde_json::from_str(content[0]["text"].as_str().expect("text")).expect("the text is JSON")
 }
 
+/// A 401's `WWW-Authenticate`: a Bearer challenge naming the protected-resource
+/// metadata of the test's `mcp_url` exactly.
+pub fn assert_challenge(reply: &Reply) {
+    let challenge = reply.header("www-authenticate").expect("WWW-Authenticate");
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(r#"resource_metadata="http://mcp.test:8080/mcp/.well-known/oauth-protected-resource""#), "{challenge}");
+}
+
 pub struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,

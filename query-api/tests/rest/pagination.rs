@@ -175,6 +175,27 @@ async fn since_is_inclusive_and_until_exclusive() {
 }
 
 #[tokio::test]
+async fn meetings_are_ordered_and_filtered_by_created_at_not_by_started_at() {
+    // "Meetings are sorted by created_at, newest first"; "since: only meetings created at
+    // or after this instant"; "until: only meetings created strictly before this
+    // instant". Each meeting here started in the reverse order of its creation (a
+    // meeting recorded late and synced early, and the other way round), so an order or
+    // a bound taken from started_at gives other ids.
+    let mut events = standard_events();
+    events.extend((0..4).map(|index| {
+        meeting_draft("acc_c", &format!("m{index:03}"), &format!("Meeting {index}"), 1000 + index, vec![]).started_at(EVENTS.minute(2000 - index)).envelope()
+    }));
+    let world = World::new(&events).await;
+    let at = |index: i64| ts(1000 + index);
+    let listed = world.get("/v1/meetings", CAROL).await;
+    assert_eq!(listed.ids(), ["m003", "m002", "m001", "m000"], "newest created first: {}", listed.text);
+    assert_eq!(listed.json["data"][0]["started_at"], ts(1997), "the newest created started first: {}", listed.text);
+    assert_eq!(world.get(&format!("/v1/meetings?since={}", at(2)), CAROL).await.ids(), ["m003", "m002"]);
+    assert_eq!(world.get(&format!("/v1/meetings?until={}", at(2)), CAROL).await.ids(), ["m001", "m000"]);
+    assert_eq!(walk(&world, "/v1/meetings?limit=1", CAROL).await, ["m003", "m002", "m001", "m000"]);
+}
+
+#[tokio::test]
 async fn since_and_until_must_include_a_time_and_a_time_zone() {
     // "since and until must include a time and a time zone (ISO 8601, for example with a Z suffix)."
     let world = World::standard().await;
