@@ -27,18 +27,7 @@ fn sorted(keys: &[&str]) -> Vec<String> {
 #[tokio::test]
 async fn every_tool_returns_one_text_item_of_json() {
     let world = World::new().await;
-    let calls = [
-        ("list_meetings", json!({})),
-        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
-        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})),
-        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
-        ("search_meetings", json!({"query": "budget"})),
-        ("list_pending_action_items", json!({})),
-        ("search_shared_notes", json!({"query": "budget"})),
-        ("get_shared_note", json!({"share_id": "shr_team"})),
-        ("list_recent_changes", json!({})),
-    ];
-    for (tool, arguments) in calls {
+    for (tool, arguments) in a_call_of_every_tool() {
         let result = world.call(tool, arguments).await;
         assert_eq!(result["isError"], false, "{tool}: {result}");
         text_json(&result);

@@ -185,17 +185,7 @@ async fn tools_list_names_the_spec_tools_in_its_order_then_the_feed_with_annotat
 #[tokio::test]
 async fn every_tool_writes_nothing_and_answers_the_same_when_called_again() {
     let world = World::in_process(McpConfig::default()).await;
-    let calls = [
-        ("list_meetings", json!({})),
-        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
-        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})),
-        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
-        ("search_meetings", json!({"query": "budget"})),
-        ("list_pending_action_items", json!({})),
-        ("search_shared_notes", json!({"query": "budget"})),
-        ("get_shared_note", json!({"share_id": "shr_team"})),
-        ("list_recent_changes", json!({})),
-    ];
+    let calls = a_call_of_every_tool();
     let called: Vec<&str> = calls.iter().map(|(tool, _)| *tool).collect();
     assert_eq!(called, TOOLS, "every tool");
     world.record_writes();

@@ -32,6 +32,21 @@ pub const TOOLS: [&str; 9] = [
     "list_recent_changes",
 ];
 
+/// One successful call of each tool on the standard world, in [`TOOLS`]' order.
+pub fn a_call_of_every_tool() -> [(&'static str, Value); 9] {
+    [
+        ("list_meetings", json!({})),
+        ("get_meeting", json!({"meeting_id": "mtg_budget"})),
+        ("get_meeting_transcript", json!({"meeting_id": "mtg_weekly_1"})),
+        ("get_recurring_meeting_history", json!({"meeting_id": "mtg_weekly_1"})),
+        ("search_meetings", json!({"query": "budget"})),
+        ("list_pending_action_items", json!({})),
+        ("search_shared_notes", json!({"query": "budget"})),
+        ("get_shared_note", json!({"share_id": "shr_team"})),
+        ("list_recent_changes", json!({})),
+    ]
+}
+
 /// The suites' world on some edition; `World<InProcess>` has the in-process controls.
 pub struct World<W: ?Sized = dyn world::World> {
     world: Box<W>,
