@@ -111,15 +111,7 @@ impl HttpError {
             HttpError::UnreadableBody | HttpError::DuplicateAuthorization { .. } => "invalid_request",
         }
     }
-}
 
-impl IntoResponse for HttpError {
-    fn into_response(self) -> Response {
-        self.response(None)
-    }
-}
-
-impl HttpError {
     /// The answer; an `internal_error` names `request_id` in its envelope, as the REST
     /// API's does (the same id as the response's `X-Request-Id`).
     pub fn response(self, request_id: Option<&HeaderValue>) -> Response {
@@ -170,6 +162,12 @@ impl HttpError {
             _ => {}
         }
         response
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        self.response(None)
     }
 }
 

@@ -250,8 +250,10 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let challenge = challenge(VERIFIER);
-    let form = |pat: &str, decision: &str| {
-        vec![
+    // The authorization page's form, posted with `pat` and `decision`.
+    let world = &world;
+    let submit = |pat: &str, decision: &str| {
+        let pairs = [
             ("response_type", "code".to_string()),
             ("client_id", client_id.clone()),
             ("redirect_uri", REDIRECT_URI.to_string()),
@@ -260,7 +262,11 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
             ("state", "s".to_string()),
             ("pat", pat.to_string()),
             ("decision", decision.to_string()),
-        ]
+        ];
+        async move {
+            let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            world.post_form("/mcp/authorize", &borrowed).await
+        }
     };
     for (pat, status) in [
         ("svc_pat_nope", StatusCode::UNAUTHORIZED),
@@ -268,9 +274,7 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
         (ENTERPRISE_PAT, StatusCode::PAYMENT_REQUIRED),
         ("", StatusCode::BAD_REQUEST),
     ] {
-        let pairs = form(pat, "approve");
-        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
-        let reply = world.post_form("/mcp/authorize", &borrowed).await;
+        let reply = submit(pat, "approve").await;
         assert_eq!(reply.status, status, "{pat}");
         assert!(reply.header("location").is_none());
         assert!(reply.body.contains("name=\"pat\""), "the form is shown again");
@@ -278,16 +282,12 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
     }
     // "The user proves identity with a personal access token": an OAuth access token of
     // the same account is not one.
-    let (_, access, _) = connect(&world, FLOW_PAT).await;
-    let pairs = form(&access, "approve");
-    let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
-    let reply = world.post_form("/mcp/authorize", &borrowed).await;
+    let (_, access, _) = connect(world, FLOW_PAT).await;
+    let reply = submit(&access, "approve").await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "an svc_oat_ token is not a PAT");
     assert!(reply.header("location").is_none());
     assert!(!reply.body.contains(&access), "the token is never echoed");
-    let pairs = form("", "deny");
-    let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
-    let reply = world.post_form("/mcp/authorize", &borrowed).await;
+    let reply = submit("", "deny").await;
     let (_, query) = location_query(&reply);
     assert_eq!(query_value(&query, "error").as_deref(), Some("access_denied"));
 }
