@@ -4,7 +4,7 @@
 //! field rather than by serialising the stored records, so that nothing added to a
 //! record (a secret least of all) reaches a response unless it is added here.
 //!
-//! Decisions where the spec is open:
+//! Decisions where the rules leave room (docs/rest.md, Decisions):
 //! - the feed is listed oldest first: it only grows at its end, so a reader resumes
 //!   where it stopped and sees every later event once, in order;
 //! - its `next_cursor` is given whenever the page read anything (or a cursor was sent),
@@ -181,15 +181,17 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView<'_> {
     }
 }
 
-/// `GET /webhook-endpoints/{endpoint_id}/attempts`: the endpoint's attempts, newest first.
+/// `GET /webhook-endpoints/{endpoint_id}/attempts`: the endpoint's attempts, newest
+/// first; not those of an endpoint of the same id deleted before it.
 pub(crate) async fn webhook_attempts(state: &RestState, account_id: &str, endpoint_id: &Id, paging: &Paging) -> Result<Vec<u8>, ApiError> {
     let (store, timeout) = (&state.inner.webhooks, state.inner.store_timeout);
-    bounded(timeout, "webhook endpoint read", store.endpoint(account_id, endpoint_id)).await?.ok_or(ApiError::WebhookEndpointNotFound)?;
+    let endpoint = bounded(timeout, "webhook endpoint read", store.endpoint_record(account_id, endpoint_id)).await?.ok_or(ApiError::WebhookEndpointNotFound)?;
     let after = paging.after.as_deref().and_then(attempt_position);
-    let (attempts, has_more) = bounded(timeout, "webhook attempts read", store.attempts(account_id, endpoint_id, after, paging.limit)).await?;
-    let bodies = attempts.iter().map(|attempt| render(&attempt_view(attempt), "a webhook attempt")).collect::<Result<Vec<_>, _>>()?;
-    let next_cursor = match (has_more, attempts.last()) {
-        (true, Some(last)) => Some(state.inner.cursors.issue(&paging.binding, &[Val::Int(last.attempted_at.micros()), Val::text(&last.id)])),
+    let page = bounded(timeout, "webhook attempts read", store.endpoint_attempts(account_id, &endpoint, after, paging.limit)).await?;
+    let bodies = page.attempts.iter().map(|attempt| render(&attempt_view(attempt), "a webhook attempt")).collect::<Result<Vec<_>, _>>()?;
+    // After the last row read, which passed-over attempts may lie beyond the last listed.
+    let next_cursor = match (page.has_more, &page.last_read) {
+        (true, Some((at, id))) => Some(state.inner.cursors.issue(&paging.binding, &[Val::Int(*at), Val::text(id)])),
         _ => None,
     };
     Ok(list_of(&bodies, Some((next_cursor.is_some(), next_cursor))))
@@ -208,6 +210,7 @@ mod tests {
             types: vec![],
             enabled,
             version,
+            created_version: 1,
             created_at: at,
             updated_at: at,
         }

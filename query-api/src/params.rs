@@ -48,8 +48,7 @@ pub fn query_param<'a>(query: &'a str, name: &'static str) -> Result<Option<Cow<
         if found.is_some() {
             return Err(ApiError::invalid(name, format!("{name} is given more than once")));
         }
-        let value = percent_decode_str(raw_value).decode_utf8().map_err(|_| ApiError::invalid(name, format!("{name} is not UTF-8 text")))?;
-        found = Some(value);
+        found = Some(decode(raw_value, name)?);
     }
     Ok(found)
 }
@@ -76,8 +75,22 @@ pub fn identifier(value: Cow<'_, str>, param: &'static str) -> Result<Id, ApiErr
 
 /// A path segment, percent-decoded, as a well-formed identifier.
 pub fn path_identifier(segment: &str, param: &'static str) -> Result<Id, ApiError> {
-    let decoded = percent_decode_str(segment).decode_utf8().map_err(|_| ApiError::invalid(param, format!("{param} is not UTF-8 text")))?;
-    identifier(decoded, param)
+    identifier(decode(segment, param)?, param)
+}
+
+/// A percent-encoded value decoded (RFC 3986, 2.1): every `%` begins an escape of two
+/// hexadecimal digits, and the bytes are UTF-8. A `%` that does not is refused rather
+/// than taken as itself, so that `%` and `%25` never name the same thing.
+fn decode<'a>(raw: &'a str, param: &'static str) -> Result<Cow<'a, str>, ApiError> {
+    let bytes = raw.as_bytes();
+    let malformed = bytes
+        .iter()
+        .enumerate()
+        .any(|(at, &byte)| byte == b'%' && !(bytes.get(at + 1).is_some_and(u8::is_ascii_hexdigit) && bytes.get(at + 2).is_some_and(u8::is_ascii_hexdigit)));
+    if malformed {
+        return Err(ApiError::invalid(param, format!("{param} has a % that is not followed by two hexadecimal digits (write % as %25)")));
+    }
+    percent_decode_str(raw).decode_utf8().map_err(|_| ApiError::invalid(param, format!("{param} is not UTF-8 text")))
 }
 
 /// An optional identifier filter.

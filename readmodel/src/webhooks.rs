@@ -34,7 +34,7 @@ use recap_schemas::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{now_micros, Driver, Mutation, Op, Row, ScanRange, StoreError};
-use crate::messages::{AccountMessage, Message, MessageKind};
+use crate::messages::{Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{
     CLAIMS_SINCE_DAY, FEED, FEED_FLOORS, FEED_FLOOR_HOUR_US, FEED_HEADS, MESSAGES_BY_ID, MESSAGE_CLAIMS, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES,
@@ -131,6 +131,12 @@ pub struct EndpointRecord {
     /// The version of the event that set it: a delivery state that disabled it names
     /// the version it disabled, so a newer upsert re-enables it.
     pub version: u64,
+    /// The version of the upsert that created it: the first, or the first after a
+    /// delete (0 when not recorded). Its delivery state, attempts and pending deliveries
+    /// name it, so that an endpoint deleted and created again under the same id, a new
+    /// endpoint, inherits none of the deleted one's.
+    #[serde(default)]
+    pub created_version: u64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -179,6 +185,9 @@ impl SecretsRecord {
 /// row; absent for an endpoint nothing was attempted to yet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointState {
+    /// The [`EndpointRecord::created_version`] of the endpoint it is the state of.
+    #[serde(default)]
+    pub endpoint_created_version: u64,
     /// Since when every attempt failed (None after a success).
     #[serde(default)]
     pub failing_since: Option<Timestamp>,
@@ -198,6 +207,18 @@ impl EndpointState {
     /// Whether deliveries to `endpoint` are stopped because it failed for too long.
     pub fn disables(&self, endpoint: &EndpointRecord) -> bool {
         self.disabled_version == Some(endpoint.version)
+    }
+
+    /// `endpoint`'s state, from what its row holds: the row is kept under the
+    /// endpoint's id, and a state of another endpoint of that id (one deleted before, or
+    /// created after the record an attempt holds) is none of `endpoint`'s, which then
+    /// has nothing attempted yet.
+    pub fn of(self, endpoint: &EndpointRecord) -> EndpointState {
+        if self.endpoint_created_version == endpoint.created_version {
+            self
+        } else {
+            EndpointState { endpoint_created_version: endpoint.created_version, ..EndpointState::default() }
+        }
     }
 }
 
@@ -221,6 +242,9 @@ pub enum AttemptOutcome {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     pub id: String,
+    /// The [`EndpointRecord::created_version`] of the endpoint it was made to.
+    #[serde(default)]
+    pub endpoint_created_version: u64,
     pub message_id: String,
     #[serde(rename = "type")]
     pub kind: MessageKind,
@@ -247,6 +271,11 @@ pub struct AttemptRecord {
 pub struct Delivery {
     pub account_id: String,
     pub endpoint_id: String,
+    /// The [`EndpointRecord::created_version`] of the endpoint it is for: another
+    /// endpoint of that id does not take it. 0 when not recorded: it goes to the
+    /// endpoint of that id, whichever it is.
+    #[serde(default)]
+    pub endpoint_created_version: u64,
     pub message_id: String,
     /// The message's seq in the account's feed.
     pub seq: i64,
@@ -259,6 +288,11 @@ impl Delivery {
     /// endpoint always has the same one.
     pub fn id(&self) -> String {
         format!("{}\u{1f}{}\u{1f}{}", self.account_id, self.endpoint_id, self.message_id)
+    }
+
+    /// Whether `endpoint` is the one the delivery is for, not another of its id.
+    pub fn is_for(&self, endpoint: &EndpointRecord) -> bool {
+        self.endpoint_created_version == 0 || self.endpoint_created_version == endpoint.created_version
     }
 }
 
@@ -298,6 +332,18 @@ impl Claimed {
     pub fn holds(self) -> bool {
         self != Claimed::Elsewhere
     }
+}
+
+/// A page of an endpoint's attempts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptsPage {
+    /// Newest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// The key (time, id) of the last row read, which a next page continues after: it
+    /// may lie past the last attempt returned when others were passed over.
+    pub last_read: Option<(i64, String)>,
+    /// Whether more rows follow `last_read`.
+    pub has_more: bool,
 }
 
 /// A page of an account's feed.
@@ -363,6 +409,11 @@ struct FloorsSince {
 /// Most feed rows one page reads past, when a type filter skips them, before it answers
 /// with what it has (and a cursor after the last row read).
 pub const FEED_SCAN_BUDGET: usize = 1_000;
+
+/// Most attempts of another endpoint of the same id (one deleted before) a page of an
+/// endpoint's attempts reads past before it answers with what it has (and a cursor
+/// after the last row read): such attempts stay until the retention ends them.
+pub const ATTEMPT_SCAN_BUDGET: usize = 1_000;
 
 fn decode<T: serde::de::DeserializeOwned>(table: &Table, body: &str) -> Result<T, StoreError> {
     serde_json::from_str(body).map_err(|error| StoreError::Corrupt(format!("{}: {error}", table.name)))
@@ -447,13 +498,20 @@ impl WebhookStore {
         let rows = self.driver.scan(&WEBHOOK_ENDPOINTS, &[Val::text(account_id)], &ScanRange::all(), usize::MAX).await?;
         let endpoints = rows.iter().map(|row| decode::<EndpointRecord>(&WEBHOOK_ENDPOINTS, &row.body)).collect::<Result<Vec<_>, _>>()?;
         let states = futures::future::try_join_all(endpoints.iter().map(|endpoint| self.endpoint_state(account_id, &endpoint.id))).await?;
-        Ok(endpoints.into_iter().zip(states).collect())
+        Ok(endpoints
+            .into_iter()
+            .zip(states)
+            .map(|(endpoint, state)| {
+                let state = state.of(&endpoint);
+                (endpoint, state)
+            })
+            .collect())
     }
 
     /// One endpoint of the account, with its delivery state.
     pub async fn endpoint(&self, account_id: &str, endpoint_id: &str) -> Result<Option<(EndpointRecord, EndpointState)>, StoreError> {
         let Some(endpoint) = self.endpoint_record(account_id, endpoint_id).await? else { return Ok(None) };
-        let state = self.endpoint_state(account_id, endpoint_id).await?;
+        let state = self.endpoint_state(account_id, endpoint_id).await?.of(&endpoint);
         Ok(Some((endpoint, state)))
     }
 
@@ -469,6 +527,8 @@ impl WebhookStore {
         row.map(|row| decode(&WEBHOOK_SECRETS, &row.body)).transpose().map(Option::unwrap_or_default)
     }
 
+    /// What the state row of the endpoint's id holds, whichever endpoint of that id it
+    /// is of ([`EndpointState::of`] takes it for one).
     pub async fn endpoint_state(&self, account_id: &str, endpoint_id: &str) -> Result<EndpointState, StoreError> {
         let row = self.driver.get(&WEBHOOK_ENDPOINT_STATES, &[Val::text(account_id), Val::text(endpoint_id)], &[]).await?;
         row.map(|row| decode(&WEBHOOK_ENDPOINT_STATES, &row.body)).transpose().map(Option::unwrap_or_default)
@@ -1000,8 +1060,9 @@ impl WebhookStore {
         }
     }
 
-    /// Up to `limit` attempts to the endpoint, newest first, after the attempt keyed
-    /// `after` (its time and id).
+    /// Up to `limit` attempts recorded under the endpoint's id, whichever endpoint of
+    /// that id they were made to, newest first, after the attempt keyed `after` (its
+    /// time and id).
     pub async fn attempts(
         &self,
         account_id: &str,
@@ -1017,12 +1078,44 @@ impl WebhookStore {
         Ok((attempts, has_more))
     }
 
+    /// Up to `limit` attempts made to `endpoint`, newest first, after the attempt keyed
+    /// `after`: those made to another endpoint of its id (one deleted before) are passed
+    /// over, at most [`ATTEMPT_SCAN_BUDGET`] of them a page.
+    pub async fn endpoint_attempts(
+        &self,
+        account_id: &str,
+        endpoint: &EndpointRecord,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<AttemptsPage, StoreError> {
+        let partition = [Val::text(account_id), Val::text(&endpoint.id)];
+        let mut page = AttemptsPage { attempts: Vec::new(), last_read: after.map(|(at, id)| (at, id.to_owned())), has_more: false };
+        let mut budget = ATTEMPT_SCAN_BUDGET;
+        loop {
+            let cursor = page.last_read.as_ref().map(|(at, id)| vec![Val::Int(*at), Val::text(id)]);
+            let wanted = (limit - page.attempts.len()).min(budget) + 1;
+            let rows = self.driver.scan(&WEBHOOK_ATTEMPTS, &partition, &ScanRange::after(cursor.as_deref()), wanted).await?;
+            let exhausted = rows.len() < wanted;
+            for row in rows {
+                if page.attempts.len() == limit || budget == 0 {
+                    page.has_more = true;
+                    return Ok(page);
+                }
+                let attempt: AttemptRecord = decode(&WEBHOOK_ATTEMPTS, &row.body)?;
+                page.last_read = Some((attempt.attempted_at.micros(), attempt.id.clone()));
+                if attempt.endpoint_created_version == endpoint.created_version {
+                    page.attempts.push(attempt);
+                } else {
+                    budget -= 1;
+                }
+            }
+            if exhausted {
+                return Ok(page);
+            }
+        }
+    }
+
     pub async fn write(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         self.driver.write(mutations).await
     }
-}
-
-/// The message log's record of an account's message, for tests and tools that read it.
-pub fn decode_account_message(body: &str) -> Result<AccountMessage, StoreError> {
-    serde_json::from_str(body).map_err(|error| StoreError::Corrupt(format!("message log: {error}")))
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use recap_readmodel::messages::{message_id, AccountMessage, MessageKind};
-use recap_schemas::{Envelope, MessageKind as Kind};
+use recap_schemas::{Envelope, MessageKind as Kind, Word};
 use serde_json::{json, Value};
 
 /// (account, type, data) of each message.
@@ -104,6 +104,25 @@ async fn meeting_transcript_ready_is_told_for_the_first_transcript_and_each_repl
 }
 
 #[tokio::test]
+async fn meeting_transcript_ready_is_told_for_a_replacement_that_changes_only_its_word_timings_or_tracks() {
+    let mut store = Store::new();
+    store.apply_messages(&[bare_meeting("Weekly").version(1).envelope()], 1).await;
+    let word = |start_ms: i64, track: &str| Word { text: "hello".into(), start_ms, end_ms: start_ms + 300, track: track.into() };
+    // The same text and segments, and one word each time: only the word's timing or
+    // track tells the transcripts apart.
+    let transcript =
+        |version: u64, word: Word| EVENTS.transcript("acc", "m1", "hello").with(|event| event.transcript.words = Some(vec![word])).version(version).envelope();
+    let first = store.apply_messages(&[transcript(2, word(0, "mic"))], 1).await;
+    assert_eq!(kinds(&first), pairs(&[("acc", "meeting.transcript_ready")]));
+    let retimed = store.apply_messages(&[transcript(3, word(500, "mic"))], 1).await;
+    assert_eq!(kinds(&retimed), pairs(&[("acc", "meeting.transcript_ready")]), "another timing");
+    let retracked = store.apply_messages(&[transcript(4, word(500, "speaker"))], 1).await;
+    assert_eq!(kinds(&retracked), pairs(&[("acc", "meeting.transcript_ready")]), "another track");
+    let same = store.apply_messages(&[transcript(5, word(500, "speaker"))], 1).await;
+    assert_eq!(same, vec![], "the same transcript at a newer version");
+}
+
+#[tokio::test]
 async fn meeting_transcript_ready_waits_for_a_meeting_that_is_not_visible_yet() {
     let mut store = Store::new();
     let early = store.apply_messages(&[EVENTS.transcript("acc", "m1", "hello").version(2).envelope()], 1).await;
@@ -133,6 +152,25 @@ async fn action_item_messages_diff_a_meetings_items_one_by_one() {
         vec![("action_item.updated", json!("ai_1")), ("action_item.created", json!("ai_3")), ("action_item.deleted", json!("ai_2"))]
     );
     assert_eq!(next[2].message.data(), json!({"action_item_id": "ai_2", "meeting_id": "m1"}));
+}
+
+#[tokio::test]
+async fn renaming_a_meeting_updates_its_action_items_whose_entry_names_the_meetings_title() {
+    let mut store = Store::new();
+    store.apply_messages(&[bare_meeting("Weekly").action_items([item("ai_1", "todo", None, 1)]).version(1).envelope()], 1).await;
+    let renamed = store.apply_messages(&[bare_meeting("Renamed").action_items([item("ai_1", "todo", None, 1)]).version(2).envelope()], 1).await;
+    assert_eq!(
+        told(&renamed),
+        vec![
+            ("acc".into(), "meeting.updated", json!({"meeting_id": "m1", "meeting": meeting_entry("Renamed")})),
+            (
+                "acc".into(),
+                "action_item.updated",
+                json!({"action_item_id": "ai_1", "action_item": {"id": "ai_1", "text": "do ai_1", "status": "todo", "assignee_human_id": null, "due_at": null,
+                       "completed_at": null, "meeting": {"id": "m1", "title": "Renamed"}}})
+            ),
+        ]
+    );
 }
 
 #[tokio::test]

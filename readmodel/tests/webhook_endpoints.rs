@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use recap_readmodel::webhooks::{EndpointRecord, SigningSecret, DEFAULT_RETENTION};
+use recap_readmodel::webhooks::{AttemptOutcome, AttemptRecord, EndpointRecord, EndpointState, SigningSecret, WebhookStore, DEFAULT_RETENTION};
 use recap_schemas::{MessageKind, Timestamp};
 
 const HOUR: i64 = 3_600_000_000;
@@ -36,6 +36,7 @@ async fn an_endpoint_upsert_writes_its_record_and_its_secret_at_the_events_versi
             types: vec![MessageKind::MeetingCreated],
             enabled: true,
             version: 3,
+            created_version: 3,
             created_at: at(10),
             updated_at: at(10),
         }
@@ -103,6 +104,89 @@ async fn rule_2_an_endpoint_delete_removes_record_and_secrets_and_shadows_an_old
     store.apply(&[EVENTS.webhook_endpoint("acc", "ep_1", "https://back.example.com/").version(4).occurred_at(at(5)).envelope()], 1).await;
     let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
     assert_eq!((record.url.as_str(), record.created_at), ("https://back.example.com/", at(5)));
+}
+
+#[tokio::test]
+async fn an_endpoint_names_the_version_that_created_it_through_its_upserts_and_one_created_again_names_its_own() {
+    let mut store = Store::new();
+    let upsert = |version: u64| EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/").version(version).envelope();
+    store.apply(&[upsert(1), upsert(2)], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!((record.version, record.created_version), (2, 1));
+    store.apply(&[EVENTS.webhook_endpoint_deleted("acc", "ep_1").version(3).envelope(), upsert(4), upsert(5)], 1).await;
+    let (record, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!((record.version, record.created_version), (5, 4));
+}
+
+/// What the runtime recorded of an endpoint: its state and an attempt, each naming the
+/// version that created the endpoint.
+async fn recorded(webhooks: &WebhookStore, created_version: u64, attempt_id: &str, attempted_at: Timestamp) {
+    let failing = EndpointState { endpoint_created_version: created_version, failing_since: Some(attempted_at), ..EndpointState::default() };
+    let attempt = AttemptRecord {
+        id: attempt_id.into(),
+        endpoint_created_version: created_version,
+        message_id: "msg_1".into(),
+        kind: MessageKind::MeetingCreated,
+        attempt: 1,
+        attempted_at,
+        outcome: AttemptOutcome::Failed,
+        status: Some(500),
+        error: Some("answered 500".into()),
+        duration_ms: 3,
+        next_attempt_at: None,
+    };
+    webhooks
+        .write(vec![webhooks.endpoint_state_row("acc", "ep_1", &failing, attempted_at.micros()), webhooks.attempt_row("acc", "ep_1", &attempt)])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_endpoint_created_again_after_a_delete_has_neither_the_state_nor_the_attempts_of_the_deleted_one() {
+    let mut store = Store::new();
+    let upsert = |version: u64| EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/").version(version).envelope();
+    store.apply(&[upsert(1)], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    recorded(&webhooks, 1, "att_old", at(1)).await;
+    let (endpoint, state) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!(state.failing_since, Some(at(1)));
+    assert_eq!(webhooks.endpoint_attempts("acc", &endpoint, None, 10).await.unwrap().attempts.len(), 1);
+
+    store.apply(&[EVENTS.webhook_endpoint_deleted("acc", "ep_1").version(2).envelope(), upsert(3)], 1).await;
+    let (endpoint, state) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() });
+    assert_eq!(webhooks.endpoints("acc").await.unwrap(), vec![(endpoint.clone(), state)]);
+    let page = webhooks.endpoint_attempts("acc", &endpoint, None, 10).await.unwrap();
+    assert_eq!((page.attempts, page.has_more), (vec![], false));
+    // The deleted endpoint's state written after the new one's (an attempt that
+    // outlived the delete) is not the new one's either.
+    recorded(&webhooks, 3, "att_new", at(2)).await;
+    recorded(&webhooks, 1, "att_late", at(3)).await;
+    let (_, state) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() });
+    let listed: Vec<String> = webhooks.endpoint_attempts("acc", &endpoint, None, 10).await.unwrap().attempts.into_iter().map(|attempt| attempt.id).collect();
+    assert_eq!(listed, ["att_new"]);
+}
+
+#[tokio::test]
+async fn a_page_of_attempts_passes_over_at_most_1000_of_a_deleted_endpoints_and_its_cursor_continues_after_them() {
+    let mut store = Store::new();
+    let upsert = |version: u64| EVENTS.webhook_endpoint("acc", "ep_1", "https://example.com/").version(version).envelope();
+    store.apply(&[upsert(1), EVENTS.webhook_endpoint_deleted("acc", "ep_1").version(2).envelope(), upsert(3)], 1).await;
+    let webhooks = store.readmodel.webhooks(DEFAULT_RETENTION);
+    for index in 0..1_005 {
+        recorded(&webhooks, 1, &format!("att_old_{index:04}"), Timestamp(at(0).micros() + index)).await;
+    }
+    recorded(&webhooks, 3, "att_new", at(1)).await;
+    let (endpoint, _) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
+    let first = webhooks.endpoint_attempts("acc", &endpoint, None, 50).await.unwrap();
+    let ids: Vec<&str> = first.attempts.iter().map(|attempt| attempt.id.as_str()).collect();
+    assert_eq!((ids, first.has_more), (vec!["att_new"], true), "the newest, then a thousand of the deleted endpoint's read past");
+    let (read_at, read_id) = first.last_read.clone().unwrap();
+    assert_eq!(read_id, "att_old_0005", "the last row read: five of the deleted endpoint's are left");
+    let rest = webhooks.endpoint_attempts("acc", &endpoint, Some((read_at, &read_id)), 50).await.unwrap();
+    assert_eq!((rest.attempts, rest.has_more), (vec![], false), "they are read past too, and nothing follows");
 }
 
 /// Endpoint ids are unique across accounts; should a producer reuse one under another

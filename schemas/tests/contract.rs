@@ -416,6 +416,69 @@ fn a_webhook_secret_is_whsec_and_the_standard_base64_of_24_to_64_bytes() {
     }
 }
 
+/// Whether `event` is valid against the published JSON Schema of its type (the file
+/// under `schemas/events/`), by a JSON Schema validator.
+fn valid_against_the_published_schema(event: &Value) -> bool {
+    let event_type = event["type"].as_str().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("events").join(format!("{event_type}.json"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let location = schema["$id"].as_str().unwrap().to_owned();
+    let (mut compiler, mut schemas) = (boon::Compiler::new(), boon::Schemas::new());
+    compiler.add_resource(&location, schema).unwrap();
+    let index = compiler.compile(&location, &mut schemas).unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
+    schemas.validate(event, index).is_ok()
+}
+
+fn endpoint_with(field: &str, value: &str) -> Value {
+    let mut event = endpoint_example();
+    event["data"]["endpoint"][field] = json!(value);
+    event
+}
+
+#[test]
+fn the_published_schema_of_an_endpoint_takes_a_secret_of_24_to_64_bytes_in_canonical_base64_only() {
+    use base64::Engine;
+    let base64 = |key: &[u8]| base64::engine::general_purpose::STANDARD.encode(key);
+    for (secret, valid) in [
+        (format!("whsec_{}", base64(&[0xfb; 24])), true),
+        (format!("whsec_{}", base64(&[0xfb; 64])), true),
+        (format!("whsec_{}", base64(&[0xfb; 65])), false),
+        (format!("whsec_{}", base64(&[0xfb; 66])), false),
+        (format!("whsec_{}", base64(&[0xfb; 23])), false),
+        // 25 bytes end in "==", 26 in "=": any other padding is malformed.
+        (format!("whsec_{}", base64(&[0xfb; 25]).replace("==", "=")), false),
+        (format!("whsec_{}", base64(&[0xfb; 26]).replace('=', "==")), false),
+        (format!("whsec_{}", base64(&[0xfb; 24])) + "==", false),
+        // Bits past the key's last byte that are not zero.
+        (format!("whsec_{}", base64(&[0xfb; 25]).replace("+w==", "+x==")), false),
+    ] {
+        let event = endpoint_with("secret", &secret);
+        assert_eq!(valid_against_the_published_schema(&event), valid, "{secret}");
+        assert_eq!(decode(&event).is_ok(), valid, "the decoder agrees on {secret}");
+    }
+    // Every key length, as the decoder takes it.
+    for bytes in 0..=70 {
+        let event = endpoint_with("secret", &format!("whsec_{}", base64(&vec![0xa5; bytes])));
+        assert_eq!(valid_against_the_published_schema(&event), decode(&event).is_ok(), "a {bytes}-byte key");
+    }
+}
+
+#[test]
+fn the_published_schema_of_an_endpoint_takes_only_http_and_https_urls_with_a_host() {
+    for (url, valid) in [
+        ("https://crm.example.com/hooks", true),
+        ("http://localhost:8080/hooks", true),
+        ("ftp://example.com/hooks", false),
+        ("mailto:ops@example.com", false),
+        ("https://", false),
+        ("/hooks", false),
+    ] {
+        let event = endpoint_with("url", url);
+        assert_eq!(valid_against_the_published_schema(&event), valid, "{url}");
+        assert_eq!(decode(&event).is_ok(), valid, "the decoder agrees on {url}");
+    }
+}
+
 #[test]
 fn an_unknown_message_kind_in_types_is_invalid_and_the_reason_names_its_index() {
     let mut event = endpoint_example();

@@ -35,7 +35,7 @@ pub fn message(account_id: &str, kind: MessageKind, resource_id: &str, created_a
     Message::new(&format!("evt_{resource_id}"), account_id, kind, resource_id, at(created_at), data)
 }
 
-/// An enabled endpoint receiving every type, at version 1.
+/// An enabled endpoint receiving every type, created at version 1.
 pub fn endpoint(id: &str, url: &str) -> EndpointRecord {
     EndpointRecord {
         id: id.into(),
@@ -44,6 +44,7 @@ pub fn endpoint(id: &str, url: &str) -> EndpointRecord {
         types: Vec::new(),
         enabled: true,
         version: 1,
+        created_version: 1,
         created_at: at("2026-11-01T09:00:00Z"),
         updated_at: at("2026-11-01T09:00:00Z"),
     }
@@ -54,10 +55,12 @@ pub fn secrets(secret: &str) -> SecretsRecord {
     SecretsRecord { secrets: vec![SigningSecret { secret: secret.into(), expires_at: None }] }
 }
 
-/// A failed first attempt of `message_id` at `attempted_at`.
+/// A failed first attempt of `message_id` at `attempted_at`, to an endpoint created at
+/// version 1 (as [`endpoint`]'s).
 pub fn attempt(id: &str, message_id: &str, attempted_at: &str) -> AttemptRecord {
     AttemptRecord {
         id: id.into(),
+        endpoint_created_version: 1,
         message_id: message_id.into(),
         kind: MessageKind::MeetingCreated,
         attempt: 1,

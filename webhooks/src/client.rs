@@ -522,6 +522,33 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), opened, "the second round reuses the first's connections");
     }
 
+    // "Resolve once, connect to the checked address": a name no system resolver knows
+    // (`.invalid` never resolves) reaches the receiver only through the address the
+    // client's resolver gave, and the resolver is asked once an attempt, connection
+    // kept or not.
+    #[tokio::test]
+    async fn a_host_name_is_resolved_once_an_attempt_and_the_connection_goes_to_the_address_it_resolved_to() {
+        let (url, accepted) = counting_receiver(usize::MAX).await;
+        let port = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/hook").parse::<u16>().unwrap();
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = asked.clone();
+        let resolver: Resolver = Arc::new(move |host: String, port: u16| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                match host.as_str() {
+                    "receiver.invalid" => Ok(vec![SocketAddr::new("127.0.0.1".parse().unwrap(), port)]),
+                    other => Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{other} is not known"))),
+                }
+            })
+        });
+        let client = SafeClient::with_resolver(ClientConfig { allow_insecure: true, ..ClientConfig::default() }, resolver);
+        for attempt in 1..=3 {
+            assert_eq!(client.post(&format!("http://receiver.invalid:{port}/hook"), &[], b"{}".to_vec()).await, Ok(200), "attempt {attempt}");
+            assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), attempt, "resolved once an attempt");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "one connection to the resolved address, kept");
+    }
+
     /// A receiver that reads each request's head and answers `answer` as it is (then
     /// `endless` chunks of 16 KiB for ever, when set); counts the connections it accepted.
     async fn scripted_receiver(answer: String, endless: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {

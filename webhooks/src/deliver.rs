@@ -23,7 +23,8 @@
 //!    the ingest had while they are current (the embedded store: no endpoint written
 //!    since they were read; ScyllaDB: read at most [`DelivererConfig::prepared_for`]
 //!    ago), any other reads them from the store. A delivery to an endpoint the account
-//!    deleted or disabled, or one disabled for failing too long, is dropped (receivers
+//!    deleted (also when another endpoint was created under its id since) or disabled,
+//!    or one disabled for failing too long, is dropped (receivers
 //!    catch up from the feed); so is one whose message expired; one whose message the
 //!    feed head does not cover yet waits (the head the ingest wrote, else the store's);
 //! 2. the message is signed with every secret signing now and POSTed;
@@ -40,7 +41,9 @@
 //! An endpoint's state is kept in memory while the endpoint has attempts under way
 //! (loaded from the store at the first), updated under the endpoint's lock and handed
 //! in with a timestamp newer than the last, so the newest state is the one the store
-//! keeps.
+//! keeps. The state names the endpoint it is of (the version that created it): an
+//! attempt to an endpoint deleted and created again under its id since leaves the new
+//! endpoint's state alone, and the new endpoint starts afresh from the deleted one's.
 //!
 //! When the last attempt of a delivery fails and the endpoint has failed without a
 //! success for the whole retry span, the endpoint is disabled at its current version
@@ -829,6 +832,9 @@ async fn attempt(
     let store = &shared.store;
     let Some((message, prepared)) = what_to_send(shared, queued).await? else { return Ok(Ended::Done) };
     let endpoint = &prepared.endpoint;
+    if !delivery.is_for(endpoint) {
+        return drop_delivery(shared, queued, "endpoint deleted").await;
+    }
     if !endpoint.enabled {
         return drop_delivery(shared, queued, "endpoint disabled by the account").await;
     }
@@ -870,6 +876,7 @@ async fn attempt(
     let next_due = if succeeded { None } else { shared.config.schedule.next_due(delivery.attempt, now) };
     let record = AttemptRecord {
         id: format!("att_{}", uuid::Uuid::new_v4().simple()),
+        endpoint_created_version: endpoint.created_version,
         message_id: message.id.clone(),
         kind: message.kind,
         attempt: delivery.attempt,
@@ -894,22 +901,29 @@ async fn attempt(
             Some(state) => state,
             None => store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?,
         };
-        let state = cached.state.insert(state);
-        state.last_attempt_at = Some(Timestamp(now));
-        if succeeded {
-            state.failing_since = None;
-            state.last_success_at = Some(Timestamp(now));
+        // An attempt to an endpoint since deleted and created again under its id leaves
+        // the new endpoint's state alone: it is no state of the endpoint attempted.
+        let state = if state.endpoint_created_version > endpoint.created_version {
+            cached.state = Some(state);
+            None
         } else {
-            let failing_since = *state.failing_since.get_or_insert(Timestamp(now));
-            let failing_for_the_whole_span = now.saturating_sub(failing_since.0) >= shared.config.schedule.shortest_span();
-            if next_due.is_none() && failing_for_the_whole_span && state.disabled_version != Some(endpoint.version) {
-                state.disabled_version = Some(endpoint.version);
-                state.disabled_at = Some(Timestamp(now));
-                tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
+            let state = cached.state.insert(state.of(endpoint));
+            state.last_attempt_at = Some(Timestamp(now));
+            if succeeded {
+                state.failing_since = None;
+                state.last_success_at = Some(Timestamp(now));
+            } else {
+                let failing_since = *state.failing_since.get_or_insert(Timestamp(now));
+                let failing_for_the_whole_span = now.saturating_sub(failing_since.0) >= shared.config.schedule.shortest_span();
+                if next_due.is_none() && failing_for_the_whole_span && state.disabled_version != Some(endpoint.version) {
+                    state.disabled_version = Some(endpoint.version);
+                    state.disabled_at = Some(Timestamp(now));
+                    tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
+                }
             }
-        }
-        // Handed in under the lock: the recorder keeps the last of one endpoint's states.
-        let state = StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts };
+            // Handed in under the lock: the recorder keeps the last of one endpoint's states.
+            Some(StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts })
+        };
         shared.recorder.submit_attempt(rows, state, removal)
     };
     recorded.written().await?;

@@ -206,13 +206,6 @@ impl Ledger {
         }
         (count, oldest)
     }
-
-    /// When the oldest message whose first attempts are unsettled was handed over.
-    pub fn oldest_since(&self) -> Option<i64> {
-        let shards = self.0.lock().ok()?;
-        // Per shard, the lowest seq was handed over first.
-        shards.by_shard.values().filter_map(|ledger| ledger.unsettled.values().next().map(|(_, since)| *since)).min()
-    }
 }
 
 /// Accounts whose heads are remembered, at most: past it the memory starts over (a
@@ -371,6 +364,7 @@ mod tests {
             types: vec![],
             enabled: true,
             version: 1,
+            created_version: 1,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
         };
@@ -378,7 +372,14 @@ mod tests {
             due: DueDelivery {
                 shard: "0".into(),
                 due_at: 0,
-                delivery: Delivery { account_id: "acc".into(), endpoint_id: "ep".into(), message_id: message.id.clone(), seq, attempt: 1 },
+                delivery: Delivery {
+                    account_id: "acc".into(),
+                    endpoint_id: "ep".into(),
+                    endpoint_created_version: 1,
+                    message_id: message.id.clone(),
+                    seq,
+                    attempt: 1,
+                },
             },
             message: Arc::new(PreparedMessage::new(seq, &message)),
             endpoint: Arc::new(PreparedEndpoint {

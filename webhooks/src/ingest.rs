@@ -227,8 +227,14 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
             if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(entry.kind) {
                 continue;
             }
-            let delivery =
-                Delivery { account_id: account_id.to_owned(), endpoint_id: endpoint.id.clone(), message_id: entry.id.clone(), seq: entry.seq, attempt: 1 };
+            let delivery = Delivery {
+                account_id: account_id.to_owned(),
+                endpoint_id: endpoint.id.clone(),
+                endpoint_created_version: endpoint.created_version,
+                message_id: entry.id.clone(),
+                seq: entry.seq,
+                attempt: 1,
+            };
             ingested.deliveries += 1;
             if room == 0 {
                 // Past what memory holds: a row, due at once, which a scan finds.

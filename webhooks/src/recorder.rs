@@ -104,17 +104,18 @@ impl Recorder {
         Pending(pending)
     }
 
-    /// Hands in an attempt's record (`rows` and the endpoint's `state`) and, for a
-    /// delivery that has a row, the row's removal: the first resolves once the record
-    /// is written, the second once the removal is, never before the record.
-    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: StateWrite, removal: Option<Mutation>) -> (Pending, Option<Pending>) {
+    /// Hands in an attempt's record (`rows` and the endpoint's `state`, when it has one
+    /// to keep) and, for a delivery that has a row, the row's removal: the first
+    /// resolves once the record is written, the second once the removal is, never
+    /// before the record.
+    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: Option<StateWrite>, removal: Option<Mutation>) -> (Pending, Option<Pending>) {
         let (written, record) = oneshot::channel();
         let Some(removal) = removal else {
-            let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: None });
+            let _ = self.submissions.send(Submission { rows, state, written, removal: None });
             return (Pending(record), None);
         };
         let (removed, removal_pending) = oneshot::channel();
-        let _ = self.submissions.send(Submission { rows, state: Some(state), written, removal: Some((removal, removed)) });
+        let _ = self.submissions.send(Submission { rows, state, written, removal: Some((removal, removed)) });
         (Pending(record), Some(Pending(removal_pending)))
     }
 
@@ -306,10 +307,18 @@ mod tests {
             let due = DueDelivery {
                 shard: "0".into(),
                 due_at: 5,
-                delivery: Delivery { account_id: "acc".into(), endpoint_id: "ep".into(), message_id: "msg_1".into(), seq: 1, attempt: 1 },
+                delivery: Delivery {
+                    account_id: "acc".into(),
+                    endpoint_id: "ep".into(),
+                    endpoint_created_version: 1,
+                    message_id: "msg_1".into(),
+                    seq: 1,
+                    attempt: 1,
+                },
             };
             let record = AttemptRecord {
                 id: "att_1".into(),
+                endpoint_created_version: 1,
                 message_id: "msg_1".into(),
                 kind: MessageKind::MeetingCreated,
                 attempt: 1,
@@ -321,7 +330,7 @@ mod tests {
                 next_attempt_at: None,
             };
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 7 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], state, Some(store.retry_done_row(&due)));
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(store.retry_done_row(&due)));
             recorded.written().await.unwrap();
             removed.unwrap().written().await.unwrap();
             let expected = if atomic {
@@ -334,7 +343,7 @@ mod tests {
             // A record that cannot be written takes its removal with it.
             faulty.fail_table("webhook_attempts");
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 8 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], state, Some(store.retry_done_row(&due)));
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(store.retry_done_row(&due)));
             assert!(recorded.written().await.is_err());
             assert!(removed.unwrap().written().await.is_err(), "atomic writes: {atomic}");
             assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");

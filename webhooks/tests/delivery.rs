@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use recap_readmodel::messages::{AccountMessage, MessageKind};
 use recap_readmodel::tables::MESSAGE_OUTBOX;
-use recap_readmodel::webhooks::{AttemptOutcome, SigningSecret};
+use recap_readmodel::webhooks::{AttemptOutcome, EndpointState, SigningSecret};
 use recap_readmodel::{ScanRange, Val};
 use recap_schemas::Timestamp;
 use recap_testkit::faulty::FaultyDriver;
@@ -443,6 +443,84 @@ async fn deliveries_to_an_endpoint_deleted_or_disabled_by_its_account_are_droppe
     assert_eq!(receiver.received().len(), 2, "no retry was sent");
 }
 
+#[tokio::test]
+async fn an_endpoint_deleted_and_created_again_under_its_id_inherits_neither_its_state_nor_its_attempts_nor_its_retries() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+    let first = message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1");
+    setup.outbox(&[(1, first.clone())]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 1).await;
+    eventually("the failure is recorded, its retry scheduled", || async {
+        pending(&setup, &clock).await.len() == 1 && setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap().failing_since.is_some()
+    })
+    .await;
+    setup.delete_endpoint("acc_a", "ep", 2).await;
+    setup.recreated_endpoint("acc_a", "ep", &receiver.url, 3).await;
+    let (endpoint, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
+    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() }, "the new endpoint was never attempted");
+    // The deleted endpoint's retry comes due: dropped, not sent to the new one.
+    clock.advance(Duration::from_secs(5));
+    eventually("the retry is dropped", || async { pending(&setup, &clock).await.is_empty() }).await;
+    let second = message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1");
+    setup.outbox(&[(2, second.clone())]).await;
+    let received = receiver.wait_for(|received| received.len() == 2).await;
+    eventually("the new endpoint's attempt is recorded", || async {
+        !setup.webhooks.endpoint_attempts("acc_a", &endpoint, None, 10).await.unwrap().attempts.is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    let ids: Vec<String> = received.iter().map(|request| request.header("webhook-id")).collect();
+    assert_eq!(ids, [first.message.id.clone(), second.message.id.clone()], "the first message is not sent again");
+    let attempts = setup.webhooks.endpoint_attempts("acc_a", &endpoint, None, 10).await.unwrap().attempts;
+    let listed: Vec<(&str, AttemptOutcome)> = attempts.iter().map(|attempt| (attempt.message_id.as_str(), attempt.outcome)).collect();
+    assert_eq!(listed, [(second.message.id.as_str(), AttemptOutcome::Succeeded)], "only the new endpoint's attempts");
+    let (_, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
+    assert_eq!(
+        (state.endpoint_created_version, state.failing_since, state.last_success_at),
+        (3, None, Some(Timestamp(START + 5 * SECOND))),
+        "its own state, from its own attempt"
+    );
+}
+
+#[tokio::test]
+async fn an_attempt_that_outlives_its_endpoints_delete_leaves_the_state_of_the_endpoint_created_again_alone() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(2)));
+    receiver.wait_for(|received| received.len() == 1).await;
+    // While the attempt waits for its answer, the endpoint is deleted, created again,
+    // and answers a message of its own.
+    setup.delete_endpoint("acc_a", "ep", 2).await;
+    setup.recreated_endpoint("acc_a", "ep", &receiver.url, 3).await;
+    setup.outbox(&[(2, message("acc_a", MessageKind::MeetingUpdated, "evt_2", "mtg_1"))]).await;
+    receiver.wait_for(|received| received.len() == 2).await;
+    let answered = || async { setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap().1.last_success_at.is_some() };
+    eventually("the new endpoint's success is recorded", answered).await;
+    // The first attempt ends, timed out, and is recorded.
+    eventually("the first attempt is recorded", || async {
+        setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap().0.iter().any(|attempt| attempt.outcome == AttemptOutcome::TimedOut)
+    })
+    .await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+
+    let (_, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
+    assert_eq!(
+        (state.endpoint_created_version, state.failing_since, state.last_success_at),
+        (3, None, Some(Timestamp(START))),
+        "the new endpoint's state, not the deleted one's failure"
+    );
+}
+
 async fn all_attempted(setup: &Setup) -> bool {
     let (deleted, _) = setup.webhooks.attempts("acc_a", "ep_deleted", None, 10).await.unwrap();
     let (disabled, _) = setup.webhooks.attempts("acc_a", "ep_disabled", None, 10).await.unwrap();
@@ -710,6 +788,7 @@ async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_
     let delivery = recap_readmodel::webhooks::Delivery {
         account_id: "acc_a".into(),
         endpoint_id: "ep".into(),
+        endpoint_created_version: 1,
         message_id: created.message.id.clone(),
         seq: 1,
         attempt: 1,

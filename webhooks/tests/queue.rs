@@ -23,7 +23,14 @@ const SECOND: i64 = 1_000_000;
 const HOUR: i64 = 3_600 * SECOND;
 
 fn delivery(index: usize) -> Delivery {
-    Delivery { account_id: "acc_a".into(), endpoint_id: "ep".into(), message_id: format!("msg_{index:032}"), seq: index as i64, attempt: 2 }
+    Delivery {
+        account_id: "acc_a".into(),
+        endpoint_id: "ep".into(),
+        endpoint_created_version: 1,
+        message_id: format!("msg_{index:032}"),
+        seq: index as i64,
+        attempt: 2,
+    }
 }
 
 /// The fastest of `rounds` timings of `reads` reads of the shard's queue from its low
@@ -285,7 +292,14 @@ async fn deliveries_pending_in_the_table_before_are_moved_once_and_made() {
     store.claim_many(&[("acc_a", 1, &first.message), ("acc_a", 2, &second.message)]).await.unwrap();
     store.write(vec![store.feed_row("acc_a", 1, &first.message), store.feed_row("acc_a", 2, &second.message), store.head_row("acc_a", 2)]).await.unwrap();
     let old_row = |due_at: i64, message: &AccountMessage, seq: i64, attempt: u32| {
-        let delivery = Delivery { account_id: "acc_a".into(), endpoint_id: "ep".into(), message_id: message.message.id.clone(), seq, attempt };
+        let delivery = Delivery {
+            account_id: "acc_a".into(),
+            endpoint_id: "ep".into(),
+            endpoint_created_version: 1,
+            message_id: message.message.id.clone(),
+            seq,
+            attempt,
+        };
         Mutation {
             table: &WEBHOOK_DELIVERIES,
             partition: vec![Val::text("0")],

@@ -141,6 +141,33 @@ async fn the_types_filter_keeps_only_those_types_and_its_cursor_is_bound_to_it()
 }
 
 #[tokio::test]
+async fn a_filtered_page_reads_at_most_1000_other_events_and_its_cursor_continues_after_them() {
+    // More events of other types than one page reads past, then the one wanted: the
+    // first page is empty but says there is more, and following the cursors reaches it,
+    // once.
+    let world = world().await;
+    let seeder = world.seeder();
+    for seq in 1..=1_100 {
+        seeder.publish("acc_a", seq, &message("acc_a", MessageKind::MeetingCreated, &format!("res_{seq}"), &at(seq % 60))).await;
+    }
+    let joined = message("acc_a", MessageKind::TeamJoined, "res_joined", &at(1));
+    seeder.publish("acc_a", 1_101, &joined).await;
+    let first = world.get("/v1/events?types=team.joined", ALICE).await;
+    assert_eq!((first.ids(), &first.json["has_more"]), (vec![], &json!(true)), "{}", first.text);
+    let mut cursor = first.json["next_cursor"].as_str().expect("a cursor after what the page read").to_string();
+    let mut listed = Vec::new();
+    for _ in 0..3 {
+        let page = world.get(&format!("/v1/events?types=team.joined&cursor={cursor}"), ALICE).await;
+        listed.extend(page.ids());
+        cursor = page.json["next_cursor"].as_str().unwrap().to_string();
+        if page.json["has_more"] == false {
+            break;
+        }
+    }
+    assert_eq!(listed, std::slice::from_ref(&joined.id), "the event wanted, once");
+}
+
+#[tokio::test]
 async fn a_cursor_is_bound_to_its_account_and_endpoint() {
     let world = world().await;
     alice_feed(&world.seeder(), 2).await;
@@ -222,7 +249,8 @@ async fn webhook_endpoints_are_listed_by_id_with_their_state_and_never_a_secret(
     seeder.put_endpoint("acc_a", &endpoint("we_1", "https://bot.example.com/in"), &secrets(SECRET)).await;
     seeder.put_endpoint("acc_b", &endpoint("we_b", "https://bob.example.com/in"), &secrets(SECRET)).await;
     let success = Timestamp::parse("2026-11-20T09:30:00Z").unwrap();
-    seeder.put_state("acc_a", "we_2", &EndpointState { last_attempt_at: Some(success), last_success_at: Some(success), ..EndpointState::default() }).await;
+    let answered = EndpointState { endpoint_created_version: 1, last_attempt_at: Some(success), last_success_at: Some(success), ..EndpointState::default() };
+    seeder.put_state("acc_a", "we_2", &answered).await;
     let response = world.get("/v1/webhook-endpoints", ALICE).await;
     assert_eq!(response.status, 200, "{}", response.text);
     assert!(!response.text.contains("whsec_") && !response.text.contains("secret"), "never a secret: {}", response.text);
@@ -251,10 +279,10 @@ async fn an_endpoints_status_tells_failing_disabled_after_failures_and_disabled_
         record.enabled = enabled;
         seeder.put_endpoint("acc_a", &record, &secrets(SECRET)).await;
     }
-    seeder
-        .put_state("acc_a", "we_failing", &EndpointState { failing_since: Some(since), last_attempt_at: Some(disabled_at), ..EndpointState::default() })
-        .await;
+    let failing = EndpointState { endpoint_created_version: 1, failing_since: Some(since), last_attempt_at: Some(disabled_at), ..EndpointState::default() };
+    seeder.put_state("acc_a", "we_failing", &failing).await;
     let dead = EndpointState {
+        endpoint_created_version: 1,
         failing_since: Some(since),
         disabled_version: Some(1),
         disabled_at: Some(disabled_at),
@@ -304,6 +332,32 @@ async fn attempts_are_listed_newest_first_and_paged_by_cursor() {
     let bounded = world.get("/v1/webhook-endpoints/we_1/attempts?limit=201", ALICE).await;
     bounded.assert_error(400, "invalid_request", &["param"]);
     assert_eq!(bounded.json["error"]["param"], "limit");
+}
+
+#[tokio::test]
+async fn an_endpoint_deleted_and_created_again_under_its_id_has_neither_the_old_state_nor_the_old_attempts() {
+    let world = world().await;
+    let seeder = world.seeder();
+    let upsert = |version: u64| EVENTS.webhook_endpoint("acc_a", "we_1", "https://bot.example.com/in").version(version).envelope();
+    world.apply(&[upsert(1)]).await;
+    // What the runtime recorded of the endpoint created at version 1.
+    let since = Timestamp::parse("2026-11-17T09:00:00Z").unwrap();
+    let failing = EndpointState { endpoint_created_version: 1, failing_since: Some(since), last_attempt_at: Some(since), ..EndpointState::default() };
+    seeder.put_state("acc_a", "we_1", &failing).await;
+    seeder.put_attempt("acc_a", "we_1", &attempt("att_1", "msg_1", &at(1))).await;
+    let before = world.get("/v1/webhook-endpoints", ALICE).await;
+    assert_eq!(before.json["data"][0]["state"]["status"], "failing", "{}", before.text);
+    assert_eq!(world.get("/v1/webhook-endpoints/we_1/attempts", ALICE).await.ids(), ["att_1"]);
+
+    world.apply(&[EVENTS.webhook_endpoint_deleted("acc_a", "we_1").version(2).envelope(), upsert(3)]).await;
+    let after = world.get("/v1/webhook-endpoints", ALICE).await;
+    assert_eq!(after.ids(), ["we_1"]);
+    assert_eq!(
+        after.json["data"][0]["state"],
+        json!({"status": "enabled", "failing_since": null, "disabled_at": null, "last_attempt_at": null, "last_success_at": null})
+    );
+    let attempts = world.get("/v1/webhook-endpoints/we_1/attempts", ALICE).await;
+    assert_eq!(attempts.json, json!({"data": [], "has_more": false, "next_cursor": null}));
 }
 
 #[tokio::test]

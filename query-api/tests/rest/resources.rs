@@ -122,6 +122,12 @@ async fn a_malformed_identifier_is_400_naming_the_path_parameter() {
         (format!("/v1/meetings/{long}"), "meeting_id"),
         (format!("/v1/meetings/{}", encode(&long_multibyte)), "meeting_id"),
         ("/v1/shared-notes/%FF".into(), "shared_note_id"),
+        // A % that begins no escape (RFC 3986, 2.1) is not taken as itself.
+        ("/v1/meetings/%".into(), "meeting_id"),
+        ("/v1/meetings/a%G1".into(), "meeting_id"),
+        ("/v1/events/%4".into(), "event_id"),
+        ("/v1/action-items?assignee_human_id=100%".into(), "assignee_human_id"),
+        ("/v1/shared-notes?q=50%off".into(), "q"),
         (format!("/v1/teams/{long}/action-items"), "team_id"),
         ("/v1/action-items?meeting_id=".into(), "meeting_id"),
         (format!("/v1/action-items?assignee_human_id={long}"), "assignee_human_id"),
@@ -133,6 +139,7 @@ async fn a_malformed_identifier_is_400_naming_the_path_parameter() {
     let exactly_256 = "x".repeat(256);
     world.get(&format!("/v1/meetings/{exactly_256}"), ALICE).await.assert_error(404, "meeting_not_found", &[]);
     world.get("/v1/meetings/a%00b", ALICE).await.assert_error(404, "meeting_not_found", &[]);
+    world.get("/v1/meetings/100%25", ALICE).await.assert_error(404, "meeting_not_found", &[]);
 }
 
 fn encode(text: &str) -> String {

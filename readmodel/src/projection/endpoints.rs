@@ -7,6 +7,14 @@
 //! should a producer reuse an endpoint id under another account (ids are unique across
 //! accounts), the endpoint moves there whole, its rows under the first account are
 //! removed, and no secret of the first account ever signs the other's messages.
+//!
+//! An upsert of an endpoint that does not exist (never upserted, deleted, or under
+//! another account) creates a new one, whose record names the version it was created
+//! at: the delivery state and attempts the runtime keeps under the endpoint's id name
+//! it too, so those of an endpoint deleted before are not the new one's. A delete
+//! removes no state or attempt row itself: the runtime may still be writing one for
+//! the deleted endpoint, after the delete, and a delete's tombstone could not shadow a
+//! row written later.
 
 use recap_schemas::{Timestamp, WebhookEndpointDeleted, WebhookEndpointUpserted};
 use serde::{Deserialize, Serialize};
@@ -22,8 +30,8 @@ use super::entities::{EntityKind, EntityState, Revision};
 use super::rows::RowWrite;
 use super::Applied;
 
-/// What an endpoint's state remembers: its account, when it was created, and its
-/// secrets (to keep the previous one through a rotation).
+/// What an endpoint's state remembers: its account, when and at which version it was
+/// created, and its secrets (to keep the previous one through a rotation).
 #[derive(Serialize, Deserialize)]
 struct EndpointData {
     /// Absent in a state written before the account was kept: then the account its
@@ -31,6 +39,9 @@ struct EndpointData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     account_id: Option<String>,
     created_at: Timestamp,
+    /// 0 in a state written before it was kept.
+    #[serde(default)]
+    created_version: u64,
     secrets: SecretsRecord,
 }
 
@@ -74,7 +85,7 @@ impl Batch {
         let Some(mut state) = self.newer(EntityKind::WebhookEndpoint, endpoint_id, version).await? else { return Ok(Applied::Stale) };
         let now = self.source.occurred_at;
         let known = EndpointData::of(&state, &event.account_id);
-        let created_at = known.as_ref().map_or(now, |known| known.created_at);
+        let (created_at, created_version) = known.as_ref().map_or((now, version), |known| (known.created_at, known.created_version));
         let secrets = rotate(known.as_ref().map(|known| &known.secrets), endpoint.secret.as_str(), now);
         let record = EndpointRecord {
             id: endpoint_id.to_owned(),
@@ -83,6 +94,7 @@ impl Batch {
             types: endpoint.types.clone(),
             enabled: endpoint.enabled,
             version,
+            created_version,
             created_at,
             updated_at: now,
         };
@@ -91,7 +103,8 @@ impl Batch {
             RowWrite { table: &WEBHOOK_ENDPOINTS, partition: vec![account.clone()], clustering: vec![Val::text(endpoint_id)], body: render(&record) },
             RowWrite { table: &WEBHOOK_SECRETS, partition: vec![account, Val::text(endpoint_id)], clustering: vec![], body: render(&secrets) },
         ];
-        state.data = serde_json::value::to_raw_value(&EndpointData { account_id: Some(event.account_id.to_string()), created_at, secrets }).ok();
+        state.data =
+            serde_json::value::to_raw_value(&EndpointData { account_id: Some(event.account_id.to_string()), created_at, created_version, secrets }).ok();
         self.revise(EntityKind::WebhookEndpoint, endpoint_id, state, version, Revision::Present(rows), stamp);
         Ok(Applied::Applied)
     }

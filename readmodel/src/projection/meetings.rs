@@ -13,8 +13,17 @@ use crate::driver::StoreError;
 use super::announce::digest;
 use super::batch::{Batch, Stamp};
 use super::entities::{EntityKind, Revision};
-use super::rows::{action_item_rows, meeting_rows, transcript_rows};
+use super::rows::{action_item_rows, meeting_rows, transcript_rows, RowWrite};
 use super::Applied;
+
+/// The digest a transcript is told by: of every row it writes, the words' chunks with
+/// the text and segments, so a replacement that changes only its word timings or tracks
+/// is told too, and the same transcript again is not. Each body is JSON on one line, so
+/// joined by newlines they cannot run into one another; a transcript without words
+/// keeps the digest of its one row.
+fn transcript_digest(rows: &[RowWrite]) -> String {
+    digest(&rows.iter().map(|row| row.body.as_str()).collect::<Vec<_>>().join("\n"))
+}
 
 impl Batch {
     pub(super) async fn meeting_upserted(&mut self, event: &MeetingUpserted, version: u64, stamp: Stamp) -> Result<Applied, StoreError> {
@@ -46,7 +55,7 @@ impl Batch {
             return Ok(Applied::Stale);
         }
         let rows = transcript_rows(&event.account_id, meeting_id, &event.transcript);
-        let applied = rows.first().map(|row| digest(&row.body)).unwrap_or_default();
+        let applied = transcript_digest(&rows);
         let mut state = state;
         self.announce_transcript(&event.account_id, meeting_id, &mut state, applied).await?;
         self.revise(EntityKind::Transcript, meeting_id, state, version, Revision::Present(rows), stamp);

@@ -50,6 +50,13 @@ impl Setup {
         self.endpoint_with_secrets(account, id, url, types, enabled, version, vec![SigningSecret { secret: SECRET.into(), expires_at: None }]).await;
     }
 
+    /// Writes an endpoint of every kind created anew at `version` (its id deleted
+    /// before), as the projection does.
+    pub async fn recreated_endpoint(&self, account: &str, id: &str, url: &str, version: u64) {
+        let record = EndpointRecord { created_version: version, ..endpoint_record(id, url, &[], true, version) };
+        self.write_endpoint(account, &record, vec![SigningSecret { secret: SECRET.into(), expires_at: None }]).await;
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub async fn endpoint_with_secrets(
         &self,
@@ -61,24 +68,18 @@ impl Setup {
         version: u64,
         secrets: Vec<SigningSecret>,
     ) {
-        let record = EndpointRecord {
-            id: id.into(),
-            url: url.into(),
-            description: None,
-            types: types.to_vec(),
-            enabled,
-            version,
-            created_at: Timestamp(START),
-            updated_at: Timestamp(START),
-        };
-        let ts = version as i64;
+        self.write_endpoint(account, &endpoint_record(id, url, types, enabled, version), secrets).await;
+    }
+
+    async fn write_endpoint(&self, account: &str, record: &EndpointRecord, secrets: Vec<SigningSecret>) {
+        let (id, ts) = (record.id.as_str(), record.version as i64);
         self.driver()
             .write(vec![
                 Mutation {
                     table: &WEBHOOK_ENDPOINTS,
                     partition: vec![Val::text(account)],
                     clustering: vec![Val::text(id)],
-                    op: Op::Put { body: serde_json::to_string(&record).unwrap(), expires_at: None },
+                    op: Op::Put { body: serde_json::to_string(record).unwrap(), expires_at: None },
                     ts,
                 },
                 Mutation {
@@ -128,6 +129,21 @@ impl Setup {
         for row in rows {
             self.driver().write(vec![row]).await.unwrap();
         }
+    }
+}
+
+/// An endpoint at `version`, created by its first upsert at version 1.
+fn endpoint_record(id: &str, url: &str, types: &[MessageKind], enabled: bool, version: u64) -> EndpointRecord {
+    EndpointRecord {
+        id: id.into(),
+        url: url.into(),
+        description: None,
+        types: types.to_vec(),
+        enabled,
+        version,
+        created_version: 1,
+        created_at: Timestamp(START),
+        updated_at: Timestamp(START),
     }
 }
 
