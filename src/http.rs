@@ -438,7 +438,10 @@ impl Future for Served {
             }
             return Poll::Ready(Ok(response));
         }
-        let body = envelope("request_timeout", "the request body did not arrive in time", None);
+        let body = match response.extensions().get::<recap_access::telemetry::BodyTimeoutAnswer>() {
+            Some(own) => own.0.to_string(),
+            None => envelope("request_timeout", "the request body did not arrive in time", None),
+        };
         let mut timed_out = Response::new(Body::from(body));
         *timed_out.status_mut() = StatusCode::REQUEST_TIMEOUT;
         let headers = timed_out.headers_mut();
@@ -767,6 +770,9 @@ pub(crate) struct Scanner {
     name_bytes: usize,
     maybe_content_length: bool,
     maybe_transfer_encoding: bool,
+    maybe_host: bool,
+    /// `Host` fields of the head so far.
+    hosts: usize,
     content_length: Option<u64>,
     /// The `Content-Length` item being read: its digits so far, and whether spaces
     /// followed them.
@@ -805,6 +811,8 @@ impl Default for Scanner {
             name_bytes: 0,
             maybe_content_length: false,
             maybe_transfer_encoding: false,
+            maybe_host: false,
+            hosts: 0,
             content_length: None,
             length_item: None,
             length_item_done: false,
@@ -899,6 +907,7 @@ const BAD_HEADER: &str = "a header field is malformed";
 const FOLDED: &str = "a header field is folded over lines (obsolete line folding)";
 const BAD_LENGTH: &str = "Content-Length is not one decimal number";
 const HUGE_LENGTH: &str = "Content-Length is larger than any body can be";
+const HOST_COUNT: &str = "an HTTP/1.1 request carries exactly one Host header field (HTTP/1.0: at most one)";
 const BAD_FRAMING: &str = "Transfer-Encoding is not chunked last, comes with Content-Length, or is on HTTP/1.0";
 
 impl Scanner {
@@ -940,7 +949,7 @@ impl Scanner {
                         State::Target(Part::Query) if self.utf8_due == 0 => &PLAIN_QUERY,
                         State::Target(Part::Scheme) => &SCHEME,
                         State::Target(Part::Authority | Part::AuthorityForm) => &PLAIN_AUTHORITY,
-                        State::Name if !self.maybe_content_length && !self.maybe_transfer_encoding => &TOKEN,
+                        State::Name if !self.maybe_content_length && !self.maybe_transfer_encoding && !self.maybe_host => &TOKEN,
                         _ => &NOTHING,
                     };
                     let run = bytes[i..].iter().position(|&b| !table[b as usize]).unwrap_or(bytes.len() - i);
@@ -1025,6 +1034,7 @@ impl Scanner {
                             self.name_bytes = 0;
                             self.maybe_content_length = true;
                             self.maybe_transfer_encoding = true;
+                            self.maybe_host = true;
                             self.name_byte(b);
                             Ok(State::Name)
                         }
@@ -1033,6 +1043,9 @@ impl Scanner {
                 },
                 State::Name => match b {
                     b':' => {
+                        if self.maybe_host && self.name_bytes == 4 {
+                            self.hosts += 1;
+                        }
                         self.field = if self.maybe_content_length && self.name_bytes == 14 {
                             Field::ContentLength
                         } else if self.maybe_transfer_encoding && self.name_bytes == 17 {
@@ -1134,6 +1147,7 @@ impl Scanner {
         self.scheme_bytes = 0;
         self.http10 = false;
         self.fields = 0;
+        self.hosts = 0;
         self.content_length = None;
         self.transfer_encoding = false;
         self.last_is_chunked = false;
@@ -1304,6 +1318,7 @@ impl Scanner {
         let at = self.name_bytes;
         self.maybe_content_length &= b"content-length".get(at) == Some(&lower);
         self.maybe_transfer_encoding &= b"transfer-encoding".get(at) == Some(&lower);
+        self.maybe_host &= b"host".get(at) == Some(&lower);
         self.name_bytes += 1;
     }
 
@@ -1384,10 +1399,15 @@ impl Scanner {
     /// The blank line after the fields: the body's framing decides what comes next.
     fn end_of_head(&mut self) -> Result<State, Refusal> {
         self.heads_completed += 1;
+        if self.transfer_encoding && (self.http10 || !self.last_is_chunked || self.content_length.is_some()) {
+            return Err(malformed("headers", BAD_FRAMING));
+        }
+        // RFC 9112, 3.2: an HTTP/1.1 request without Host, or any with two, is 400: the
+        // MCP server derives its public URLs from the one Host when none is configured.
+        if self.hosts > 1 || (self.hosts == 0 && !self.http10) {
+            return Err(malformed("headers", HOST_COUNT));
+        }
         if self.transfer_encoding {
-            if self.http10 || !self.last_is_chunked || self.content_length.is_some() {
-                return Err(malformed("headers", BAD_FRAMING));
-            }
             self.chunk_digits = 0;
             self.remaining = 0;
             return Ok(State::ChunkSize);
@@ -1498,8 +1518,8 @@ mod tests {
     #[test]
     fn well_formed_requests_pass_in_any_split_and_bodies_are_followed_to_the_next_head() {
         let requests: &[u8] = b"GET /v1/meetings?limit=3&q=caf%C3%A9 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer svc_pat_x\r\n\r\n\
-POST /mcp HTTP/1.1\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\n{\x00\xff}\n\
-POST /mcp HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked \r\n\r\n3;ext=1\r\n\xff\x00\r\r\n0\r\nTrailer: x\r\n\r\n\
+POST /mcp HTTP/1.1\r\nContent-Length: 5\r\nhOsT: x\r\nContent-Type: application/json\r\n\r\n{\x00\xff}\n\
+POST /mcp HTTP/1.1\r\nHost:x\r\nTransfer-Encoding: gzip, Chunked \r\n\r\n3;ext=1\r\n\xff\x00\r\r\n0\r\nTrailer: x\r\n\r\n\
 GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
         for split in 0..requests.len() {
             let (left, right) = requests.split_at(split);
@@ -1537,8 +1557,22 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
         assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab"), headers(BAD_LENGTH));
         assert_eq!(refused(b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551614\r\n\r\n"), headers(HUGE_LENGTH));
         // Equal lengths in two fields are one length (as hyper reads them).
-        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length:  2 \r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
-        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551613\r\n\r\n"]), Ok(Phase::Body));
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length:  2 \r\ncontent-length: 2\r\n\r\nab"]), Ok(Phase::Idle));
+        assert_eq!(scan(&[b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551613\r\n\r\n"]), Ok(Phase::Body));
+        // RFC 9112, 3.2: exactly one Host on HTTP/1.1, at most one on HTTP/1.0, whatever
+        // the case of its name; a field whose name only begins or ends like it is another.
+        for missing_or_twice in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost-Name: x\r\nX-Host: x\r\nHos: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nhost: x\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHOST: x\r\nHost: y\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(refused(missing_or_twice), headers(HOST_COUNT), "{}", String::from_utf8_lossy(missing_or_twice));
+        }
+        for one in [&b"GET / HTTP/1.1\r\nhOST:x\r\n\r\n"[..], b"GET / HTTP/1.0\r\n\r\n", b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"] {
+            assert_eq!(scan(&[one]), Ok(Phase::Idle), "{}", String::from_utf8_lossy(one));
+        }
     }
 
     #[test]
@@ -1603,7 +1637,7 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
             "a-b.c~d",
             "http://a!$&'()*+,;=_~-.b/caf\u{e9}",
         ] {
-            let request = format!("GET {good} HTTP/1.1\r\n\r\n");
+            let request = format!("GET {good} HTTP/1.1\r\nHost: a\r\n\r\n");
             for split in 0..request.len() {
                 let (left, right) = request.as_bytes().split_at(split);
                 assert_eq!(scan(&[left, right]), Ok(Phase::Idle), "{good}, split at {split}");
@@ -1616,7 +1650,7 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
     #[test]
     fn the_refused_heads_method_is_kept_for_the_metrics() {
         let mut scanner = Scanner::default();
-        let _ = scanner.feed(b"GET / HTTP/1.1\r\n\r\nPATCH /\xff HTTP/1.1\r\n\r\n");
+        let _ = scanner.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nPATCH /\xff HTTP/1.1\r\n\r\n");
         assert_eq!(scanner.method(), Some(axum::http::Method::PATCH), "the head refused, not the one before it");
         let mut scanner = Scanner::default();
         let _ = scanner.feed(b"PROPPATCH /\xff HTTP/1.1\r\n\r\n");
@@ -1633,26 +1667,26 @@ GET /v1/caf\xc3\xa9 HTTP/1.0\nX-Empty:\n\n";
         assert_eq!(refused(&long_target), Some(Refusal::UriTooLong));
         let mut exact = b"GET /".to_vec();
         exact.resize(MAX_TARGET_BYTES + 4, b'a');
-        exact.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+        exact.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(scan(&[&exact]), Ok(Phase::Idle), "a target of exactly the limit passes");
         let mut big_head = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
         big_head.resize(MAX_HEAD_BYTES + 1, b'a');
         assert_eq!(refused(&big_head), Some(Refusal::HeadersTooLarge));
         let many: Vec<u8> = [b"GET / HTTP/1.1\r\n".to_vec(), b"X: y\r\n".repeat(MAX_HEADERS + 1)].concat();
         assert_eq!(refused(&many), Some(Refusal::HeadersTooLarge));
-        let enough: Vec<u8> = [b"GET / HTTP/1.1\r\n".to_vec(), b"X: y\r\n".repeat(MAX_HEADERS), b"\r\n".to_vec()].concat();
+        let enough: Vec<u8> = [b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec(), b"X: y\r\n".repeat(MAX_HEADERS - 1), b"\r\n".to_vec()].concat();
         assert_eq!(scan(&[&enough]), Ok(Phase::Idle));
     }
 
     #[test]
     fn a_refused_head_is_withheld_from_hyper_and_what_came_before_it_is_not() {
-        let bytes = b"GET /a HTTP/1.1\r\n\r\nGET /\xff HTTP/1.1\r\n\r\n";
+        let bytes = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /\xff HTTP/1.1\r\n\r\n";
         let (_, stop) = scan(&[bytes]).expect_err("refused");
-        assert_eq!(stop.deliver, 19, "the first request goes to hyper, the second head does not");
+        assert_eq!(stop.deliver, 28, "the first request goes to hyper, the second head does not");
         let (at, stop) = scan(&[b"GET /a", b"\xff HTTP/1.1\r\n\r\n"]).expect_err("refused");
         assert_eq!((at, stop.deliver), (1, 0), "a head refused in a later read: nothing more is handed over");
-        let (_, stop) = scan(&[b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz"]).expect_err("broken framing");
-        assert_eq!(stop, Stop { deliver: 47, refusal: None }, "a body's broken framing closes without an answer of its own");
+        let (_, stop) = scan(&[b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz"]).expect_err("broken framing");
+        assert_eq!(stop, Stop { deliver: 56, refusal: None }, "a body's broken framing closes without an answer of its own");
     }
 
     #[test]

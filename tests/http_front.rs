@@ -186,6 +186,16 @@ fn slow_body_a_trickled_body_is_answered_408_with_the_envelope() {
     assert_eq!(answer.header("connection"), Some("close"));
     assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(5), "answered after {waited:?}");
     assert!(closed(&mut stream), "closed after the answer");
+    // The OAuth JSON endpoints answer in their own error shape, this one too.
+    for path in ["/mcp/token", "/revoke", "/mcp/register"] {
+        let mut stream = connect(&address(&server.mcp_url));
+        let form = "application/x-www-form-urlencoded";
+        trickle(&stream, format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {form}\r\nContent-Length: 200\r\n\r\ngrant_type="));
+        let answer = read_answer(&mut stream);
+        assert_eq!(answer.status, 408, "{path}: {}", answer.body);
+        assert_eq!(answer.json(), serde_json::json!({"error": "invalid_request", "error_description": "the request body did not arrive in time"}), "{path}");
+        assert_eq!(answer.header("connection"), Some("close"), "{path}");
+    }
 }
 
 #[test]
@@ -256,6 +266,17 @@ fn malformed_heads_are_answered_with_the_envelope_and_a_request_id_on_every_list
         ("a control byte in the target", b"GET /v1/\x1b[2J HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 400, "invalid_request", Some("request-line")),
         ("a folded header", b"GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n".to_vec(), 400, "invalid_request", Some("headers")),
         ("NUL in a header", b"GET /v1/teams HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n".to_vec(), 400, "invalid_request", Some("headers")),
+        // RFC 9112, 3.2: "A server MUST respond with a 400 (Bad Request) status code to any
+        // HTTP/1.1 request message that lacks a Host header field and to any request message
+        // that contains more than one Host header field line".
+        ("no Host on HTTP/1.1", b"GET /v1/teams HTTP/1.1\r\nX-A: 1\r\n\r\n".to_vec(), 400, "invalid_request", Some("headers")),
+        (
+            "Host twice",
+            b"POST /mcp HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            400,
+            "invalid_request",
+            Some("headers"),
+        ),
         ("1 MB of headers", big_headers, 431, "headers_too_large", None),
     ];
     let addresses = [address(&server.base_url), address(&server.mcp_url), address(&server.admin_url)];
@@ -331,6 +352,7 @@ fn duplicate_authorization_headers_are_400_invalid_request_on_rest_and_mcp() {
     let answer = ask(&mut connect(&address(&server.mcp_url)), mcp.as_bytes());
     assert_eq!(answer.status, 400, "{}", answer.body);
     assert_eq!(answer.json()["error"]["code"], "invalid_request");
+    assert_eq!(answer.json()["error"]["param"], "Authorization");
     assert!(answer.header("www-authenticate").is_some_and(|challenge| challenge.contains(r#"error="invalid_request""#)), "{:?}", answer.headers);
     assert_eq!(answer.header("x-request-id"), Some("trace-0123"), "a well-formed incoming request id is echoed on MCP as on REST");
     // One header of the same token is served.

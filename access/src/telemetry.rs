@@ -19,6 +19,13 @@ pub const SCOPE: &str = "recap";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ErrorCode(pub &'static str);
 
+/// A response extension holding the JSON body the HTTP layer answers with, instead of
+/// its own `request_timeout` envelope, when the request's body ran out of time: an
+/// endpoint whose errors have another shape (OAuth's `{"error", "error_description"}`)
+/// names its own, so that every answer it gives keeps that shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyTimeoutAnswer(pub &'static str);
+
 /// A response extension naming the route template a request matched (e.g.
 /// `/v1/meetings/{meeting_id}`), for routers that route by hand rather than through
 /// axum's `MatchedPath`.

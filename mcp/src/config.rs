@@ -1,7 +1,7 @@
 //! The MCP role's settings: which browser origins may call the endpoint, the public URL
 //! the server is reached under (when a proxy hides it), the OAuth lifetimes, the store
 //! timeout and how client metadata documents are fetched. Every field is a flag and a `RECAP_*` variable; the defaults give the
-//! embedded edition on loopback and the spec's lifetimes.
+//! embedded edition on loopback and the lifetimes docs/mcp.md states.
 
 use std::time::Duration;
 
@@ -30,12 +30,13 @@ pub struct McpConfig {
     #[arg(long = "mcp-public-url", env = "RECAP_MCP_PUBLIC_URL")]
     pub public_url: Option<String>,
 
-    /// Lifetime of OAuth access tokens (`svc_oat_`), in seconds. The spec: one hour.
+    /// Lifetime of OAuth access tokens (`svc_oat_`), in seconds: one hour by default, as
+    /// docs/mcp.md (OAuth) states.
     #[arg(long = "mcp-access-token-ttl-secs", env = "RECAP_MCP_ACCESS_TOKEN_TTL_SECS", default_value_t = 3600)]
     pub access_token_ttl_secs: u64,
 
     /// Lifetime of each OAuth refresh token, in seconds, counted from its issue (every
-    /// refresh issues a new one). The spec: 30 days.
+    /// refresh issues a new one): 30 days by default, as docs/mcp.md (OAuth) states.
     #[arg(long = "mcp-refresh-token-ttl-secs", env = "RECAP_MCP_REFRESH_TOKEN_TTL_SECS", default_value_t = 30 * 86_400)]
     pub refresh_token_ttl_secs: u64,
 

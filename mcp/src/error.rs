@@ -119,6 +119,12 @@ impl HttpError {
         if self == HttpError::FeatureNotIncluded {
             body["feature"] = json!("mcp");
         }
+        // As the REST API's `invalid_request` names the parameter at fault.
+        match self {
+            HttpError::DuplicateAuthorization { .. } => body["param"] = json!("Authorization"),
+            HttpError::UnreadableBody => body["param"] = json!("body"),
+            _ => {}
+        }
         if let (HttpError::Internal, Some(request_id)) = (&self, request_id.and_then(|value| value.to_str().ok())) {
             body["request_id"] = json!(request_id);
         }

@@ -31,7 +31,7 @@
 //! | `POST /mcp/register`, `GET+POST /mcp/authorize`, `POST /mcp/token`, `POST /mcp/revoke` | OAuth endpoints (advertised); the same at the root (`/register`, …) for clients that fall back to root paths when discovery fails |
 //! | `OPTIONS` on the metadata documents, `/register`, `/token`, `/revoke` | CORS preflights (see `cors.rs`) |
 //!
-//! # Decisions where the spec is open
+//! # Decisions
 //!
 //! They are written down once, for users, in `docs/mcp.md` (protocol versions, the order
 //! of checks, origins, arguments, pagination, search, tool errors, the authorization
@@ -86,27 +86,44 @@ pub fn router(state: McpState) -> Router {
     let not_allowed = transport::method_not_allowed;
     let mut app = Router::new().route("/mcp", post(transport::post).fallback(not_allowed));
     for path in ["/mcp/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
-        app = app.route(path, get(metadata::protected_resource).options(cors::document_preflight));
+        app = app.route(path, get(metadata::protected_resource).options(cors::document_preflight).fallback(document_not_allowed));
     }
     for path in ["/mcp/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp", "/.well-known/oauth-authorization-server"] {
-        app = app.route(path, get(metadata::authorization_server).options(cors::document_preflight));
+        app = app.route(path, get(metadata::authorization_server).options(cors::document_preflight).fallback(document_not_allowed));
     }
     // The endpoints browser-based clients call with fetch: CORS per `cors.rs`.
     let mut oauth_endpoints = Router::new();
     for prefix in ["/mcp", ""] {
         app = app.route(&format!("{prefix}/authorize"), get(authorize::show).post(authorize::approve).fallback(authorize_not_allowed));
         oauth_endpoints = oauth_endpoints
-            .route(&format!("{prefix}/register"), post(register::register).fallback(not_allowed))
-            .route(&format!("{prefix}/token"), post(token::token).fallback(not_allowed))
-            .route(&format!("{prefix}/revoke"), post(token::revoke).fallback(not_allowed));
+            .route(&format!("{prefix}/register"), post(register::register).fallback(oauth_not_allowed))
+            .route(&format!("{prefix}/token"), post(token::token).fallback(oauth_not_allowed))
+            .route(&format!("{prefix}/revoke"), post(token::revoke).fallback(oauth_not_allowed));
     }
     let oauth_endpoints = oauth_endpoints.route_layer(axum::middleware::from_fn_with_state(state.clone(), cors::oauth_endpoints));
     app.merge(oauth_endpoints).fallback(not_found).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
 }
 
+/// The OAuth JSON endpoints answer every method but POST in their own error shape.
+async fn oauth_not_allowed() -> axum::response::Response {
+    oauth::error::OAuthError::MethodNotAllowed.into_response()
+}
+
 async fn authorize_not_allowed() -> axum::response::Response {
-    let mut response = HttpError::MethodNotAllowed.into_response();
-    response.headers_mut().insert(axum::http::header::ALLOW, axum::http::HeaderValue::from_static("GET, POST"));
+    not_allowed_but("GET, POST", "only GET and POST are served on this endpoint")
+}
+
+async fn document_not_allowed() -> axum::response::Response {
+    not_allowed_but("GET, HEAD, OPTIONS", "only GET, HEAD and OPTIONS are served on this endpoint")
+}
+
+/// 405 `method_not_allowed` in the REST API's envelope, naming the methods served.
+fn not_allowed_but(allow: &'static str, message: &str) -> axum::response::Response {
+    use axum::http::header::{ALLOW, CONTENT_TYPE};
+    let code = HttpError::MethodNotAllowed.code();
+    let body = serde_json::json!({"error": {"code": code, "message": message}}).to_string();
+    let mut response = (axum::http::StatusCode::METHOD_NOT_ALLOWED, [(CONTENT_TYPE, "application/json"), (ALLOW, allow)], body).into_response();
+    response.extensions_mut().insert(recap_access::telemetry::ErrorCode(code));
     response
 }
 

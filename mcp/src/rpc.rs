@@ -18,9 +18,10 @@ use serde_json::{Map, Value};
 /// version assumed for requests without an `MCP-Protocol-Version` header.
 pub const DEFAULT_VERSION: &str = "2025-03-26";
 
-/// Versions this server speaks, oldest first. Each later one only adds what this
+/// The handshake-era versions this server speaks (after `initialize`), oldest first;
+/// 2026-07-28 is [`MODERN_VERSION`]. Each later one only adds what this
 /// server sends when asked (structuredContent, outputSchema, titles).
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
+pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// From this version on, tools carry `outputSchema` and results `structuredContent`.
 pub const STRUCTURED_SINCE: &str = "2025-06-18";
@@ -37,11 +38,11 @@ pub const ALL_VERSIONS: &[&str] = &[MODERN_VERSION, "2025-11-25", "2025-06-18", 
 /// The version an initialize request gets: the requested one when supported, else the
 /// default (the client then decides whether it can continue).
 pub fn negotiate(requested: Option<&str>) -> &'static str {
-    requested.and_then(|requested| SUPPORTED_VERSIONS.iter().copied().find(|supported| *supported == requested)).unwrap_or(DEFAULT_VERSION)
+    requested.and_then(|requested| HANDSHAKE_VERSIONS.iter().copied().find(|supported| *supported == requested)).unwrap_or(DEFAULT_VERSION)
 }
 
 pub fn supported(version: &str) -> Option<&'static str> {
-    SUPPORTED_VERSIONS.iter().copied().find(|supported| *supported == version)
+    HANDSHAKE_VERSIONS.iter().copied().find(|supported| *supported == version)
 }
 
 /// Whether a negotiated version includes structured tool output.

@@ -1,5 +1,6 @@
-//! The Streamable HTTP endpoint, stateless and JSON-only: POST of one JSON-RPC message
-//! answered with `application/json` (never an SSE stream, never a session id), 202 for
+//! The Streamable HTTP endpoint, stateless: POST of one JSON-RPC message answered with
+//! `application/json` (never a session id; the one SSE stream is a 2026-07-28
+//! `subscriptions/listen`'s, which ends at once, `modern::listen`), 202 for
 //! notifications, 405 for every other method. It serves both eras of MCP: the
 //! handshake-era versions (2025-03-26, 2025-06-18, 2025-11-25, after `initialize`) and
 //! 2026-07-28 (`modern.rs`), chosen per request by the `MCP-Protocol-Version` header.
@@ -118,9 +119,13 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
         Err(error) => return log.refused(error, headers),
     };
     // No header: the client speaks 2025-03-26 (as the transport spec says to assume).
+    // A version header given twice is no handshake-era request whatever its first copy
+    // says: the modern path refuses it (-32020), as a proxy reading the last copy would
+    // route it on a version whose header rules were never checked against the body.
+    let version_repeated = headers.len() != headers.keys_len() && headers.get_all(&modern::PROTOCOL_VERSION_HEADER).iter().nth(1).is_some();
     let era = match headers.get(&modern::PROTOCOL_VERSION_HEADER) {
         None => Era::Legacy(rpc::DEFAULT_VERSION),
-        Some(value) => match value.to_str().ok().and_then(rpc::supported) {
+        Some(value) => match value.to_str().ok().and_then(rpc::supported).filter(|_| !version_repeated) {
             Some(version) => Era::Legacy(version),
             None => Era::Modern(match String::from_utf8_lossy(value.as_bytes()) {
                 Cow::Borrowed(text) => Cow::Borrowed(text.trim_matches([' ', '\t'])),
@@ -136,13 +141,13 @@ async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, Bytes
         Err(_) => return log.refused(HttpError::UnreadableBody, headers),
     };
     match era {
-        Era::Legacy(version) => legacy(state, &caller.account_id, version, &body, log).await,
+        Era::Legacy(version) => legacy(state, &caller.account_id, headers, version, &body, log).await,
         Era::Modern(requested) => modern(state, &caller.account_id, headers, &requested, &body, log).await,
     }
 }
 
 /// The handshake-era path: JSON-RPC errors with HTTP 200, as before 2026-07-28.
-async fn legacy(state: &McpState, account_id: &str, version: &'static str, body: &[u8], log: &mut RequestLog) -> Response {
+async fn legacy(state: &McpState, account_id: &str, headers: &HeaderMap, version: &'static str, body: &[u8], log: &mut RequestLog) -> Response {
     log.era = version;
     let (id, method, params) = match rpc::parse(body) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
@@ -160,9 +165,12 @@ async fn legacy(state: &McpState, account_id: &str, version: &'static str, body:
     if let MetaValue::Text(carried) = &params.meta.protocol_version {
         if rpc::supported(carried).is_none() && method != "initialize" {
             log.era = rpc::MODERN_VERSION;
-            let error = RpcError::HeaderMismatch(format!(
-                "MCP-Protocol-Version header value '{version}' (2025-03-26 when the header is absent) does not match body value '{carried}'"
-            ));
+            let header = if headers.contains_key(&modern::PROTOCOL_VERSION_HEADER) {
+                format!("MCP-Protocol-Version header value '{version}'")
+            } else {
+                format!("no MCP-Protocol-Version header (version {version})")
+            };
+            let error = RpcError::HeaderMismatch(format!("{header} does not match body value '{carried}'"));
             return log.error_response(error.modern_status(), Some(id), &error);
         }
     }

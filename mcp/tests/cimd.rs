@@ -226,6 +226,23 @@ async fn a_valid_document_is_kept_and_not_fetched_again() {
     assert_eq!(server.requests("/client.json"), 1, "the page, the approval and the token request share one fetch");
 }
 
+// A kept document is kept for what is left of its freshness (max-age less its Age), then
+// fetched again.
+#[tokio::test]
+async fn a_kept_document_is_fetched_again_once_stale() {
+    let server = DocumentServer::start().await;
+    let headers = vec![("cache-control".into(), "max-age=2".into()), ("age".into(), "1".into())];
+    server.serve("/client.json", vec![Answer { headers, ..Answer::ok(server.document("/client.json", json!({}))) }]);
+    let world = World::in_process(server.config()).await;
+    for _ in 0..2 {
+        assert_eq!(show(&world, &server.url("/client.json")).await.status, StatusCode::OK);
+    }
+    assert_eq!(server.requests("/client.json"), 1, "kept while fresh");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(show(&world, &server.url("/client.json")).await.status, StatusCode::OK);
+    assert_eq!(server.requests("/client.json"), 2, "fetched again after the one second left of its two");
+}
+
 // Cache-Control: no-store (or max-age=0) is respected: such a document is fetched each time.
 #[tokio::test]
 async fn a_no_store_document_is_fetched_each_time() {

@@ -219,6 +219,16 @@ async fn a_repeated_routing_header_is_header_mismatch_400() {
         let reply = world.post_raw(Some(FLOW_PAT), &list, &repeated).await;
         assert_error(&reply, StatusCode::BAD_REQUEST, -32020, json!(1));
     }
+    let call = body("tools/call", with_meta(json!({"name": "list_meetings", "arguments": {}})));
+    let name_repeated = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "list_meetings"), ("mcp-name", "get_meeting")];
+    assert_error(&world.post_raw(Some(FLOW_PAT), &call, &name_repeated).await, StatusCode::BAD_REQUEST, -32020, json!(1));
+    // A handshake-era first copy does not make the request a handshake-era one: a proxy
+    // reading the last copy routes it as 2026-07-28, whose headers (here an Mcp-Name
+    // naming another tool) must then have been checked against the body.
+    let plain_call = body("tools/call", json!({"name": "get_meeting", "arguments": {"meeting_id": "mtg_budget"}}));
+    let legacy_first = [("mcp-protocol-version", "2025-11-25"), ("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "list_meetings")];
+    let error = assert_error(&world.post_raw(Some(FLOW_PAT), &plain_call, &legacy_first).await, StatusCode::BAD_REQUEST, -32020, json!(1));
+    assert!(error["message"].as_str().unwrap().contains("mcp-protocol-version header appears more than once"), "{error}");
     // Only the routing headers must come once: another header given twice (the check
     // then looks for copies of each routing header) is no reason to refuse.
     let other_repeated = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/list"), ("x-trace-note", "a"), ("x-trace-note", "b")];
@@ -308,6 +318,14 @@ async fn notifications_are_202_without_a_body() {
     for method in ["notifications/initialized", "notifications/cancelled", "notifications/whatever"] {
         let reply = world.post_raw(Some(FLOW_PAT), &json!({"jsonrpc": "2.0", "method": method}).to_string(), &headers(method, None)).await;
         assert_eq!(reply.status, StatusCode::ACCEPTED, "{method}");
+        assert!(reply.body.is_empty());
+    }
+    // A notification has no id to answer an error to: under a version this server does
+    // not speak, or without Mcp-Method, it is still accepted (docs/mcp.md, Two eras).
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/cancelled"}).to_string();
+    for headers in [vec![("mcp-protocol-version", "2099-01-01"), ("mcp-method", "notifications/cancelled")], vec![("mcp-protocol-version", MODERN)]] {
+        let reply = world.post_raw(Some(FLOW_PAT), &notification, &headers).await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{headers:?}: {}", reply.body);
         assert!(reply.body.is_empty());
     }
 }
@@ -401,6 +419,9 @@ async fn without_the_header_the_legacy_path_answers_as_before() {
         let reply = world.post_raw(Some(FLOW_PAT), &body(method, with_meta(json!({}))), &sent).await;
         let error = assert_error(&reply, StatusCode::BAD_REQUEST, -32020, json!(1));
         assert!(error["message"].as_str().unwrap().contains(MODERN), "{method} {sent:?}: {error}");
+        // The message says what was sent: no header at all is not a header value.
+        let says = if sent.is_empty() { "no MCP-Protocol-Version header (version 2025-03-26)" } else { "MCP-Protocol-Version header value '2025-11-25'" };
+        assert!(error["message"].as_str().unwrap().contains(says), "{method} {sent:?}: {error}");
     }
     let future = json!({"_meta": {VERSION_KEY: "2099-01-01", CAPABILITIES_KEY: {}}});
     let reply = world.post_raw(Some(FLOW_PAT), &body("tools/list", future), &[("mcp-protocol-version", "2025-11-25")]).await;

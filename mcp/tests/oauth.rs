@@ -100,6 +100,17 @@ async fn bad_registrations_are_rfc_7591_errors() {
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}");
         assert_eq!(reply.json()["error"], code, "{body}");
     }
+    // Descriptions speak of the document, never of the type it is read into.
+    for (body, description) in [
+        (json!([1, 2]), "the body must be a JSON object of client metadata"),
+        (
+            json!({"redirect_uris": ["https://ok.example/cb"], "grant_types": "authorization_code"}),
+            "grant_types and response_types must be arrays of strings, and scope a string",
+        ),
+    ] {
+        let reply = world.post_json("/mcp/register", &body).await;
+        assert_eq!(reply.json()["error_description"], description, "{body}");
+    }
 }
 
 fn authorize_query(client_id: &str, redirect_uri: &str, extra: &[(&str, &str)]) -> String {
@@ -234,6 +245,7 @@ async fn approval_redirects_with_code_state_and_iss() {
                 ("code_challenge_method", "S256"),
                 ("state", "opaque state"),
                 ("pat", FLOW_PAT),
+                ("decision", "approve"),
             ],
         )
         .await;
@@ -250,10 +262,10 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
     let world = World::new().await;
     let client_id = register(&world, &[REDIRECT_URI]).await;
     let challenge = challenge(VERIFIER);
-    // The authorization page's form, posted with `pat` and `decision`.
+    // The authorization page's form, posted with `pat` and each of `decisions`.
     let world = &world;
-    let submit = |pat: &str, decision: &str| {
-        let pairs = [
+    let submit = |pat: &str, decisions: &[&str]| {
+        let mut pairs = vec![
             ("response_type", "code".to_string()),
             ("client_id", client_id.clone()),
             ("redirect_uri", REDIRECT_URI.to_string()),
@@ -261,8 +273,8 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
             ("code_challenge_method", "S256".to_string()),
             ("state", "s".to_string()),
             ("pat", pat.to_string()),
-            ("decision", decision.to_string()),
         ];
+        pairs.extend(decisions.iter().map(|decision| ("decision", decision.to_string())));
         async move {
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(key, value)| (*key, value.as_str())).collect();
             world.post_form("/mcp/authorize", &borrowed).await
@@ -274,7 +286,7 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
         (ENTERPRISE_PAT, StatusCode::PAYMENT_REQUIRED),
         ("", StatusCode::BAD_REQUEST),
     ] {
-        let reply = submit(pat, "approve").await;
+        let reply = submit(pat, &["approve"]).await;
         assert_eq!(reply.status, status, "{pat}");
         assert!(reply.header("location").is_none());
         assert!(reply.body.contains("name=\"pat\""), "the form is shown again");
@@ -283,13 +295,27 @@ async fn bad_pats_and_denial_do_not_issue_codes() {
     // "The user proves identity with a personal access token": an OAuth access token of
     // the same account is not one.
     let (_, access, _) = connect(world, FLOW_PAT).await;
-    let reply = submit(&access, "approve").await;
+    let reply = submit(&access, &["approve"]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "an svc_oat_ token is not a PAT");
     assert!(reply.header("location").is_none());
     assert!(!reply.body.contains(&access), "the token is never echoed");
-    let reply = submit("", "deny").await;
+    let reply = submit("", &["deny"]).await;
     let (_, query) = location_query(&reply);
     assert_eq!(query_value(&query, "error").as_deref(), Some("access_denied"));
+    // Only the page's own buttons decide, with a valid PAT too: no decision or another
+    // value shows the form again; a repeated one is an error page. None redirects.
+    for decisions in [&[][..], &["maybe"], &["DENY"], &["Approve"]] {
+        let reply = submit(FLOW_PAT, decisions).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{decisions:?}");
+        assert!(reply.header("location").is_none(), "{decisions:?}");
+        assert!(reply.body.contains("name=\"pat\"") && reply.body.contains("Choose Approve or Deny."), "{decisions:?}: {}", reply.body);
+    }
+    for decisions in [&["deny", "deny"][..], &["approve", "approve"], &["deny", "approve"]] {
+        let reply = submit(FLOW_PAT, decisions).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{decisions:?}");
+        assert!(reply.header("location").is_none(), "{decisions:?}");
+        assert!(reply.body.contains("decision is repeated") && !reply.body.contains("code="), "{decisions:?}: {}", reply.body);
+    }
 }
 
 // The whole flow: the svc_oat_ token works on /mcp; access tokens last one hour.
@@ -606,7 +632,7 @@ async fn race(world: &std::sync::Arc<World>, pairs: &[(&str, &str)]) -> Vec<Valu
     issued
 }
 
-// "single-use codes ... reusing a code revokes what it issued" (issue #4), under true
+// "single-use codes ... reusing a code revokes what it issued" (docs/mcp.md, OAuth), under true
 // concurrency: of many simultaneous exchanges of one code at most one is issued tokens
 // (the one that spends the code), the others are invalid_grant, and being reuses they
 // revoke what the winner got.
@@ -641,7 +667,7 @@ async fn concurrent_redemptions_of_one_code_issue_tokens_at_most_once_and_revoke
 }
 
 // "refresh_token (rotates on every use ... presenting a rotated one revokes the whole
-// grant)" (issue #4), under true concurrency: of many simultaneous uses of one refresh
+// grant)" (docs/mcp.md, OAuth), under true concurrency: of many simultaneous uses of one refresh
 // token at most one rotates it, and the others, being reuses, revoke the grant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_uses_of_one_refresh_token_rotate_it_once_and_revoke_the_grant() {
@@ -789,6 +815,40 @@ async fn the_mcp_endpoint_answers_options_with_405() {
     let world = World::new().await;
     let reply = world.send(options("/mcp", Some("http://localhost:6274"), "content-type")).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+// "Every answer of /token and /revoke is an OAuth JSON error or success" (docs/mcp.md,
+// OAuth rule 3), a method they do not serve included, and /register's as its other errors
+// are; the authorization page and the metadata documents name the methods they serve.
+#[tokio::test]
+async fn a_method_an_oauth_endpoint_does_not_serve_is_405_in_its_own_shape() {
+    let world = World::new().await;
+    let request = |method: &str, path: &str| {
+        axum::http::Request::builder().method(method).uri(path).header("host", "mcp.test:8080").body(axum::body::Body::empty()).unwrap()
+    };
+    for path in ["/mcp/token", "/token", "/mcp/revoke", "/revoke", "/mcp/register", "/register"] {
+        for method in ["GET", "PUT", "DELETE", "PATCH"] {
+            let reply = world.send(request(method, path)).await;
+            assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_eq!(reply.header("allow"), Some("POST"), "{method} {path}");
+            assert_eq!(reply.header("content-type"), Some("application/json"), "{method} {path}");
+            assert_eq!(reply.json(), json!({"error": "invalid_request", "error_description": "only POST is served on this endpoint"}), "{method} {path}");
+        }
+    }
+    for path in ["/mcp/authorize", "/authorize"] {
+        let reply = world.send(request("PUT", path)).await;
+        assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(reply.header("allow"), Some("GET, POST"), "{path}");
+        assert_eq!(reply.json(), json!({"error": {"code": "method_not_allowed", "message": "only GET and POST are served on this endpoint"}}));
+    }
+    for path in ["/.well-known/oauth-authorization-server", "/mcp/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        for method in ["POST", "DELETE"] {
+            let reply = world.send(request(method, path)).await;
+            assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_eq!(reply.header("allow"), Some("GET, HEAD, OPTIONS"), "{method} {path}");
+            assert_eq!(reply.json()["error"]["code"], "method_not_allowed", "{method} {path}");
+        }
+    }
 }
 
 // RFC 9207 (SEP-2468): iss in every authorization response, success and error, equal to the metadata issuer.
@@ -1084,6 +1144,7 @@ async fn attack_loopback_redirect_on_another_port_is_accepted_and_bound_to_the_c
                     ("code_challenge", &challenge),
                     ("code_challenge_method", "S256"),
                     ("pat", FLOW_PAT),
+                    ("decision", "approve"),
                 ],
             )
             .await;

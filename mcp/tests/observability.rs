@@ -60,6 +60,40 @@ async fn a_traceparent_in_meta_continues_the_clients_trace() {
     let fresh = tool_spans[1];
     assert_ne!(fresh.span_context.trace_id().to_string(), trace_id);
     assert_eq!(fresh.parent_span_id, opentelemetry::trace::SpanId::INVALID, "a malformed traceparent starts a new trace");
+
+    // Every method's span continues it, in both eras: each request names a trace of its
+    // own, found again on the span of the expected name.
+    let legacy = |method: &'static str| vec![("mcp-protocol-version", "2025-11-25"), ("mcp-method", method)];
+    // (method, params, headers, the name of its span)
+    let requests = [
+        ("server/discover", json!({}), headers("server/discover", None), "server/discover"),
+        ("tools/list", json!({}), headers("tools/list", None), "tools/list"),
+        ("subscriptions/listen", json!({"notifications": {}}), headers("subscriptions/listen", None), "subscriptions/listen"),
+        ("resources/list", json!({}), headers("resources/list", None), "unknown method"),
+        (
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+            legacy("initialize"),
+            "initialize",
+        ),
+        ("ping", json!({}), legacy("ping"), "ping"),
+        ("tools/list", json!({}), legacy("tools/list"), "tools/list"),
+        ("tools/call", json!({"name": "get_meeting", "arguments": {"meeting_id": "mtg_budget"}}), legacy("tools/call"), "tools/call get_meeting"),
+    ];
+    for (index, (method, mut params, headers, span_name)) in requests.into_iter().enumerate() {
+        let (trace_id, parent_id) = (format!("{:032x}", 0xabc0 + index), format!("{:016x}", 0xde0 + index));
+        // A handshake-era request's `_meta` names no version, or it would be a modern one.
+        params["_meta"] = if headers.contains(&("mcp-protocol-version", MODERN)) { meta() } else { json!({}) };
+        params["_meta"]["traceparent"] = json!(format!("00-{trace_id}-{parent_id}-01"));
+        let reply = world.post_raw(Some(FLOW_PAT), &body(method, params), &headers).await;
+        assert!(reply.status.is_success() || reply.status == StatusCode::NOT_FOUND, "{method}: {}", reply.body);
+        let _ = provider.force_flush();
+        let exported = spans.0.lock().unwrap().clone();
+        let continued = exported.iter().find(|span| span.span_context.trace_id().to_string() == trace_id);
+        let continued = continued.unwrap_or_else(|| panic!("{method} ({headers:?}): no span in trace {trace_id}: {exported:?}"));
+        assert_eq!(continued.name, span_name, "{method} ({headers:?})");
+        assert_eq!(continued.parent_span_id.to_string(), parent_id, "{method} ({headers:?})");
+    }
 }
 
 /// What a test's subscriber wrote, as the binary writes its log lines.
@@ -114,7 +148,7 @@ async fn debug_lines_name_each_request_and_refresh_and_never_a_token() {
     let replaced = world.post_raw(Some(FLOW_PAT), &body("tools/list", with_meta(json!({}))), &bad_id).await;
     let (client_id, access, refresh_token) = connect(&world, FLOW_PAT).await;
     world.rpc_as(&access, "tools/list", json!({}), &[]).await;
-    let refreshed = refresh(&world, &client_id, &refresh_token).await.json();
+    let refreshed = refresh(&world, &client_id, &refresh_token).await;
     let reused = refresh(&world, &client_id, &refresh_token).await;
     assert_eq!(reused.status, StatusCode::BAD_REQUEST);
 
@@ -136,8 +170,13 @@ async fn debug_lines_name_each_request_and_refresh_and_never_a_token() {
     let refresh_line = "refresh token grant";
     assert_eq!(lines.count(refresh_line, &[&format!(r#"client_id="{client_id}""#), "outcome=ok", "latency_us="]), 1);
     assert_eq!(lines.count(refresh_line, &["outcome=invalid_grant"]), 1);
+    for reply in [&refreshed, &reused] {
+        let id = reply.header("x-request-id").expect("a refresh grant's response carries X-Request-Id");
+        assert_eq!(lines.count(refresh_line, &[&format!(r#"request_id="{id}""#)]), 1, "the line names the response's id");
+    }
 
     let text = lines.text();
+    let refreshed = refreshed.json();
     let issued = [refreshed["access_token"].as_str().unwrap(), refreshed["refresh_token"].as_str().unwrap()];
     for token in [FLOW_PAT, "svc_pat_unknown_0000000000000000000000001", &access, &refresh_token, issued[0], issued[1]] {
         let secret = &token[8..];

@@ -338,6 +338,7 @@ async fn duplicate_authorization_headers_are_400_invalid_request() {
         let reply = world.send(request).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
         assert_eq!(reply.json()["error"]["code"], "invalid_request");
+        assert_eq!(reply.json()["error"]["param"], "Authorization", "as the REST API names it");
         assert!(reply.json()["error"]["message"].is_string());
         assert_challenge(&reply);
         assert!(reply.header("www-authenticate").unwrap().contains(r#"error="invalid_request""#));
@@ -483,7 +484,7 @@ async fn a_body_broken_off_is_400_invalid_request() {
         .unwrap();
     let reply = world.send(request).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.json(), json!({"error": {"code": "invalid_request", "message": "the request body could not be read"}}));
+    assert_eq!(reply.json(), json!({"error": {"code": "invalid_request", "message": "the request body could not be read", "param": "body"}}));
 }
 
 // Never 500 for input, never a panic: garbage bodies and headers.

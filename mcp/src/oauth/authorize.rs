@@ -279,8 +279,14 @@ pub async fn approve(State(state): State<McpState>, headers: HeaderMap, body: Re
         description: description.to_string(),
         state: request.state.clone(),
     };
-    if params.get("decision").ok().flatten() == Some("deny") {
-        return refuse(back("access_denied", "the user denied the request"), urls.issuer());
+    // Only the page's own buttons decide: a decision given twice is refused as any
+    // repeated parameter is, and a form naming neither button (none, or another value)
+    // is shown again, never taken as an approval.
+    match params.get("decision") {
+        Ok(Some("approve")) => {}
+        Ok(Some("deny")) => return refuse(back("access_denied", "the user denied the request"), urls.issuer()),
+        Ok(_) => return consent(StatusCode::BAD_REQUEST, &request, Some("Choose Approve or Deny.")),
+        Err(description) => return page::request_error(StatusCode::BAD_REQUEST, "invalid_request", &description, None),
     }
     let Some(pat) = params.get("pat").ok().flatten().map(str::trim) else {
         return consent(StatusCode::BAD_REQUEST, &request, Some("Enter a personal access token."));

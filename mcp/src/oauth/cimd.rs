@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -276,7 +276,7 @@ where
     if announced.is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64) {
         return Err(format!("the client metadata document is larger than {MAX_DOCUMENT_BYTES} bytes"));
     }
-    let keep = cache_lifetime(response.headers().get_all(hyper::header::CACHE_CONTROL).iter().filter_map(|value| value.to_str().ok()));
+    let keep = cache_lifetime(response.headers(), SystemTime::now());
     let mut body = response.into_body();
     let mut read = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -299,22 +299,42 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// How long an answer with these `Cache-Control` values may be kept.
-fn cache_lifetime<'a>(values: impl Iterator<Item = &'a str>) -> Option<Duration> {
-    let mut keep = DEFAULT_CACHE;
-    for directive in values.flat_map(|value| value.split(',')).map(str::trim) {
+/// How long an answer with these headers may still be kept, as an HTTP cache reckons it
+/// (RFC 9111, 4.2): its freshness lifetime (`Cache-Control: max-age`, else `Expires`
+/// less `Date`, else [`DEFAULT_CACHE`]) less its age when it arrived (`Age`), at most
+/// [`MAX_CACHE`]. `None`: not kept (`no-store`, `no-cache`, already stale, or a
+/// value that cannot be read, which a cache takes as stale).
+fn cache_lifetime(headers: &hyper::HeaderMap, now: SystemTime) -> Option<Duration> {
+    let texts = |name| headers.get_all(name).iter().map(|value| value.to_str().ok());
+    let mut max_age = None;
+    for directive in texts(hyper::header::CACHE_CONTROL).collect::<Option<Vec<_>>>()?.into_iter().flat_map(|value| value.split(',')).map(str::trim) {
         let lower = directive.to_ascii_lowercase();
         if lower == "no-store" || lower == "no-cache" {
             return None;
         }
         if let Some(seconds) = lower.strip_prefix("max-age=") {
-            match seconds.trim_matches('"').parse::<u64>() {
-                Ok(0) | Err(_) => return None,
-                Ok(seconds) => keep = Duration::from_secs(seconds),
-            }
+            max_age = Some(Duration::from_secs(seconds.trim_matches('"').parse::<u64>().ok()?));
         }
     }
-    Some(keep.min(MAX_CACHE))
+    let date = |name| -> Option<Option<SystemTime>> {
+        match texts(name).next() {
+            None => Some(None),
+            Some(text) => Some(Some(httpdate::parse_http_date(text?.trim()).ok()?)),
+        }
+    };
+    let lifetime = match max_age {
+        Some(max_age) => max_age,
+        None => match date(hyper::header::EXPIRES)? {
+            Some(expires) => expires.duration_since(date(hyper::header::DATE)?.unwrap_or(now)).unwrap_or_default(),
+            None => DEFAULT_CACHE,
+        },
+    };
+    let age = match texts(hyper::header::AGE).next() {
+        None => Duration::ZERO,
+        Some(text) => Duration::from_secs(text?.trim().parse::<u64>().ok()?),
+    };
+    let left = lifetime.saturating_sub(age);
+    (!left.is_zero()).then_some(left.min(MAX_CACHE))
 }
 
 /// The client a fetched document describes, when it is one this server accepts.
@@ -399,13 +419,35 @@ mod tests {
     }
 
     #[test]
-    fn cache_control_sets_the_lifetime_within_bounds() {
-        assert_eq!(cache_lifetime(std::iter::empty()), Some(DEFAULT_CACHE));
-        assert_eq!(cache_lifetime(["public, max-age=60"].into_iter()), Some(Duration::from_secs(60)));
-        assert_eq!(cache_lifetime(["max-age=999999999"].into_iter()), Some(MAX_CACHE));
-        assert_eq!(cache_lifetime(["max-age=0"].into_iter()), None);
-        assert_eq!(cache_lifetime(["no-store"].into_iter()), None);
-        assert_eq!(cache_lifetime(["private", "no-cache"].into_iter()), None);
+    fn cache_headers_set_the_lifetime_within_bounds() {
+        let now = httpdate::parse_http_date("Mon, 30 Nov 2026 10:00:00 GMT").unwrap();
+        let lifetime = |headers: &[(&str, &str)]| {
+            let mut map = hyper::HeaderMap::new();
+            for (name, value) in headers {
+                map.append(hyper::header::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+            }
+            cache_lifetime(&map, now)
+        };
+        let seconds = |seconds| Some(Duration::from_secs(seconds));
+        assert_eq!(lifetime(&[]), Some(DEFAULT_CACHE));
+        assert_eq!(lifetime(&[("cache-control", "public, max-age=60")]), seconds(60));
+        assert_eq!(lifetime(&[("cache-control", "max-age=999999999")]), Some(MAX_CACHE));
+        assert_eq!(lifetime(&[("cache-control", "max-age=0")]), None);
+        assert_eq!(lifetime(&[("cache-control", "max-age=soon")]), None);
+        assert_eq!(lifetime(&[("cache-control", "no-store")]), None);
+        assert_eq!(lifetime(&[("cache-control", "private"), ("cache-control", "no-cache")]), None);
+        // Its age when it arrived counts against its lifetime.
+        assert_eq!(lifetime(&[("cache-control", "max-age=3600"), ("age", "3500")]), seconds(100));
+        assert_eq!(lifetime(&[("cache-control", "max-age=3600"), ("age", "3600")]), None);
+        assert_eq!(lifetime(&[("age", "100")]), seconds(200));
+        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "-1")]), None);
+        // Without max-age, Expires less Date (or the time it arrived); max-age wins over it.
+        assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 10:10:00 GMT")]), seconds(600));
+        assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 10:10:00 GMT"), ("date", "Mon, 30 Nov 2026 10:05:00 GMT")]), seconds(300));
+        assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 10:10:00 GMT"), ("age", "60")]), seconds(540));
+        assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 09:00:00 GMT")]), None);
+        assert_eq!(lifetime(&[("expires", "0")]), None, "an unreadable Expires is stale");
+        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("expires", "Mon, 30 Nov 2026 09:00:00 GMT")]), seconds(60));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use recap_access::telemetry::ErrorCode;
+use recap_access::telemetry::{BodyTimeoutAnswer, ErrorCode};
 use recap_readmodel::StoreError;
 
 use crate::error::StoreFailure;
@@ -50,6 +50,9 @@ pub enum OAuthError {
     /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).
     #[error("origin not allowed")]
     ForbiddenOrigin,
+    /// 405 `invalid_request` with `Allow: POST`: these endpoints serve only POST.
+    #[error("only POST is served on this endpoint")]
+    MethodNotAllowed,
 }
 
 impl OAuthError {
@@ -63,7 +66,7 @@ impl OAuthError {
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidTarget(_) => "invalid_target",
             OAuthError::InvalidClientMetadata(_) | OAuthError::TooLarge(_) => "invalid_client_metadata",
-            OAuthError::RequestTooLarge(_) => "invalid_request",
+            OAuthError::RequestTooLarge(_) | OAuthError::MethodNotAllowed => "invalid_request",
             OAuthError::RateLimited { .. } => "rate_limited",
             OAuthError::Store(error) => match StoreFailure::of(error) {
                 StoreFailure::Defect => "server_error",
@@ -83,10 +86,15 @@ impl OAuthError {
             OAuthError::ForbiddenOrigin => StatusCode::FORBIDDEN,
             OAuthError::TooLarge(_) | OAuthError::RequestTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             OAuthError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            OAuthError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             _ => StatusCode::BAD_REQUEST,
         }
     }
 }
+
+/// The answer of a request whose form did not arrive in time, in these endpoints' shape
+/// (the HTTP layer in front answers it with 408).
+const BODY_TIMEOUT: BodyTimeoutAnswer = BodyTimeoutAnswer(r#"{"error":"invalid_request","error_description":"the request body did not arrive in time"}"#);
 
 fn store_description(error: &StoreError) -> &'static str {
     match StoreFailure::of(error) {
@@ -104,8 +112,12 @@ impl IntoResponse for OAuthError {
         let body = serde_json::json!({"error": self.code(), "error_description": self.to_string()}).to_string();
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], body).into_response();
         response.extensions_mut().insert(ErrorCode(self.code()));
+        response.extensions_mut().insert(BODY_TIMEOUT);
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        if self == OAuthError::MethodNotAllowed {
+            response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
         }
         if let OAuthError::RateLimited { retry_after_seconds, .. } = &self {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(*retry_after_seconds));

@@ -143,7 +143,12 @@ pub async fn register(State(state): State<McpState>, request: Request) -> Respon
     let address = client_address(&request, state.inner.config.trusted_proxy_hops);
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
-        Err(_) => return OAuthError::TooLarge(format!("a registration document may be {MAX_BODY_BYTES} bytes at most")).into_response(),
+        // Over the bound, or cut short (broken off, or not in time: the HTTP layer in
+        // front then answers 408 in this shape).
+        Err(error) if is_length_limit(&error) => {
+            return OAuthError::TooLarge(format!("a registration document may be {MAX_BODY_BYTES} bytes at most")).into_response()
+        }
+        Err(_) => return OAuthError::InvalidRequest("the registration document could not be read".into()).into_response(),
     };
     match register_client(&state, &body, &address).await {
         Ok(document) => {
@@ -151,6 +156,18 @@ pub async fn register(State(state): State<McpState>, request: Request) -> Respon
         }
         Err(error) => error.into_response(),
     }
+}
+
+/// Whether a body error is the bound being passed, found anywhere in its chain.
+fn is_length_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// Counts one registration from `address`; refused past the configured limits.
@@ -176,8 +193,13 @@ async fn admit(state: &McpState, address: &str) -> Result<(), OAuthError> {
 }
 
 async fn register_client(state: &McpState, body: &[u8], address: &str) -> Result<Value, OAuthError> {
-    let metadata: Metadata = serde_json::from_slice(body)
-        .map_err(|error| OAuthError::InvalidClientMetadata(format!("the body must be a JSON object of client metadata: {error}")))?;
+    // Said in the document's terms, never in those of the type it is read into.
+    let document: Value = serde_json::from_slice(body).map_err(|error| OAuthError::InvalidClientMetadata(format!("the body is not JSON ({error})")))?;
+    if !document.is_object() {
+        return Err(OAuthError::InvalidClientMetadata("the body must be a JSON object of client metadata".into()));
+    }
+    let metadata: Metadata = serde_json::from_value(document)
+        .map_err(|_| OAuthError::InvalidClientMetadata("grant_types and response_types must be arrays of strings, and scope a string".into()))?;
     let redirect_uris: Vec<String> = match metadata.redirect_uris {
         Some(Value::Array(uris)) if !uris.is_empty() && uris.len() <= MAX_REDIRECT_URIS => uris
             .into_iter()

@@ -52,31 +52,45 @@ pub async fn token(State(state): State<McpState>, headers: axum::http::HeaderMap
         Err(error) => return error.into_response(),
     };
     let params = Params::parse(&body);
+    // The id a refresh grant's debug line names, which the response then carries (the
+    // HTTP layer in front sets one only on a response without it).
+    let mut request_id = None;
     let result = match param(&params, "grant_type") {
         Ok(Some("authorization_code")) => redeem_code(&state, &params, &urls.mcp_url).await,
         Ok(Some("refresh_token")) => {
             let started = Instant::now();
             let result = refresh(&state, &params, &urls.mcp_url).await;
-            // One debug line per refresh grant: the client as it named itself, how the
-            // grant ended and how long it took. Never a token, presented or issued.
-            tracing::debug!(
-                client_id = param(&params, "client_id").ok().flatten().unwrap_or("-"),
-                outcome = %result.as_ref().map_or_else(OAuthError::code, |_| "ok"),
-                latency_us = started.elapsed().as_micros() as u64,
-                "refresh token grant"
-            );
+            // One debug line per refresh grant: the request's id, the client as it named
+            // itself, how the grant ended and how long it took. Never a token, presented
+            // or issued.
+            if tracing::event_enabled!(tracing::Level::DEBUG) {
+                let id = request_id.insert(recap_access::request_id::of(&headers));
+                tracing::debug!(
+                    request_id = id.to_str().unwrap_or("-"),
+                    client_id = param(&params, "client_id").ok().flatten().unwrap_or("-"),
+                    outcome = %result.as_ref().map_or_else(OAuthError::code, |_| "ok"),
+                    latency_us = started.elapsed().as_micros() as u64,
+                    "refresh token grant"
+                );
+            }
             result
         }
         Ok(Some(_)) => Err(OAuthError::UnsupportedGrantType),
         Ok(None) => Err(OAuthError::InvalidRequest("grant_type is missing".into())),
         Err(error) => Err(error),
     };
-    match result {
+    let mut response = match result {
         Ok(issued) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store"), (header::PRAGMA, "no-cache")], issued)
             .into_response(),
         Err(error) => error.into_response(),
+    };
+    if let Some(request_id) = request_id {
+        response.headers_mut().insert(X_REQUEST_ID.clone(), request_id);
     }
+    response
 }
+
+static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
 /// RFC 7636 §4.1: 43 to 128 unreserved characters.
 fn verifier_well_formed(verifier: &str) -> bool {

@@ -11,8 +11,8 @@
 //! - An optional string ([`OptionalString`]): null or empty is absent; another type is an
 //!   invalid argument.
 //! - An integer ([`Clamped`]): any JSON number (a fraction is truncated) or a string
-//!   holding one, clamped into range, never rejected; any other type (boolean, object,
-//!   non-numeric string) is an invalid argument.
+//!   holding one's JSON text, clamped into range, never rejected; any other type
+//!   (boolean, object, a string that is not a JSON number) is an invalid argument.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -185,8 +185,10 @@ impl<'de, const DEFAULT: usize, const MIN: usize, const MAX: usize> Deserialize<
                 Ok(Some(number))
             }
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-                match text.trim().parse::<f64>() {
-                    Ok(number) if !number.is_nan() => Ok(Some(number)),
+                // A JSON number's text only: not `inf`, `NaN`, `+5` or `0x10`, which Rust
+                // would read. One past f64's range is still a number, clamped.
+                match text.trim() {
+                    number if is_json_number(number) => Ok(number.parse::<f64>().ok()),
                     _ => Err(E::invalid_type(Unexpected::Str(text), &self)),
                 }
             }
@@ -196,6 +198,40 @@ impl<'de, const DEFAULT: usize, const MIN: usize, const MAX: usize> Deserialize<
         }
         Ok(deserializer.deserialize_any(Number)?.map_or(Clamped(DEFAULT), |number| Clamped(Self::clamp(number))))
     }
+}
+
+/// Whether `text` is a number as JSON writes one (RFC 8259, 6):
+/// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+fn is_json_number(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut at = usize::from(bytes.first() == Some(&b'-'));
+    let digits = |at: &mut usize| {
+        let start = *at;
+        while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+            *at += 1;
+        }
+        *at - start
+    };
+    let whole = digits(&mut at);
+    if whole == 0 || (whole > 1 && bytes[at - whole] == b'0') {
+        return false;
+    }
+    if bytes.get(at) == Some(&b'.') {
+        at += 1;
+        if digits(&mut at) == 0 {
+            return false;
+        }
+    }
+    if matches!(bytes.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(bytes.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        if digits(&mut at) == 0 {
+            return false;
+        }
+    }
+    at == bytes.len()
 }
 
 #[cfg(test)]
@@ -243,8 +279,25 @@ mod tests {
         assert_eq!(limit(json!(" 30.5 ")), Ok(30));
         assert_eq!(limit(json!(u64::MAX)), Ok(200));
         assert_eq!(limit(json!(i64::MIN)), Ok(1));
-        assert_eq!(limit(json!("inf")), Ok(200));
-        for refused in [json!("many"), json!("NaN"), json!(true), json!([1]), json!({"n": 1})] {
+        assert_eq!(limit(json!("1e400")), Ok(200));
+        assert_eq!(limit(json!("-0.5e1")), Ok(1));
+        for refused in [
+            json!("many"),
+            json!("NaN"),
+            json!("inf"),
+            json!("Infinity"),
+            json!("+5"),
+            json!("0x10"),
+            json!("05"),
+            json!("5."),
+            json!(".5"),
+            json!("1e"),
+            json!(""),
+            json!("-"),
+            json!(true),
+            json!([1]),
+            json!({"n": 1}),
+        ] {
             assert_eq!(limit(refused.clone()), Err(ToolError::InvalidArgument("limit must be an integer".into())), "{refused}");
         }
     }

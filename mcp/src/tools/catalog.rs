@@ -1,6 +1,5 @@
-//! The nine tools as `tools/list` presents them, in the spec's order (the account's
-//! feed, which the spec does not name, last): name,
-//! description, input schema, output schema (shown to clients on 2025-06-18 or later)
+//! The nine tools as `tools/list` presents them, in the order docs/mcp.md lists them
+//! (the account's feed last): name, description, input schema, output schema (shown to clients on 2025-06-18 or later)
 //! and the annotations every tool carries (read-only, idempotent, closed world). The
 //! schemas are derived from each tool's argument and result types (`inputs.rs`, `outputs.rs`).
 //! Built once; both renderings of the list are serialised once and copied into

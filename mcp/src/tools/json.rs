@@ -1,5 +1,5 @@
 //! Assembling tool results from stored bodies without parsing them into values and
-//! serialising them again: stored bodies are already the JSON the spec wants, so
+//! serialising them again: stored bodies are already the JSON docs/mcp.md describes, so
 //! results are written by copying raw JSON, touching only the fields MCP changes
 //! (`markdown` on documents, `meeting_id`/`meeting_title` on action items). Key order is
 //! kept as stored.

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 pub use recap_testkit::fixtures::mcp::*;
 
-/// The spec's eight tools, in its order, then the account's feed.
+/// The eight tools of docs/mcp.md, in its order, then the account's feed.
 pub const TOOLS: [&str; 9] = [
     "list_meetings",
     "get_meeting",
