@@ -69,6 +69,8 @@ done
 if scripts/engines/up.sh; then
   set -a; source "${RECAP_ENGINES_HOME:-$HOME/.cache/recap/engines}/env"; set +a
   run cargo test --workspace --test driver_semantics -- --ignored
+  # Unit tests of the drivers that need an engine (the Scylla session's metadata).
+  run cargo test --workspace --lib -- --ignored
   run cargo test --workspace --test kafka_lag --test kafka_messages -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated

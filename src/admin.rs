@@ -1,7 +1,9 @@
 //! The operations listener of every role: `/livez` (the process works), `/readyz` (its
-//! store answers), `/metrics` (Prometheus text) and `/progress` (the projector's
-//! committed progress as JSON, what tests and scripts wait on). It is separate from the
-//! REST and MCP listeners so that their paths stay exactly the specs'.
+//! store answers), `/metrics` (Prometheus text) and, where a projector runs, `/progress`
+//! (its committed progress as JSON, what tests and scripts wait on; 404 elsewhere, rather
+//! than the progress of a projector that is not there). It is separate from the
+//! REST and MCP listeners so that their paths stay exactly those docs/rest.md and
+//! docs/mcp.md list.
 
 use std::sync::Arc;
 
@@ -16,7 +18,8 @@ use recap_readmodel::ReadModel;
 #[derive(Clone)]
 pub struct AdminState {
     pub readmodel: ReadModel,
-    pub stats: Arc<Stats>,
+    /// The projector's counters; None in a role that runs none.
+    pub stats: Option<Arc<Stats>>,
     /// The embedded log, whose length tells how far behind the projector is; None in
     /// the distributed edition (Kafka lag is per partition, in `Stats`).
     pub log: Option<EventLog>,
@@ -43,9 +46,12 @@ async fn readyz(State(state): State<AdminState>) -> Response {
 }
 
 async fn progress(State(state): State<AdminState>) -> Response {
-    let snapshot = state.stats.snapshot();
+    let Some(stats) = &state.stats else {
+        return (StatusCode::NOT_FOUND, "no projector runs in this process\n").into_response();
+    };
+    let snapshot = stats.snapshot();
     let log_length = state.log.as_ref().map(|log| log.len().unwrap_or_default()).unwrap_or(snapshot.position);
-    let partition_lag = state.stats.partition_lag.lock().map(|lag| lag.clone()).unwrap_or_default();
+    let partition_lag = stats.partition_lag.lock().map(|lag| lag.clone()).unwrap_or_default();
     let body = serde_json::json!({
         "partition_lag": partition_lag,
         "position": snapshot.position,
@@ -55,7 +61,7 @@ async fn progress(State(state): State<AdminState>) -> Response {
         "stale": snapshot.stale,
         "skipped_unknown": snapshot.skipped_unknown,
         "dead_lettered": snapshot.dead_lettered,
-        "fenced": state.stats.fenced.load(std::sync::atomic::Ordering::Relaxed),
+        "fenced": stats.fenced.load(std::sync::atomic::Ordering::Relaxed),
     });
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }

@@ -1,7 +1,9 @@
 //! The roles of the distributed edition, each its own process: `migrate` (creates or
 //! upgrades the keyspace and tables of `schemas/cql/recap.cql`), `projector` (Kafka into
-//! ScyllaDB), and the shared settings of the store and the operations listener.
-//! Every role serves `/livez`, `/readyz` and `/metrics`, and drains on SIGTERM.
+//! ScyllaDB), `query_api` (the REST API) and `mcp` (the MCP server and its OAuth
+//! authorization server), and the settings they share (the store, Redis, the operations
+//! listener). Every role serves `/livez`, `/readyz` and `/metrics`, and drains on
+//! SIGTERM; the webhooks role is `webhooks.rs`'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The Redis every replica shares: the query-api's rate-limit windows and quota
-/// counters, the mcp role's counts of dynamic client registrations.
+/// counters, the mcp role's counts of tool calls and of dynamic client registrations.
 #[derive(Args, Debug, Clone)]
 pub struct RedisArgs {
     /// Redis holding the limiters' counters, shared by every replica.
@@ -216,9 +218,13 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
     crate::telemetry::observe_projector(stats.clone(), None);
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let admin =
-        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: stats.clone(), log: None, telemetry }, &config.http, shutdown.clone())
-            .await?;
+    let admin = serve_admin(
+        config.admin_listen,
+        crate::admin::AdminState { readmodel, stats: Some(stats.clone()), log: None, telemetry },
+        &config.http,
+        shutdown.clone(),
+    )
+    .await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
@@ -255,7 +261,7 @@ pub struct QueryApiConfig {
     /// Address of the REST API; its base_url is http://<this>/v1.
     #[arg(long, env = "RECAP_REST_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Address of /livez, /readyz, /metrics and /progress.
+    /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
@@ -272,10 +278,9 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     let redis_limiter = Arc::new(config.redis.limiter()?);
     let limiter: Arc<dyn recap_access::Limiter> = redis_limiter.clone();
     crate::telemetry::observe_fail_open(redis_limiter.clone());
-    let stats = Arc::new(Stats::default());
     let admin = serve_admin(
         config.admin_listen,
-        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats: None, log: None, telemetry },
         &config.http,
         shutdown.clone(),
     )
@@ -308,7 +313,7 @@ pub struct McpRoleConfig {
     /// Address of the MCP server; its mcp_url is http://<this>/mcp.
     #[arg(long, env = "RECAP_MCP_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
-    /// Address of /livez, /readyz, /metrics and /progress.
+    /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
@@ -324,10 +329,9 @@ pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Res
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
-    let stats = Arc::new(Stats::default());
     let admin = serve_admin(
         config.admin_listen,
-        crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: None, telemetry },
+        crate::admin::AdminState { readmodel: readmodel.clone(), stats: None, log: None, telemetry },
         &config.http,
         shutdown.clone(),
     )
@@ -336,7 +340,9 @@ pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Res
     println!("MCP       mcp_url  http://{}/mcp", listener.local_addr()?);
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_limiter(Arc::new(config.redis.limiter()?));
+    let redis_limiter = Arc::new(config.redis.limiter()?);
+    crate::telemetry::observe_fail_open(redis_limiter.clone());
+    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_limiter(redis_limiter);
     let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
     crate::http::serve(listener, router, &config.http, crate::http::Metered::Yes, async move {

@@ -251,7 +251,7 @@ pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry
         &config.rest,
     )));
     let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
-    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats, log: Some(log.clone()), telemetry });
+    let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats: Some(stats), log: Some(log.clone()), telemetry });
 
     // Written at once and without `println!`, which panics when standard output is gone
     // (a closed pipe): the server keeps serving whatever happens to its banner.

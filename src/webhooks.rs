@@ -97,7 +97,7 @@ pub struct WebhooksRoleConfig {
     /// what arrived while the previous one was written).
     #[arg(long = "webhooks-batch-wait-ms", env = "RECAP_WEBHOOKS_BATCH_WAIT_MS", default_value_t = 0)]
     pub batch_wait_ms: u64,
-    /// Address of /livez, /readyz, /metrics and /progress.
+    /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
@@ -110,8 +110,8 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
     let mut shutdown = shutdown_watch();
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver.clone());
-    let stats = Arc::new(recap_projector::Stats::default());
-    let admin = serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats, log: None, telemetry }, &config.http, shutdown.clone()).await?;
+    let admin =
+        serve_admin(config.admin_listen, crate::admin::AdminState { readmodel, stats: None, log: None, telemetry }, &config.http, shutdown.clone()).await?;
     use std::io::Write;
     let _ = std::io::stdout().flush();
     if config.delivery.allow_insecure {

@@ -300,7 +300,7 @@ fn projector_kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     wait_until_equal(&cluster, &lines, &stream_tokens());
 }
 
-// "projector kill -9 between write and commit" (issue #5), landed there on purpose: the
+// "projector kill -9 between write and commit" (docs/distributed.md, Projector), landed there on purpose: the
 // broker is paused (SIGSTOP) mid-stream, so the projector goes on writing the events it
 // has already fetched while none of their commits can reach the broker; then the
 // projector is killed, and the broker too (commits left unread in its socket die with
@@ -373,7 +373,7 @@ fn a_second_projector_joining_and_leaving_rebalances_without_loss() {
 }
 
 // "on revoke, in-flight writes of the lost partitions are finished or fenced before the
-// rebalance completes" (issue #5), with the revoke forced while a batch waits for the
+// rebalance completes" (docs/distributed.md, Projector), with the revoke forced while a batch waits for the
 // store: both projectors hold a batch Cassandra refuses when one of them leaves. The
 // other keeps serving the group between attempts, so the rebalance completes while
 // Cassandra is still away (rather than when the store returns, or when
@@ -503,6 +503,10 @@ fn redis_stopped_or_paused_fails_open_with_bounded_latency() {
         assert_eq!(status, 402, "quota_exhausted while redis is {stop}ped: {body}");
         assert!(body.contains("quota_exhausted"), "{body}");
         assert!(fail_open_total(&cluster.query_apis[0].admin_url) > 0, "counted as fail-open");
+        // The MCP role's tool calls are served and counted the same way.
+        let listed = mcp_tool_call(&cluster.mcp.url, &token, "list_meetings");
+        assert_eq!(listed["isError"], false, "a tool call while redis is {stop}ped: {listed}");
+        assert!(fail_open_total(&cluster.mcp.admin_url) > 0, "the MCP role's fail-open is counted");
         outage.end();
         // Counting in Redis resumes by itself: requests stop being decided locally.
         wait_until_counted_in_redis(&cluster, &url, &token);
@@ -717,7 +721,7 @@ fn a_projector_told_to_stop_while_the_store_is_down_stops_and_loses_nothing() {
     stop_the_projector_while_the_store_is_away(false);
 }
 
-// "bounded timeouts" (issue #5): a store that accepts requests and never answers (paused
+// "bounded timeouts" (docs/distributed.md, ScyllaDB driver): a store that accepts requests and never answers (paused
 // with SIGSTOP) holds no call past its bound, the preparing of a statement the projector
 // has not used yet included, so the projector still stops when told to.
 #[test]
@@ -762,7 +766,7 @@ fn stop_the_projector_while_the_store_is_away(hung: bool) {
     );
 }
 
-// "drains on SIGTERM" (issue #5), with offsets committed asynchronously between
+// "drains on SIGTERM" (docs/distributed.md, Roles), with offsets committed asynchronously between
 // batches: a projector stopped after catching up has committed everything it wrote, so
 // its successor in the group has nothing to apply again.
 #[test]
@@ -803,6 +807,12 @@ fn query_api_and_mcp_answer_requests_in_flight_on_sigterm_then_exit_cleanly() {
     let mcp_url = cluster.mcp.url.clone();
     let (status, _, expected) = get(&rest_url, Some(&token));
     assert_eq!(status, 200, "{expected}");
+    // Their operations listeners have no projector's progress to tell, the projector's has.
+    for role in [&cluster.query_apis[0], &cluster.mcp] {
+        assert_eq!(get(&format!("{}progress", role.admin_url), None).0, 404, "{}", role.name);
+        assert_eq!(get(&format!("{}readyz", role.admin_url), None).0, 200, "{}", role.name);
+    }
+    assert_eq!(get(&format!("{}progress", cluster.projectors[0].admin_url), None).0, 200);
 
     let outage = Outage::begin("cassandra.sh", "pause", "resume");
     let rest = {
@@ -913,6 +923,25 @@ fn modern_request(url: &str, token: &str, method: &str) -> serde_json::Value {
     let text = response.body_mut().read_to_string().unwrap_or_default();
     assert_eq!(status, 200, "{url} {method}: {text}");
     let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {method}: {text}"));
+    reply["result"].clone()
+}
+
+/// A handshake-era `tools/call` without arguments (no `initialize` needed: the server is
+/// stateless); its result, checked to be a 200 answer.
+fn mcp_tool_call(url: &str, token: &str, tool: &str) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}});
+    let mut response = agent
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .send(body.to_string())
+        .expect("MCP request");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    assert_eq!(status, 200, "{url} {tool}: {text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {tool}: {text}"));
     reply["result"].clone()
 }
 
