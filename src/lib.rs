@@ -2,8 +2,9 @@
 //! start them exactly as the binary does: `serve` (the embedded edition), the
 //! operations listener (`admin`), the demo world (`demo`) and the roles of the
 //! distributed edition (`distributed`), the webhooks runtime's task and role
-//! (`webhooks`), the HTTP front every listener runs (`http`), plus the command line that
-//! selects them (`cli`).
+//! (`webhooks`), the HTTP front every listener runs (`http`), the traces, metrics and
+//! logs every role reports (`telemetry`), plus the command line that selects them
+//! (`cli`).
 
 pub mod admin;
 pub mod cli;

@@ -1,4 +1,5 @@
-//! The per-minute limit and the billing-period quota of the REST API, behind one
+//! The per-minute limit and the billing-period quota of the REST API (and the MCP
+//! server's counts of tool calls and client registrations), behind one
 //! [`Limiter`] trait whose one call both checks and counts a request. The distributed
 //! edition answers it with one Redis script round trip; [`InProcessLimiter`] answers it
 //! under one mutex, which makes the check-then-count exact under concurrency within a

@@ -1,6 +1,6 @@
 //! Plans and features: which tiers include the REST API and MCP. Configurable; the
-//! default follows the spec: `flow` includes both, `enterprise` the REST API only, any
-//! other tier neither.
+//! default is the one docs/events.md describes: `flow` includes both,
+//! `enterprise` the REST API only, any other tier neither.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! The projector: event sources (the embedded log now, Kafka in the distributed
-//! edition), the consume loop that applies them through the read model's projection,
+//! The projector: event sources (the embedded log in the embedded edition, Kafka in the
+//! distributed edition), the consume loop that applies them through the read model's projection,
 //! positions committed after (embedded: with) the rows they cover, and dead letters.
 
 pub mod embedded;

@@ -1,5 +1,5 @@
 //! Settings of the REST role, from flags and `RECAP_*` environment variables. Defaults
-//! give the spec's limits; the cursor secret is never printed (Debug redacts it). The
+//! give the limits docs/rest.md states; the cursor secret is never printed (Debug redacts it). The
 //! feed's retention ([`FeedConfig`]) is its own flattened group, so that the role that
 //! writes the feed can take the same flag without the rest of these.
 
@@ -14,7 +14,8 @@ pub struct RestConfig {
     /// random one in its data dir; `recap query-api` refuses to start.
     #[arg(long = "cursor-secret", env = "RECAP_CURSOR_SECRET", hide_env_values = true)]
     pub cursor_secret: Option<String>,
-    /// Counted requests per account in any sliding minute (the spec's limit is 120).
+    /// Counted requests per account in any sliding minute (120 by default, as docs/rest.md
+    /// states).
     #[arg(long = "rest-rate-limit-per-minute", env = "RECAP_REST_RATE_LIMIT_PER_MINUTE", default_value_t = 120)]
     pub rate_limit_per_minute: u32,
     /// Bound of each store and limiter call of a request, in milliseconds; past it the

@@ -2,7 +2,7 @@
 //! written (the feed's and the webhook endpoints' in `feed.rs`). Bodies are written by concatenating the JSON the read model stored ready to
 //! send, never by parsing and re-serialising rows.
 //!
-//! Rendering decisions where the spec is open:
+//! Rendering decisions where the rules leave room (docs/rest.md, Decisions):
 //! - `GET /meetings/{id}?include=transcript` for a meeting without a transcript:
 //!   `"transcript": null` (absent values are null, General rule 1).
 //! - Shared note detail of a note shared directly (not with a team): `team_name` is

@@ -1,5 +1,5 @@
 //! The REST error vocabulary: one enum whose every variant maps to exactly one HTTP
-//! status and one wire `code`, rendered in the one envelope of the spec with exactly
+//! status and one wire `code`, rendered in the one envelope of docs/rest.md (Errors) with exactly
 //! the extra fields its table names for that code (`feature`, `used`/`limit`/`resets_at`,
 //! `param`, `request_id`). Details of server-side failures go to the log, never to the
 //! client.
@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn each_code_carries_exactly_its_fields() {
-        // The spec's error table: every code with its status, and the fields beside code
+        // The error table of docs/rest.md: every code with its status, and the fields beside code
         // and message that its field table names for it (and no other).
         let resets_at = Timestamp::parse("2026-12-15T00:00:00Z").expect("a valid RFC 3339 timestamp");
         let cases: Vec<(ApiError, u16, serde_json::Value)> = vec![

@@ -3,7 +3,7 @@
 //! feature_not_included) → parameters (400) → limiter (429 rate_limited, then 402
 //! quota_exhausted) → the endpoint.
 //!
-//! Counting (spec Limits 2–3): the limiter is asked only once a request has passed
+//! Counting (docs/rest.md, Limits 2–3): the limiter is asked only once a request has passed
 //! authentication, the plan and parameter validation, so 400, 401, 404 not_found, 405
 //! and plan-uncovered requests never count. A request the limiter refuses (429 or 402
 //! quota_exhausted) counts nowhere. Every admitted request counts once, whatever the

@@ -1,4 +1,4 @@
-//! What the rows hold: the resources of the REST spec, rendered once at projection time
+//! What the rows hold: the resources of the REST API, rendered once at projection time
 //! so that a read only copies bytes. Field sets, order and nulls follow
 //! `docs/rest.md` exactly; timestamps render in UTC with `Z`.
 
@@ -35,7 +35,7 @@ impl<'a> MeetingListEntry<'a> {
     }
 }
 
-/// Document object (note or summary), exactly the spec's fields.
+/// Document object (note or summary), exactly the fields docs/rest.md lists.
 #[derive(Serialize)]
 pub struct DocumentView<'a> {
     pub id: &'a str,
@@ -272,7 +272,7 @@ impl TeamRecord {
     }
 }
 
-/// Team action item, exactly the spec's fields.
+/// Team action item, exactly the fields docs/rest.md lists.
 #[derive(Serialize)]
 pub struct TeamActionItemView<'a> {
     pub id: &'a str,

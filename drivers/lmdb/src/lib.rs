@@ -201,7 +201,8 @@ impl EmbeddedDriver {
     }
 
     /// How many rows the file holds, tombstones and expired rows included.
-    pub fn stored_rows(&self) -> Result<u64, StoreError> {
+    #[cfg(test)]
+    fn stored_rows(&self) -> Result<u64, StoreError> {
         let read = self.env.read_txn().map_err(storage)?;
         self.rows.len(&read).map_err(storage)
     }

@@ -1,6 +1,6 @@
 //! The limiter of the distributed edition: one Lua script per counted request does the
 //! sliding minute window (a sorted set of request instants) and the billing-period
-//! counter together, atomically, so every query-api process shares exact limits. It is
+//! counter together, atomically, so every query-api and mcp process shares exact limits. It is
 //! sent as EVALSHA: one script call per counted request, in one round trip.
 //!
 //! Calls are written in batches: one task owns the connection, and before each write
