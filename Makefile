@@ -13,6 +13,7 @@ run: toolchain
 	$(CARGO) build --release --bin recap
 	$(RECAP_RELEASE) serve --demo
 
+## build: a debug build of every crate of the workspace, the recap binary included
 build: toolchain
 	$(CARGO) build --workspace
 
@@ -28,7 +29,7 @@ test-clients: toolchain
 	scripts/setup-python.sh --sdk1 >/dev/null
 	scripts/setup-node.sh >/dev/null
 	scripts/setup-browser.sh >/dev/null
-	$(CARGO) test --test mcp_real_clients -- --ignored --nocapture
+	$(CARGO) test --workspace --test mcp_real_clients -- --ignored --nocapture
 
 ## lint: formatting and clippy, warnings denied
 lint: toolchain

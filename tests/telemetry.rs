@@ -582,9 +582,10 @@ fn bearer_tokens_never_reach_the_exported_telemetry() {
 
 // docs/webhooks.md: "a `webhooks.attempt` span per attempt with the account, endpoint
 // and message ids, the attempt number, the outcome and the status (never the body, the
-// URL's answer or a secret)", and an endpoint's secret is "never served, never logged":
-// an endpoint rotated from one secret to another signs a delivery with both, and neither
-// secret (nor its key's base64) is in the exported telemetry or in the debug log.
+// URL's answer or a secret)", and docs/events.md of an endpoint's secret: "Never served,
+// never logged": an endpoint rotated from one secret to another signs a delivery with
+// both, and neither secret (nor its key's base64) is in the exported telemetry or in the
+// debug log.
 #[test]
 fn webhook_attempts_export_a_span_and_no_secret_reaches_telemetry_or_logs() {
     let collector = Collector::start();

@@ -645,9 +645,12 @@ fn isolation_an_endpoint_that_hangs_never_delays_another_accounts_deliveries() {
     assert_at_least_once_without_strangers(&produced, &pairs);
 }
 
-// docs/webhooks.md: "A store failing while deliveries go out loses none": with
-// Cassandra paused in the middle of delivering (requests accepted, never answered),
-// the deliverer waits, and every message arrives once Cassandra is back.
+// docs/webhooks.md, "Delivery": deliveries are at least once, and the reader's position
+// is committed only up to the messages whose first attempts all settled (recorded,
+// dropped, or written as a retry row), so a store that stops answering while
+// deliveries go out loses none: with Cassandra paused in the middle of delivering
+// (requests accepted, never answered), the deliverer waits, and every message arrives
+// once Cassandra is back.
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
