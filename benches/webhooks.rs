@@ -213,7 +213,7 @@ async fn store_floor(dir: &Path, bodies: &[hyper::body::Bytes]) -> Duration {
             .map(|(account, id, _, _)| {
                 let record = AttemptRecord {
                     id: format!("att_{}", uuid::Uuid::new_v4().simple()),
-                    endpoint_created_version: 1,
+                    endpoint_created_version: Some(1),
                     message_id: id.clone(),
                     kind: MessageKind::MeetingCreated,
                     attempt: 1,

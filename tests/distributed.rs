@@ -908,40 +908,34 @@ fn modern_meta() -> serde_json::Value {
 
 /// A 2026-07-28 request without arguments; its result, checked to be a 200 success.
 fn modern_request(url: &str, token: &str, method: &str) -> serde_json::Value {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": modern_meta()}});
-    let mut response = agent
-        .post(url)
-        .header("Authorization", &format!("Bearer {token}"))
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", MODERN)
-        .header("Mcp-Method", method)
-        .send(body.to_string())
-        .expect("MCP request");
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    assert_eq!(status, 200, "{url} {method}: {text}");
-    let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {method}: {text}"));
-    reply["result"].clone()
+    mcp_result(url, token, &body, &[("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)])
 }
 
 /// A handshake-era `tools/call` without arguments (no `initialize` needed: the server is
 /// stateless); its result, checked to be a 200 answer.
 fn mcp_tool_call(url: &str, token: &str, tool: &str) -> serde_json::Value {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}});
-    let mut response = agent
+    mcp_result(url, token, &body, &[])
+}
+
+/// POSTs one JSON-RPC request to `url` with `headers` beside a client's usual ones; the
+/// response's result, checked to be a 200 answer.
+fn mcp_result(url: &str, token: &str, body: &serde_json::Value, headers: &[(&str, &str)]) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut request = agent
         .post(url)
         .header("Authorization", &format!("Bearer {token}"))
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .send(body.to_string())
-        .expect("MCP request");
+        .header("Accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.send(body.to_string()).expect("MCP request");
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().unwrap_or_default();
-    assert_eq!(status, 200, "{url} {tool}: {text}");
-    let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {tool}: {text}"));
+    assert_eq!(status, 200, "{url} {body}: {text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{url} {body}: {text}"));
     reply["result"].clone()
 }
 

@@ -110,7 +110,7 @@ async fn oauth_not_allowed() -> axum::response::Response {
 }
 
 async fn authorize_not_allowed() -> axum::response::Response {
-    not_allowed_but("GET, POST", "only GET and POST are served on this endpoint")
+    not_allowed_but("GET, HEAD, POST", "only GET, HEAD and POST are served on this endpoint")
 }
 
 async fn document_not_allowed() -> axum::response::Response {

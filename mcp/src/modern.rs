@@ -5,7 +5,7 @@
 //! body. Every result says `resultType: "complete"` and names the server in its `_meta`.
 //!
 //! `transport.rs` sends a request here when its `MCP-Protocol-Version` header is present
-//! and names no handshake-era version; this module checks the request in the order
+//! and names no handshake-era version, or comes twice; this module checks the request in the order
 //! below and writes the parts of answers only this revision has. Each check answers a
 //! JSON-RPC error with an HTTP status ([`RpcError::modern_status`]), never a bare 4xx:
 //! a dual-era client takes a 4xx without a JSON-RPC error body for a legacy server.

@@ -111,6 +111,13 @@ async fn bad_registrations_are_rfc_7591_errors() {
         let reply = world.post_json("/mcp/register", &body).await;
         assert_eq!(reply.json()["error_description"], description, "{body}");
     }
+    // A member given twice: which value was meant is unknowable.
+    let twice = r#"{"redirect_uris": ["https://ok.example/cb"], "redirect_uris": ["https://evil.example/cb"]}"#;
+    let request = axum::http::Request::post("/mcp/register").header("host", "mcp.test:8080").header("content-type", "application/json");
+    let reply = world.send(request.body(axum::body::Body::from(twice)).unwrap()).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(reply.json()["error"], "invalid_client_metadata");
+    assert!(reply.json()["error_description"].as_str().unwrap().starts_with("a member of the document is given more than once"), "{}", reply.body);
 }
 
 fn authorize_query(client_id: &str, redirect_uri: &str, extra: &[(&str, &str)]) -> String {
@@ -830,7 +837,7 @@ async fn a_method_an_oauth_endpoint_does_not_serve_is_405_in_its_own_shape() {
         for method in ["GET", "PUT", "DELETE", "PATCH"] {
             let reply = world.send(request(method, path)).await;
             assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
-            assert_eq!(reply.header("allow"), Some("POST"), "{method} {path}");
+            assert_eq!(reply.header("allow"), Some("POST, OPTIONS"), "{method} {path}");
             assert_eq!(reply.header("content-type"), Some("application/json"), "{method} {path}");
             assert_eq!(reply.json(), json!({"error": "invalid_request", "error_description": "only POST is served on this endpoint"}), "{method} {path}");
         }
@@ -838,8 +845,8 @@ async fn a_method_an_oauth_endpoint_does_not_serve_is_405_in_its_own_shape() {
     for path in ["/mcp/authorize", "/authorize"] {
         let reply = world.send(request("PUT", path)).await;
         assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
-        assert_eq!(reply.header("allow"), Some("GET, POST"), "{path}");
-        assert_eq!(reply.json(), json!({"error": {"code": "method_not_allowed", "message": "only GET and POST are served on this endpoint"}}));
+        assert_eq!(reply.header("allow"), Some("GET, HEAD, POST"), "{path}");
+        assert_eq!(reply.json(), json!({"error": {"code": "method_not_allowed", "message": "only GET, HEAD and POST are served on this endpoint"}}));
     }
     for path in ["/.well-known/oauth-authorization-server", "/mcp/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
         for method in ["POST", "DELETE"] {

@@ -158,7 +158,7 @@ async fn an_unknown_tool_is_invalid_params() {
     assert_eq!(response["error"]["code"], -32602);
 }
 
-// "Every tool is read-only and idempotent." Annotations readOnlyHint, idempotentHint, openWorldHint false; the spec's order, then list_recent_changes.
+// "Every tool is read-only and idempotent." Annotations readOnlyHint, idempotentHint, openWorldHint false; docs/mcp.md's order, then list_recent_changes.
 #[tokio::test]
 async fn tools_list_names_the_spec_tools_in_its_order_then_the_feed_with_annotations() {
     let world = World::new().await;

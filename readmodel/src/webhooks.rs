@@ -185,9 +185,11 @@ impl SecretsRecord {
 /// row; absent for an endpoint nothing was attempted to yet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointState {
-    /// The [`EndpointRecord::created_version`] of the endpoint it is the state of.
+    /// The [`EndpointRecord::created_version`] of the endpoint it is the state of; None
+    /// when not recorded (written before states named it): then of whichever endpoint
+    /// has the id.
     #[serde(default)]
-    pub endpoint_created_version: u64,
+    pub endpoint_created_version: Option<u64>,
     /// Since when every attempt failed (None after a success).
     #[serde(default)]
     pub failing_since: Option<Timestamp>,
@@ -214,11 +216,21 @@ impl EndpointState {
     /// created after the record an attempt holds) is none of `endpoint`'s, which then
     /// has nothing attempted yet.
     pub fn of(self, endpoint: &EndpointRecord) -> EndpointState {
-        if self.endpoint_created_version == endpoint.created_version {
-            self
+        let created = Some(endpoint.created_version);
+        if endpoint.made(self.endpoint_created_version) {
+            EndpointState { endpoint_created_version: created, ..self }
         } else {
-            EndpointState { endpoint_created_version: endpoint.created_version, ..EndpointState::default() }
+            EndpointState { endpoint_created_version: created, ..EndpointState::default() }
         }
+    }
+}
+
+impl EndpointRecord {
+    /// Whether what names `created_version` (a state, an attempt, a delivery) is of this
+    /// endpoint rather than another of its id; what names none (written before they
+    /// named it) is of whichever endpoint has the id.
+    pub fn made(&self, created_version: Option<u64>) -> bool {
+        created_version.is_none_or(|created| created == self.created_version)
     }
 }
 
@@ -242,9 +254,10 @@ pub enum AttemptOutcome {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     pub id: String,
-    /// The [`EndpointRecord::created_version`] of the endpoint it was made to.
+    /// The [`EndpointRecord::created_version`] of the endpoint it was made to; None when
+    /// not recorded (made before attempts named it).
     #[serde(default)]
-    pub endpoint_created_version: u64,
+    pub endpoint_created_version: Option<u64>,
     pub message_id: String,
     #[serde(rename = "type")]
     pub kind: MessageKind,
@@ -272,10 +285,10 @@ pub struct Delivery {
     pub account_id: String,
     pub endpoint_id: String,
     /// The [`EndpointRecord::created_version`] of the endpoint it is for: another
-    /// endpoint of that id does not take it. 0 when not recorded: it goes to the
-    /// endpoint of that id, whichever it is.
+    /// endpoint of that id does not take it. None when not recorded (written before
+    /// deliveries named it): it goes to the endpoint of that id, whichever it is.
     #[serde(default)]
-    pub endpoint_created_version: u64,
+    pub endpoint_created_version: Option<u64>,
     pub message_id: String,
     /// The message's seq in the account's feed.
     pub seq: i64,
@@ -292,7 +305,7 @@ impl Delivery {
 
     /// Whether `endpoint` is the one the delivery is for, not another of its id.
     pub fn is_for(&self, endpoint: &EndpointRecord) -> bool {
-        self.endpoint_created_version == 0 || self.endpoint_created_version == endpoint.created_version
+        endpoint.made(self.endpoint_created_version)
     }
 }
 
@@ -1091,9 +1104,14 @@ impl WebhookStore {
         let partition = [Val::text(account_id), Val::text(&endpoint.id)];
         let mut page = AttemptsPage { attempts: Vec::new(), last_read: after.map(|(at, id)| (at, id.to_owned())), has_more: false };
         let mut budget = ATTEMPT_SCAN_BUDGET;
+        // A page's worth first (all a page reads when no attempt is passed over), then
+        // twice as many rows each round, never more than the page and the budget need:
+        // a run of passed-over attempts costs a few round trips, not one per page size.
+        let mut batch = limit + 1;
         loop {
             let cursor = page.last_read.as_ref().map(|(at, id)| vec![Val::Int(*at), Val::text(id)]);
-            let wanted = (limit - page.attempts.len()).min(budget) + 1;
+            let wanted = batch.min(limit - page.attempts.len() + budget + 1);
+            batch = batch.saturating_mul(2);
             let rows = self.driver.scan(&WEBHOOK_ATTEMPTS, &partition, &ScanRange::after(cursor.as_deref()), wanted).await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
@@ -1103,7 +1121,7 @@ impl WebhookStore {
                 }
                 let attempt: AttemptRecord = decode(&WEBHOOK_ATTEMPTS, &row.body)?;
                 page.last_read = Some((attempt.attempted_at.micros(), attempt.id.clone()));
-                if attempt.endpoint_created_version == endpoint.created_version {
+                if endpoint.made(attempt.endpoint_created_version) {
                     page.attempts.push(attempt);
                 } else {
                     budget -= 1;

@@ -122,6 +122,37 @@ async fn meeting_transcript_ready_is_told_for_a_replacement_that_changes_only_it
     assert_eq!(same, vec![], "the same transcript at a newer version");
 }
 
+// A store written while the digest covered only the transcript's first row holds that
+// form as told: the same transcript written once more is not told again (as far as that
+// form tells them apart), another text is.
+#[tokio::test]
+async fn a_transcript_told_under_the_digests_earlier_form_is_not_told_again_for_being_written_once_more() {
+    use recap_readmodel::driver::{Mutation, Op};
+    use recap_readmodel::tables::{ENTITIES, MEETING_TRANSCRIPTS};
+    use recap_readmodel::Val;
+    use sha2::Digest as _;
+    let mut store = Store::new();
+    store.apply_messages(&[bare_meeting("Weekly").version(1).envelope()], 1).await;
+    let word = Word { text: "hello".into(), start_ms: 0, end_ms: 300, track: "mic".into() };
+    let transcript = |version: u64, text: &str| {
+        let words = Some(vec![Word { text: text.into(), ..word.clone() }]);
+        EVENTS.transcript("acc", "m1", text).with(|event| event.transcript.words = words).version(version).envelope()
+    };
+    assert_eq!(kinds(&store.apply_messages(&[transcript(2, "hello")], 1).await), pairs(&[("acc", "meeting.transcript_ready")]));
+    let key = vec![Val::text("transcript"), Val::text("m1")];
+    let kept = store.driver.get(&ENTITIES, &key, &[]).await.unwrap().expect("the transcript's state");
+    let main = store.driver.get(&MEETING_TRANSCRIPTS, &[Val::text("acc"), Val::text("m1")], &[]).await.unwrap().expect("the transcript's row");
+    let mut state: Value = serde_json::from_str(&kept.body).unwrap();
+    let earlier_form = hex::encode(&sha2::Sha256::digest(main.body.as_bytes())[..16]);
+    assert_ne!(state["seen"]["transcript"], json!(earlier_form), "the digest now covers the words too");
+    state["seen"]["transcript"] = json!(earlier_form);
+    let put = Op::Put { body: state.to_string(), expires_at: None };
+    store.driver.write(vec![Mutation { table: &ENTITIES, partition: key, clustering: vec![], op: put, ts: kept.ts + 1 }]).await.unwrap();
+    assert_eq!(store.apply_messages(&[transcript(3, "hello")], 1).await, vec![], "the same transcript");
+    assert_eq!(store.apply_messages(&[transcript(4, "hello")], 1).await, vec![], "told under the digest's present form since");
+    assert_eq!(kinds(&store.apply_messages(&[transcript(5, "goodbye")], 1).await), pairs(&[("acc", "meeting.transcript_ready")]), "another text");
+}
+
 #[tokio::test]
 async fn meeting_transcript_ready_waits_for_a_meeting_that_is_not_visible_yet() {
     let mut store = Store::new();

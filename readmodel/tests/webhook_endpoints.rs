@@ -122,10 +122,10 @@ async fn an_endpoint_names_the_version_that_created_it_through_its_upserts_and_o
 /// What the runtime recorded of an endpoint: its state and an attempt, each naming the
 /// version that created the endpoint.
 async fn recorded(webhooks: &WebhookStore, created_version: u64, attempt_id: &str, attempted_at: Timestamp) {
-    let failing = EndpointState { endpoint_created_version: created_version, failing_since: Some(attempted_at), ..EndpointState::default() };
+    let failing = EndpointState { endpoint_created_version: Some(created_version), failing_since: Some(attempted_at), ..EndpointState::default() };
     let attempt = AttemptRecord {
         id: attempt_id.into(),
-        endpoint_created_version: created_version,
+        endpoint_created_version: Some(created_version),
         message_id: "msg_1".into(),
         kind: MessageKind::MeetingCreated,
         attempt: 1,
@@ -155,7 +155,7 @@ async fn an_endpoint_created_again_after_a_delete_has_neither_the_state_nor_the_
 
     store.apply(&[EVENTS.webhook_endpoint_deleted("acc", "ep_1").version(2).envelope(), upsert(3)], 1).await;
     let (endpoint, state) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
-    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() });
+    assert_eq!(state, EndpointState { endpoint_created_version: Some(3), ..EndpointState::default() });
     assert_eq!(webhooks.endpoints("acc").await.unwrap(), vec![(endpoint.clone(), state)]);
     let page = webhooks.endpoint_attempts("acc", &endpoint, None, 10).await.unwrap();
     assert_eq!((page.attempts, page.has_more), (vec![], false));
@@ -164,7 +164,7 @@ async fn an_endpoint_created_again_after_a_delete_has_neither_the_state_nor_the_
     recorded(&webhooks, 3, "att_new", at(2)).await;
     recorded(&webhooks, 1, "att_late", at(3)).await;
     let (_, state) = webhooks.endpoint("acc", "ep_1").await.unwrap().unwrap();
-    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() });
+    assert_eq!(state, EndpointState { endpoint_created_version: Some(3), ..EndpointState::default() });
     let listed: Vec<String> = webhooks.endpoint_attempts("acc", &endpoint, None, 10).await.unwrap().attempts.into_iter().map(|attempt| attempt.id).collect();
     assert_eq!(listed, ["att_new"]);
 }

@@ -642,9 +642,14 @@ pub const WEBHOOK_SECRET_PATTERN: &str = concat!(
     ")$"
 );
 
-/// The JSON Schema pattern of an endpoint's URL: `http` or `https`, then a host (the
-/// decoder's rule; JSON Schema's `uri` format would also admit `ftp:` or `mailto:`).
-pub const WEBHOOK_URL_PATTERN: &str = "^https?://[^/?#]";
+/// The JSON Schema pattern of an endpoint's URL: `http` or `https` in any case, then a
+/// host without spaces up to the path, query or fragment (JSON Schema's `uri` format
+/// would also admit `ftp:` or `mailto:`). What the
+/// decoder reads with the URL standard's parser it approximates: a URL it takes is one
+/// the decoder takes but for its host's own rules, and the decoder takes some
+/// spellings it refuses (spaces around the URL, `http:host`), which producers need not
+/// write.
+pub const WEBHOOK_URL_PATTERN: &str = "^[hH][tT][tT][pP][sS]?://[^/?#\\s\\\\]+(?:[/?#\\\\]|$)";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WebhookEndpointUpserted {

@@ -472,6 +472,9 @@ fn the_published_schema_of_an_endpoint_takes_only_http_and_https_urls_with_a_hos
         ("mailto:ops@example.com", false),
         ("https://", false),
         ("/hooks", false),
+        ("HTTPS://crm.example.com/hooks", true),
+        ("https://a b/hooks", false),
+        ("https:// crm.example.com/hooks", false),
     ] {
         let event = endpoint_with("url", url);
         assert_eq!(valid_against_the_published_schema(&event), valid, "{url}");

@@ -60,7 +60,7 @@ pub fn secrets(secret: &str) -> SecretsRecord {
 pub fn attempt(id: &str, message_id: &str, attempted_at: &str) -> AttemptRecord {
     AttemptRecord {
         id: id.into(),
-        endpoint_created_version: 1,
+        endpoint_created_version: Some(1),
         message_id: message_id.into(),
         kind: MessageKind::MeetingCreated,
         attempt: 1,

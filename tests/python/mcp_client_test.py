@@ -5,7 +5,7 @@ Run against a live `recap serve` by tests/mcp_real_clients.rs (or by hand):
     MCP_URL=http://127.0.0.1:PORT/mcp RECAP_PAT=svc_pat_... python tests/python/mcp_client_test.py
 
 1. Over Streamable HTTP with a personal access token: initialize, list the eight tools
-   in the spec's order, call each one, and read its JSON text result.
+   in docs/mcp.md's order, call each one, and read its JSON text result.
 2. With the SDK's OAuth client provider: discovery (RFC 9728, RFC 8414), dynamic
    registration, authorization (the consent page answered programmatically with the
    PAT, as a user would type it), token exchange with PKCE, a tool call with the

@@ -876,7 +876,7 @@ async fn attempt(
     let next_due = if succeeded { None } else { shared.config.schedule.next_due(delivery.attempt, now) };
     let record = AttemptRecord {
         id: format!("att_{}", uuid::Uuid::new_v4().simple()),
-        endpoint_created_version: endpoint.created_version,
+        endpoint_created_version: Some(endpoint.created_version),
         message_id: message.id.clone(),
         kind: message.kind,
         attempt: delivery.attempt,
@@ -903,7 +903,7 @@ async fn attempt(
         };
         // An attempt to an endpoint since deleted and created again under its id leaves
         // the new endpoint's state alone: it is no state of the endpoint attempted.
-        let state = if state.endpoint_created_version > endpoint.created_version {
+        let state = if state.endpoint_created_version.is_some_and(|created| created > endpoint.created_version) {
             cached.state = Some(state);
             None
         } else {

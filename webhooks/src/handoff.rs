@@ -375,7 +375,7 @@ mod tests {
                 delivery: Delivery {
                     account_id: "acc".into(),
                     endpoint_id: "ep".into(),
-                    endpoint_created_version: 1,
+                    endpoint_created_version: Some(1),
                     message_id: message.id.clone(),
                     seq,
                     attempt: 1,

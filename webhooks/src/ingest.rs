@@ -230,7 +230,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
             let delivery = Delivery {
                 account_id: account_id.to_owned(),
                 endpoint_id: endpoint.id.clone(),
-                endpoint_created_version: endpoint.created_version,
+                endpoint_created_version: Some(endpoint.created_version),
                 message_id: entry.id.clone(),
                 seq: entry.seq,
                 attempt: 1,

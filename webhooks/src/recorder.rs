@@ -310,7 +310,7 @@ mod tests {
                 delivery: Delivery {
                     account_id: "acc".into(),
                     endpoint_id: "ep".into(),
-                    endpoint_created_version: 1,
+                    endpoint_created_version: Some(1),
                     message_id: "msg_1".into(),
                     seq: 1,
                     attempt: 1,
@@ -318,7 +318,7 @@ mod tests {
             };
             let record = AttemptRecord {
                 id: "att_1".into(),
-                endpoint_created_version: 1,
+                endpoint_created_version: Some(1),
                 message_id: "msg_1".into(),
                 kind: MessageKind::MeetingCreated,
                 attempt: 1,

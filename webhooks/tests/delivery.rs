@@ -460,7 +460,7 @@ async fn an_endpoint_deleted_and_created_again_under_its_id_inherits_neither_its
     setup.delete_endpoint("acc_a", "ep", 2).await;
     setup.recreated_endpoint("acc_a", "ep", &receiver.url, 3).await;
     let (endpoint, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
-    assert_eq!(state, EndpointState { endpoint_created_version: 3, ..EndpointState::default() }, "the new endpoint was never attempted");
+    assert_eq!(state, EndpointState { endpoint_created_version: Some(3), ..EndpointState::default() }, "the new endpoint was never attempted");
     // The deleted endpoint's retry comes due: dropped, not sent to the new one.
     clock.advance(Duration::from_secs(5));
     eventually("the retry is dropped", || async { pending(&setup, &clock).await.is_empty() }).await;
@@ -483,7 +483,7 @@ async fn an_endpoint_deleted_and_created_again_under_its_id_inherits_neither_its
     let (_, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
     assert_eq!(
         (state.endpoint_created_version, state.failing_since, state.last_success_at),
-        (3, None, Some(Timestamp(START + 5 * SECOND))),
+        (Some(3), None, Some(Timestamp(START + 5 * SECOND))),
         "its own state, from its own attempt"
     );
 }
@@ -516,7 +516,7 @@ async fn an_attempt_that_outlives_its_endpoints_delete_leaves_the_state_of_the_e
     let (_, state) = setup.webhooks.endpoint("acc_a", "ep").await.unwrap().unwrap();
     assert_eq!(
         (state.endpoint_created_version, state.failing_since, state.last_success_at),
-        (3, None, Some(Timestamp(START))),
+        (Some(3), None, Some(Timestamp(START))),
         "the new endpoint's state, not the deleted one's failure"
     );
 }
@@ -788,7 +788,7 @@ async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_
     let delivery = recap_readmodel::webhooks::Delivery {
         account_id: "acc_a".into(),
         endpoint_id: "ep".into(),
-        endpoint_created_version: 1,
+        endpoint_created_version: Some(1),
         message_id: created.message.id.clone(),
         seq: 1,
         attempt: 1,

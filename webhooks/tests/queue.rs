@@ -26,7 +26,7 @@ fn delivery(index: usize) -> Delivery {
     Delivery {
         account_id: "acc_a".into(),
         endpoint_id: "ep".into(),
-        endpoint_created_version: 1,
+        endpoint_created_version: Some(1),
         message_id: format!("msg_{index:032}"),
         seq: index as i64,
         attempt: 2,
@@ -295,7 +295,7 @@ async fn deliveries_pending_in_the_table_before_are_moved_once_and_made() {
         let delivery = Delivery {
             account_id: "acc_a".into(),
             endpoint_id: "ep".into(),
-            endpoint_created_version: 1,
+            endpoint_created_version: Some(1),
             message_id: message.message.id.clone(),
             seq,
             attempt,

@@ -300,11 +300,14 @@ impl Drop for AbortOnDrop {
 }
 
 /// How long an answer with these headers may still be kept, as an HTTP cache reckons it
-/// (RFC 9111, 4.2): its freshness lifetime (`Cache-Control: max-age`, else `Expires`
-/// less `Date`, else [`DEFAULT_CACHE`]) less its age when it arrived (`Age`), at most
-/// [`MAX_CACHE`]. `None`: not kept (`no-store`, `no-cache`, already stale, or a
-/// value that cannot be read, which a cache takes as stale).
+/// (RFC 9111, 4.2): its freshness lifetime (the first `max-age` of `Cache-Control`, a
+/// value past 2^31 read as 2^31 (1.2.2); else `Expires` less `Date`, or less the time it
+/// arrived; else [`DEFAULT_CACHE`]) less its age when it arrived (the first member of
+/// `Age`, none when that is not a number, 5.1), at most [`MAX_CACHE`]. `None`: not kept
+/// (`no-store`, `no-cache`, already stale, or a `max-age`, `Expires` or `Date` that
+/// cannot be read, which a cache takes as stale).
 fn cache_lifetime(headers: &hyper::HeaderMap, now: SystemTime) -> Option<Duration> {
+    const DELTA_SECONDS_MAX: u64 = 1 << 31;
     let texts = |name| headers.get_all(name).iter().map(|value| value.to_str().ok());
     let mut max_age = None;
     for directive in texts(hyper::header::CACHE_CONTROL).collect::<Option<Vec<_>>>()?.into_iter().flat_map(|value| value.split(',')).map(str::trim) {
@@ -312,8 +315,12 @@ fn cache_lifetime(headers: &hyper::HeaderMap, now: SystemTime) -> Option<Duratio
         if lower == "no-store" || lower == "no-cache" {
             return None;
         }
-        if let Some(seconds) = lower.strip_prefix("max-age=") {
-            max_age = Some(Duration::from_secs(seconds.trim_matches('"').parse::<u64>().ok()?));
+        if let (Some(seconds), None) = (lower.strip_prefix("max-age="), max_age) {
+            let digits = seconds.trim_matches('"');
+            if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+                return None;
+            }
+            max_age = Some(Duration::from_secs(digits.parse::<u64>().map_or(DELTA_SECONDS_MAX, |seconds| seconds.min(DELTA_SECONDS_MAX))));
         }
     }
     let date = |name| -> Option<Option<SystemTime>> {
@@ -329,10 +336,12 @@ fn cache_lifetime(headers: &hyper::HeaderMap, now: SystemTime) -> Option<Duratio
             None => DEFAULT_CACHE,
         },
     };
-    let age = match texts(hyper::header::AGE).next() {
-        None => Duration::ZERO,
-        Some(text) => Duration::from_secs(text?.trim().parse::<u64>().ok()?),
-    };
+    let age = texts(hyper::header::AGE)
+        .next()
+        .flatten()
+        .and_then(|text| text.split(',').next())
+        .and_then(|first| first.trim().parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
     let left = lifetime.saturating_sub(age);
     (!left.is_zero()).then_some(left.min(MAX_CACHE))
 }
@@ -440,7 +449,10 @@ mod tests {
         assert_eq!(lifetime(&[("cache-control", "max-age=3600"), ("age", "3500")]), seconds(100));
         assert_eq!(lifetime(&[("cache-control", "max-age=3600"), ("age", "3600")]), None);
         assert_eq!(lifetime(&[("age", "100")]), seconds(200));
-        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "-1")]), None);
+        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "-1")]), seconds(60), "an Age that is not a number is ignored");
+        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "10, 50")]), seconds(50), "the first member of a list");
+        assert_eq!(lifetime(&[("cache-control", "max-age=60, max-age=10")]), seconds(60), "the first max-age");
+        assert_eq!(lifetime(&[("cache-control", "max-age=99999999999999999999999")]), Some(MAX_CACHE), "past 2^31: 2^31");
         // Without max-age, Expires less Date (or the time it arrived); max-age wins over it.
         assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 10:10:00 GMT")]), seconds(600));
         assert_eq!(lifetime(&[("expires", "Mon, 30 Nov 2026 10:10:00 GMT"), ("date", "Mon, 30 Nov 2026 10:05:00 GMT")]), seconds(300));

@@ -50,7 +50,8 @@ pub enum OAuthError {
     /// 403: a browser origin the configuration does not allow (the Origin rule of `/mcp`).
     #[error("origin not allowed")]
     ForbiddenOrigin,
-    /// 405 `invalid_request` with `Allow: POST`: these endpoints serve only POST.
+    /// 405 `invalid_request` with `Allow: POST, OPTIONS`: these endpoints serve POST
+    /// (and the CORS preflight).
     #[error("only POST is served on this endpoint")]
     MethodNotAllowed,
 }
@@ -117,7 +118,7 @@ impl IntoResponse for OAuthError {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }
         if self == OAuthError::MethodNotAllowed {
-            response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+            response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST, OPTIONS"));
         }
         if let OAuthError::RateLimited { retry_after_seconds, .. } = &self {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(*retry_after_seconds));

@@ -158,6 +158,24 @@ pub async fn register(State(state): State<McpState>, request: Request) -> Respon
     }
 }
 
+/// The registration document, or what is wrong with it, said in the document's terms
+/// rather than in those of the type it is read into. A member given twice is refused:
+/// which of its values was meant is unknowable.
+fn read_metadata(body: &[u8]) -> Result<Metadata, String> {
+    let not_json = |error: serde_json::Error| format!("the body is not JSON ({error})");
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(not_json)?;
+        return Err("the body must be a JSON object of client metadata".into());
+    }
+    serde_json::from_slice(body).map_err(|error| match error.classify() {
+        serde_json::error::Category::Data if error.to_string().starts_with("duplicate field") => {
+            format!("a member of the document is given more than once ({error})")
+        }
+        serde_json::error::Category::Data => "grant_types and response_types must be arrays of strings, and scope a string".into(),
+        _ => not_json(error),
+    })
+}
+
 /// Whether a body error is the bound being passed, found anywhere in its chain.
 fn is_length_limit(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
@@ -193,13 +211,7 @@ async fn admit(state: &McpState, address: &str) -> Result<(), OAuthError> {
 }
 
 async fn register_client(state: &McpState, body: &[u8], address: &str) -> Result<Value, OAuthError> {
-    // Said in the document's terms, never in those of the type it is read into.
-    let document: Value = serde_json::from_slice(body).map_err(|error| OAuthError::InvalidClientMetadata(format!("the body is not JSON ({error})")))?;
-    if !document.is_object() {
-        return Err(OAuthError::InvalidClientMetadata("the body must be a JSON object of client metadata".into()));
-    }
-    let metadata: Metadata = serde_json::from_value(document)
-        .map_err(|_| OAuthError::InvalidClientMetadata("grant_types and response_types must be arrays of strings, and scope a string".into()))?;
+    let metadata = read_metadata(body).map_err(OAuthError::InvalidClientMetadata)?;
     let redirect_uris: Vec<String> = match metadata.redirect_uris {
         Some(Value::Array(uris)) if !uris.is_empty() && uris.len() <= MAX_REDIRECT_URIS => uris
             .into_iter()

@@ -249,7 +249,8 @@ async fn webhook_endpoints_are_listed_by_id_with_their_state_and_never_a_secret(
     seeder.put_endpoint("acc_a", &endpoint("we_1", "https://bot.example.com/in"), &secrets(SECRET)).await;
     seeder.put_endpoint("acc_b", &endpoint("we_b", "https://bob.example.com/in"), &secrets(SECRET)).await;
     let success = Timestamp::parse("2026-11-20T09:30:00Z").unwrap();
-    let answered = EndpointState { endpoint_created_version: 1, last_attempt_at: Some(success), last_success_at: Some(success), ..EndpointState::default() };
+    let answered =
+        EndpointState { endpoint_created_version: Some(1), last_attempt_at: Some(success), last_success_at: Some(success), ..EndpointState::default() };
     seeder.put_state("acc_a", "we_2", &answered).await;
     let response = world.get("/v1/webhook-endpoints", ALICE).await;
     assert_eq!(response.status, 200, "{}", response.text);
@@ -279,10 +280,11 @@ async fn an_endpoints_status_tells_failing_disabled_after_failures_and_disabled_
         record.enabled = enabled;
         seeder.put_endpoint("acc_a", &record, &secrets(SECRET)).await;
     }
-    let failing = EndpointState { endpoint_created_version: 1, failing_since: Some(since), last_attempt_at: Some(disabled_at), ..EndpointState::default() };
+    let failing =
+        EndpointState { endpoint_created_version: Some(1), failing_since: Some(since), last_attempt_at: Some(disabled_at), ..EndpointState::default() };
     seeder.put_state("acc_a", "we_failing", &failing).await;
     let dead = EndpointState {
-        endpoint_created_version: 1,
+        endpoint_created_version: Some(1),
         failing_since: Some(since),
         disabled_version: Some(1),
         disabled_at: Some(disabled_at),
@@ -342,7 +344,7 @@ async fn an_endpoint_deleted_and_created_again_under_its_id_has_neither_the_old_
     world.apply(&[upsert(1)]).await;
     // What the runtime recorded of the endpoint created at version 1.
     let since = Timestamp::parse("2026-11-17T09:00:00Z").unwrap();
-    let failing = EndpointState { endpoint_created_version: 1, failing_since: Some(since), last_attempt_at: Some(since), ..EndpointState::default() };
+    let failing = EndpointState { endpoint_created_version: Some(1), failing_since: Some(since), last_attempt_at: Some(since), ..EndpointState::default() };
     seeder.put_state("acc_a", "we_1", &failing).await;
     seeder.put_attempt("acc_a", "we_1", &attempt("att_1", "msg_1", &at(1))).await;
     let before = world.get("/v1/webhook-endpoints", ALICE).await;

@@ -1,12 +1,12 @@
 //! Generated requests against a reference model of the rules: methods, paths, tokens,
 //! plans, every parameter of every endpoint (valid, invalid, repeated, unknown,
 //! percent-encoded or not), visibility and the period quota. Each response must be
-//! exactly what the model derives from the spec and the check order `params.rs`
+//! exactly what the model derives from docs/rest.md and the check order `params.rs`
 //! documents: status, code, `param`, the envelope's fields, the quota headers and their
 //! count. Nothing here is a 5xx, and no response echoes the caller's token.
 //!
 //! The model is written from the rules, not from the service's code: a value's validity
-//! is decided by the rule the spec (or the documented decision) gives for its parameter.
+//! is decided by the rule docs/rest.md gives for its parameter.
 
 use std::collections::HashMap;
 

@@ -197,6 +197,7 @@ impl Batch {
         meeting_id: &str,
         transcript: &mut EntityState,
         applied: String,
+        earlier_form: Option<String>,
     ) -> Result<(), StoreError> {
         transcript.data = serde_json::value::to_raw_value(&KeptDigest { digest: applied.clone() }).ok();
         let meeting = self.entity(EntityKind::Meeting, meeting_id).await?.unwrap_or_default();
@@ -204,11 +205,17 @@ impl Batch {
         let Some(kept) = kept.filter(|_| !meeting.deleted && meeting.seen.contains_key(SEEN_MEETING)) else {
             return Ok(());
         };
-        if transcript.seen.get(SEEN_TRANSCRIPT) != Some(&applied) {
+        let seen = transcript.seen.get(SEEN_TRANSCRIPT);
+        if seen == Some(&applied) {
+            return Ok(());
+        }
+        // Told under the digest's earlier form (of the first row only): the same
+        // transcript, as far as that form can tell, is not told again.
+        if seen.is_none() || seen != earlier_form.as_ref() {
             let data = entry_data("meeting_id", meeting_id, "meeting", kept.entry.get());
             self.announce_data(account_id, MessageKind::MeetingTranscriptReady, meeting_id, data);
-            transcript.seen.insert(SEEN_TRANSCRIPT.into(), applied);
         }
+        transcript.seen.insert(SEEN_TRANSCRIPT.into(), applied);
         Ok(())
     }
 

@@ -20,9 +20,12 @@ use super::Applied;
 /// the text and segments, so a replacement that changes only its word timings or tracks
 /// is told too, and the same transcript again is not. Each body is JSON on one line, so
 /// joined by newlines they cannot run into one another; a transcript without words
-/// keeps the digest of its one row.
-fn transcript_digest(rows: &[RowWrite]) -> String {
-    digest(&rows.iter().map(|row| row.body.as_str()).collect::<Vec<_>>().join("\n"))
+/// keeps the digest of its one row. Also the digest's earlier form, of the first row
+/// only, when it differs: a transcript told under it is not told again for being
+/// written once more.
+fn transcript_digest(rows: &[RowWrite]) -> (String, Option<String>) {
+    let earlier_form = (rows.len() > 1).then(|| digest(&rows[0].body));
+    (digest(&rows.iter().map(|row| row.body.as_str()).collect::<Vec<_>>().join("\n")), earlier_form)
 }
 
 impl Batch {
@@ -55,9 +58,9 @@ impl Batch {
             return Ok(Applied::Stale);
         }
         let rows = transcript_rows(&event.account_id, meeting_id, &event.transcript);
-        let applied = transcript_digest(&rows);
+        let (applied, earlier_form) = transcript_digest(&rows);
         let mut state = state;
-        self.announce_transcript(&event.account_id, meeting_id, &mut state, applied).await?;
+        self.announce_transcript(&event.account_id, meeting_id, &mut state, applied, earlier_form).await?;
         self.revise(EntityKind::Transcript, meeting_id, state, version, Revision::Present(rows), stamp);
         Ok(Applied::Applied)
     }
