@@ -404,7 +404,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     }
 }
 
-static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+use recap_access::request_id::X_REQUEST_ID;
 
 /// The router's answer, with an `X-Request-Id` when the router set none (the request's
 /// own when well-formed, as the REST API echoes it, else a new one); a 408 instead when

@@ -19,7 +19,8 @@ pub fn generate() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
-static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The header every response carries the request id in, and a client may send its own in.
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The request's own `X-Request-Id`, when it is well-formed.
 pub fn kept(headers: &HeaderMap) -> Option<HeaderValue> {

@@ -105,7 +105,7 @@ pub async fn post(State(state): State<McpState>, request: Request) -> Response {
     response
 }
 
-static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use recap_access::request_id::X_REQUEST_ID;
 
 async fn answer(state: &McpState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>, log: &mut RequestLog) -> Response {
     // The public URLs matter only to a request with an Origin and to a refusal: they

@@ -44,7 +44,7 @@ use crate::endpoints::{self, Endpoint, Route};
 use crate::error::ApiError;
 use crate::RestState;
 
-static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use recap_access::request_id::X_REQUEST_ID;
 static X_QUOTA_LIMIT: HeaderName = HeaderName::from_static("x-quota-limit");
 static X_QUOTA_REMAINING: HeaderName = HeaderName::from_static("x-quota-remaining");
 static X_QUOTA_RESET: HeaderName = HeaderName::from_static("x-quota-reset");

@@ -85,12 +85,10 @@ pub async fn token(State(state): State<McpState>, headers: axum::http::HeaderMap
         Err(error) => error.into_response(),
     };
     if let Some(request_id) = request_id {
-        response.headers_mut().insert(X_REQUEST_ID.clone(), request_id);
+        response.headers_mut().insert(recap_access::request_id::X_REQUEST_ID.clone(), request_id);
     }
     response
 }
-
-static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
 /// RFC 7636 §4.1: 43 to 128 unreserved characters.
 fn verifier_well_formed(verifier: &str) -> bool {
