@@ -18,7 +18,10 @@
 //!    together: where the first rate is more than the two can carry on the machine's
 //!    cores, a backlog forms and its latency is the backlog's, which the second shows
 //!    apart;
-//! 3. the cost of a `GET /v1/events` page through the REST router, on an account whose
+//! 3. the runtime alone over a backlog several times what the deliverer's window holds
+//!    in memory (150,000 messages), against the projector alone on them, with how many
+//!    first attempts were written as rows;
+//! 4. the cost of a `GET /v1/events` page through the REST router, on an account whose
 //!    feed holds 1,000 messages and one whose feed holds a million (first page, and a
 //!    page from a cursor half way down), the two sizes alternated in rounds.
 //!
@@ -35,9 +38,9 @@
 //! `RECAP_BENCH_WEBHOOK_ROUNDS` sets how many rounds of the projector alone and the
 //! runtime alone alternate (3),
 //! `RECAP_BENCH_WEBHOOK_ACCOUNTS` the accounts, one endpoint each (4),
-//! `RECAP_BENCH_LATENCY_SECONDS` the latency run (5), `RECAP_BENCH_FEED_MESSAGES` the
-//! large feed (1,000,000). Run with `make bench` (or `cargo bench --bench webhooks
-//! [throughput|latency|pages]`).
+//! `RECAP_BENCH_LATENCY_SECONDS` the latency run (5), `RECAP_BENCH_WEBHOOK_BACKLOG` the
+//! backlog (150,000), `RECAP_BENCH_FEED_MESSAGES` the large feed (1,000,000). Run with
+//! `make bench` (or `cargo bench --bench webhooks [throughput|latency|backlog|pages]`).
 
 // The binary's global allocator lives in the recap library: link it, so the
 // benchmark measures what `recap` runs.
@@ -108,11 +111,13 @@ fn projector(driver: Arc<dyn Driver>, log: &Path, dir: &Path, name: &str) -> Emb
     EmbeddedProjector::new(driver, EventLog::new(log), dir.join(format!("{name}.dead")), LoopConfig::default())
 }
 
-/// The runtime as `recap serve --webhooks-allow-insecure` runs it, until `stop`.
-fn start_runtime(driver: Arc<dyn Driver>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+/// The runtime as `recap serve --webhooks-allow-insecure` runs it, until `stop`, and
+/// its figures.
+fn start_runtime(driver: Arc<dyn Driver>, stop: watch::Receiver<bool>) -> (tokio::task::JoinHandle<()>, Arc<recap_webhooks::Stats>) {
     let client = ClientConfig { allow_insecure: true, ..ClientConfig::default() };
     let runtime = Runtime::new(driver, recap_readmodel::webhooks::DEFAULT_RETENTION, client);
-    tokio::spawn(runtime.run_embedded(stop))
+    let stats = runtime.stats.clone();
+    (tokio::spawn(runtime.run_embedded(stop)), stats)
 }
 
 /// The messages' JSON as the outbox holds them: the bodies of their deliveries.
@@ -249,6 +254,38 @@ struct AloneRound {
     delivered_in: Duration,
     runtime_cpu: Duration,
     receiver_cpu: Duration,
+    /// First attempts the runtime wrote as rows (its window full).
+    written_as_rows: u64,
+}
+
+/// The projector alone drains `log` into a fresh store `name`; then, after `between`
+/// (given the store), the runtime alone delivers the `meetings` messages of the outbox
+/// it left.
+async fn alone_round<F: std::future::Future<Output = ()>>(
+    dir: &Path,
+    log: &Path,
+    name: &str,
+    meetings: usize,
+    received: &Arc<Received>,
+    between: impl FnOnce(Arc<dyn Driver>) -> F,
+) -> AloneRound {
+    let alone = open(dir, name);
+    let (started, cpu_before) = (Instant::now(), process_cpu());
+    projector(alone.clone(), log, dir, name).drain().await.expect("projecting");
+    let projected_in = started.elapsed();
+    let projector_cpu = process_cpu().saturating_sub(cpu_before);
+    between(alone.clone()).await;
+    received.reset();
+    let (stop, stopped) = watch::channel(false);
+    let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
+    let (running, stats) = start_runtime(alone, stopped);
+    received.wait_for(meetings as u64, Duration::from_secs(60)).await;
+    let delivered_in = started.elapsed();
+    let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
+    stop.send(true).expect("stopping the runtime");
+    running.await.expect("the runtime ends");
+    let written_as_rows = stats.written_as_rows.load(Ordering::Relaxed);
+    AloneRound { projected_in, projector_cpu, delivered_in, runtime_cpu, receiver_cpu, written_as_rows }
 }
 
 /// The floors of a delivery, measured once.
@@ -281,31 +318,28 @@ async fn throughput() -> (f64, f64) {
     let mut alone_rounds: Vec<AloneRound> = Vec::with_capacity(rounds);
     let mut floors = None;
     for round in 0..rounds {
-        let alone = open(dir.path(), &format!("alone{round}"));
-        let (started, cpu_before) = (Instant::now(), process_cpu());
-        projector(alone.clone(), &log, dir.path(), &format!("alone{round}")).drain().await.expect("projecting");
-        let projected_in = started.elapsed();
-        let projector_cpu = process_cpu().saturating_sub(cpu_before);
-        if floors.is_none() {
-            let bodies = outbox_bodies(alone.as_ref()).await;
-            assert_eq!(bodies.len(), meetings, "one meeting.created message a meeting");
-            // The two floors: what the store is written at the least, and the same
-            // requests, bare.
-            let store_floor_cpu = store_floor(dir.path(), &bodies).await;
-            let receiver_before = received.cpu();
-            let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
-            floors = Some(Floors { store_cpu: store_floor_cpu, took: floor_in, cpu: floor_cpu, receiver_cpu: received.cpu().saturating_sub(receiver_before) });
-        }
-        received.reset();
-        let (stop, stopped) = watch::channel(false);
-        let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
-        let running = start_runtime(alone, stopped);
-        received.wait_for(meetings as u64, Duration::from_secs(30)).await;
-        let delivered_in = started.elapsed();
-        let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
-        stop.send(true).expect("stopping the runtime");
-        running.await.expect("the runtime ends");
-        alone_rounds.push(AloneRound { projected_in, projector_cpu, delivered_in, runtime_cpu, receiver_cpu });
+        let measure_floors = floors.is_none();
+        let floors_slot = &mut floors;
+        let (url, received_ref, dir_path) = (&url, &received, dir.path());
+        let alone = alone_round(dir.path(), &log, &format!("alone{round}"), meetings, &received, |alone: Arc<dyn Driver>| async move {
+            if measure_floors {
+                let bodies = outbox_bodies(alone.as_ref()).await;
+                assert_eq!(bodies.len(), meetings, "one meeting.created message a meeting");
+                // The two floors: what the store is written at the least, and the same
+                // requests, bare.
+                let store_floor_cpu = store_floor(dir_path, &bodies).await;
+                let receiver_before = received_ref.cpu();
+                let (floor_in, floor_cpu) = floor(url, bodies, received_ref).await;
+                *floors_slot = Some(Floors {
+                    store_cpu: store_floor_cpu,
+                    took: floor_in,
+                    cpu: floor_cpu,
+                    receiver_cpu: received_ref.cpu().saturating_sub(receiver_before),
+                });
+            }
+        })
+        .await;
+        alone_rounds.push(alone);
     }
     let floors = floors.expect("at least one round");
     let messages = meetings;
@@ -315,7 +349,7 @@ async fn throughput() -> (f64, f64) {
     let together = open(dir.path(), "together");
     let (stop, stopped) = watch::channel(false);
     let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
-    let running = start_runtime(together.clone(), stopped);
+    let (running, _) = start_runtime(together.clone(), stopped);
     projector(together, &log, dir.path(), "together").drain().await.expect("projecting");
     let projected_together_in = started.elapsed();
     received.wait_for(messages as u64, Duration::from_secs(30)).await;
@@ -394,6 +428,35 @@ async fn throughput() -> (f64, f64) {
     (projected, rate(messages, together_in))
 }
 
+/// The projector alone, then the runtime alone, over a backlog several times what the
+/// deliverer's window holds in memory (20,000 deliveries): past the window is where a
+/// first attempt may be written as a row, which the deliverer then reads and removes.
+async fn backlog() {
+    let meetings = setting("RECAP_BENCH_WEBHOOK_BACKLOG", 150_000);
+    let dir = store_dir();
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone());
+    let log = dir.path().join("events.log");
+    let mut lines = endpoint_lines(&url);
+    lines.extend((0..meetings).map(|index| meeting_line("b", index)));
+    EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
+    let round = alone_round(dir.path(), &log, "backlog", meetings, &received, |_| async {}).await;
+    let rate = |took: Duration| meetings as f64 / took.as_secs_f64();
+    let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / meetings as f64;
+    println!("webhooks backlog: {meetings} meeting.created messages over {} accounts, the deliverer's window holding 20,000", accounts());
+    println!(
+        "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts written as rows: {} ({:.0}%)",
+        rate(round.projected_in),
+        per_message(round.projector_cpu),
+        rate(round.delivered_in),
+        round.projected_in.as_secs_f64() / round.delivered_in.as_secs_f64(),
+        per_message(round.runtime_cpu),
+        per_message(round.receiver_cpu),
+        round.written_as_rows,
+        round.written_as_rows as f64 * 100.0 / meetings as f64
+    );
+}
+
 fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -414,7 +477,7 @@ async fn latency(rate: f64, what: &str) {
     log.append("bench", (endpoint_lines(&url).join("\n") + "\n").as_bytes()).expect("appending the endpoints");
     let driver = open(dir.path(), "latency");
     let (stop, stopped) = watch::channel(false);
-    let running = start_runtime(driver.clone(), stopped.clone());
+    let (running, _) = start_runtime(driver.clone(), stopped.clone());
     let live = projector(driver, &log_path, dir.path(), "latency");
     let projecting = tokio::spawn(async move { live.run(stopped).await });
 
@@ -579,6 +642,9 @@ fn main() {
             runtime.block_on(latency(projected / 2.0, "the projector's rate"));
             runtime.block_on(latency(together / 2.0, "the rate both reached together"));
         }
+    }
+    if wants("backlog") {
+        runtime.block_on(backlog());
     }
     if wants("pages") {
         runtime.block_on(page_cost());

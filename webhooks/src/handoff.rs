@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
 use recap_readmodel::messages::{Message, MessageKind};
@@ -208,6 +208,23 @@ impl Ledger {
     }
 }
 
+/// How long a log reader waits for room in the deliverer's window before ingesting a
+/// batch that does not fit ([`Handoff::wait_for_room`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoomWait {
+    /// At most this long a batch: with 500 messages a batch, 20 ms keeps a reader at
+    /// 25,000 messages a second or more however slowly the window drains.
+    pub limit: Duration,
+    /// The wait ends after this long without room freed.
+    pub probe: Duration,
+}
+
+impl Default for RoomWait {
+    fn default() -> RoomWait {
+        RoomWait { limit: Duration::from_millis(20), probe: Duration::from_millis(2) }
+    }
+}
+
 /// Accounts whose heads are remembered, at most: past it the memory starts over (a
 /// head not remembered is read from the store).
 const HEADS_KEPT: usize = 100_000;
@@ -223,6 +240,8 @@ struct Shared {
     heads: Mutex<HashMap<String, i64>>,
     /// Rings when there is something to take, or to scan.
     ready: Notify,
+    /// Rings when deliveries leave the window (the reader waiting for room).
+    room_freed: Notify,
     scan_wanted: AtomicBool,
     ledger: Ledger,
     /// Set once the deliverer stopped and its attempts in flight ended.
@@ -290,6 +309,26 @@ impl Handoff {
     /// `count` queued deliveries left the window (started, or discarded).
     pub(crate) fn release(&self, count: usize) {
         let _ = self.0.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| Some(queued.saturating_sub(count)));
+        if count > 0 {
+            self.0.room_freed.notify_one();
+        }
+    }
+
+    /// Waits while the deliverer frees room, until `want` deliveries fit (or the whole
+    /// bound), nothing was freed for the probe, or the limit has passed. A reader ahead
+    /// of a window that drains (a backlog on a busy machine) so hands its next batch
+    /// over in memory rather than writing it as rows, which the deliverer would then
+    /// read and remove; behind a window that does not drain (endpoints that hang) it
+    /// waits the probe a batch.
+    pub async fn wait_for_room(&self, want: usize, wait: RoomWait) {
+        let want = want.min(self.0.bound);
+        let deadline = tokio::time::Instant::now() + wait.limit;
+        while self.room() < want {
+            let next = (tokio::time::Instant::now() + wait.probe).min(deadline);
+            if tokio::time::timeout_at(next, self.0.room_freed.notified()).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// The account's feed head is written at `seq`.
@@ -403,6 +442,48 @@ mod tests {
         handoff.release(2);
         assert_eq!(handoff.offer(vec![first_attempt(6), first_attempt(7), first_attempt(8)]).len(), 1);
         assert_eq!(Handoff::default().offer(vec![first_attempt(1)]).len(), 1, "the default holds nothing");
+    }
+
+    /// The reader's wait for room ends as soon as the room it wants is freed, after
+    /// the probe when nothing is freed (a window that does not drain), and at the limit
+    /// when room trickles in too slowly.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_room_ends_at_the_room_wanted_at_a_probe_without_room_freed_or_at_the_limit() {
+        let (probe, limit) = (Duration::from_millis(2), Duration::from_micros(20_500));
+        let wait = RoomWait { limit, probe };
+        let handoff = Handoff::new(100);
+        assert!(handoff.offer((1..=100).map(first_attempt).collect()).is_empty());
+        let trickle = |every: Duration| {
+            let handoff = handoff.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    handoff.release(1);
+                }
+            })
+        };
+
+        let started = tokio::time::Instant::now();
+        handoff.wait_for_room(5, wait).await;
+        assert_eq!(started.elapsed(), probe, "nothing freed: the probe ends it");
+        assert_eq!(handoff.room(), 0);
+
+        let releases = trickle(Duration::from_millis(1));
+        let started = tokio::time::Instant::now();
+        handoff.wait_for_room(5, wait).await;
+        assert_eq!((started.elapsed(), handoff.room()), (Duration::from_millis(5), 5), "ends at the room wanted");
+        let started = tokio::time::Instant::now();
+        handoff.wait_for_room(1_000, wait).await;
+        // The timer wheel counts whole milliseconds.
+        let elapsed = started.elapsed();
+        assert!(elapsed >= limit && elapsed < limit + Duration::from_millis(1), "room still trickling in: the limit ends it ({elapsed:?})");
+        assert_eq!(handoff.room(), 25);
+        releases.abort();
+
+        handoff.release(100);
+        let started = tokio::time::Instant::now();
+        handoff.wait_for_room(1_000, wait).await;
+        assert_eq!(started.elapsed(), Duration::ZERO, "more than the bound is wanted: the whole bound is enough");
     }
 
     #[test]

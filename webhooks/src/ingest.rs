@@ -297,6 +297,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     if !refused.is_empty() {
         // Room only grows between the count and the offer; should it not have, the
         // refused are written as rows like those past the count.
+        ingested.written += refused.len();
         write_as_rows(store, shards, handoff, refused, now).await?;
     }
     if !written.is_empty() {
@@ -305,6 +306,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     stats.appended.fetch_add(ingested.appended as u64, Ordering::Relaxed);
     stats.duplicates.fetch_add(ingested.duplicates as u64, Ordering::Relaxed);
     stats.scheduled.fetch_add(ingested.deliveries as u64, Ordering::Relaxed);
+    stats.written_as_rows.fetch_add(ingested.written as u64, Ordering::Relaxed);
     crate::metrics::record_messages("appended", ingested.appended as u64);
     crate::metrics::record_messages("duplicate", ingested.duplicates as u64);
     Ok(ingested)

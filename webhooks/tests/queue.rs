@@ -244,6 +244,42 @@ async fn a_dead_endpoints_backlog_does_not_hold_other_endpoints_first_attempts()
     assert_eq!(pending(&setup, &clock).await.len(), 12, "the dead endpoint's deliveries still wait in the store");
 }
 
+/// A backlog past the deliverer's window, which drains: the reader waits for room
+/// while room is freed, so every first attempt goes over in memory and none is written
+/// as a row (a row the deliverer would then read and remove). Without that wait the
+/// same run writes rows: the receiver takes 20 ms an answer, so the reader outruns the
+/// window on either store.
+#[tokio::test]
+async fn a_backlog_past_the_window_goes_over_in_memory_as_the_window_drains() {
+    for wait in [Duration::from_secs(5), Duration::ZERO] {
+        let setup = setup().await;
+        let (url, answers) = receiver(Duration::from_millis(20)).await;
+        setup.endpoint("acc_a", "ep", &format!("{url}/ok"), &[], true, 1).await;
+        let messages: Vec<(i64, AccountMessage)> =
+            (1..=60).map(|seq| (seq, message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}")))).collect();
+        setup.outbox(&messages).await;
+        let clock = ManualClock::at(START);
+        let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+        runtime.deliverer.window = 10;
+        runtime.outbox.batch = 10;
+        // A probe longer than an answer takes.
+        runtime.outbox.room = recap_webhooks::handoff::RoomWait { limit: wait, probe: wait };
+        let stats = runtime.stats.clone();
+        let (stop, task) = start(runtime);
+        let delivered = || answers.lock().unwrap().iter().map(|(_, id, _, _)| id.clone()).collect::<BTreeSet<String>>().len();
+        eventually("every message delivered", || async { delivered() == 60 }).await;
+        eventually("the position passes every message", || async { committed_position(&setup).await == 60 }).await;
+        let _ = stop.send(true);
+        task.await.unwrap();
+        let rows = stats.written_as_rows.load(std::sync::atomic::Ordering::Relaxed);
+        if wait.is_zero() {
+            assert!(rows > 0, "without the wait, the reader runs ahead of the window and writes rows");
+        } else {
+            assert_eq!(rows, 0, "every first attempt went over in memory");
+        }
+    }
+}
+
 /// The queue figures (`recap.webhooks.queue_depth`, `recap.webhooks.oldest_pending_age`)
 /// count both kinds of pending delivery: a first attempt under way, which has no row,
 /// and the rows due now behind it.
