@@ -443,9 +443,13 @@ async fn backlog() {
     let round = alone_round(dir.path(), &log, "backlog", meetings, &received, |_| async {}).await;
     let rate = |took: Duration| meetings as f64 / took.as_secs_f64();
     let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / meetings as f64;
-    println!("webhooks backlog: {meetings} meeting.created messages over {} accounts, the deliverer's window holding 20,000", accounts());
     println!(
-        "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts written as rows: {} ({:.0}%)",
+        "webhooks backlog: {meetings} meeting.created messages over {} accounts, the deliverer's window holding {}",
+        accounts(),
+        recap_webhooks::DelivererConfig::default().window
+    );
+    println!(
+        "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts the ingest wrote as rows: {} ({:.0}%)",
         rate(round.projected_in),
         per_message(round.projector_cpu),
         rate(round.delivered_in),

@@ -124,7 +124,6 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
         topic_prefix: config.kafka.topic_prefix.clone(),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),
-        room: recap_webhooks::handoff::RoomWait::default(),
     };
     runtime.run_distributed(kafka, shutdown).await.context("webhooks")?;
     let _ = admin.await;

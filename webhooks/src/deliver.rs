@@ -64,7 +64,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::client::{SafeClient, SendError};
-use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, Ticket};
+use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, RoomWait, Ticket};
 use crate::metrics::Stats;
 use crate::recorder::{Linger, Recorder, StateWrite};
 use crate::schedule::{Clock, RetrySchedule};
@@ -83,6 +83,9 @@ pub struct DelivererConfig {
     pub scan: usize,
     /// Deliveries queued in memory (handed over or scanned, not yet started), at most.
     pub window: usize,
+    /// How long the ingest of a batch whose deliveries do not fit in the window waits
+    /// while room is freed.
+    pub room_wait: RoomWait,
     /// Scanned deliveries queued in memory for one endpoint, at most: a dead
     /// endpoint's backlog stays in the store, not in memory.
     pub window_per_endpoint: usize,
@@ -111,6 +114,7 @@ impl Default for DelivererConfig {
             poll: Duration::from_millis(200),
             scan: 2_000,
             window: 20_000,
+            room_wait: RoomWait::default(),
             window_per_endpoint: 2_000,
             prepared_for: Duration::from_secs(1),
             first_attempt_hold: Duration::from_secs(5),

@@ -208,12 +208,11 @@ impl Ledger {
     }
 }
 
-/// How long a log reader waits for room in the deliverer's window before ingesting a
-/// batch that does not fit ([`Handoff::wait_for_room`]).
+/// How long the ingest of a batch whose deliveries do not fit in the deliverer's window
+/// waits for room ([`Handoff::wait_for_room`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RoomWait {
-    /// At most this long a batch: with 500 messages a batch, 20 ms keeps a reader at
-    /// 25,000 messages a second or more however slowly the window drains.
+    /// At most this long a batch.
     pub limit: Duration,
     /// The wait ends after this long without room freed.
     pub probe: Duration,
@@ -240,8 +239,9 @@ struct Shared {
     heads: Mutex<HashMap<String, i64>>,
     /// Rings when there is something to take, or to scan.
     ready: Notify,
-    /// Rings when deliveries leave the window (the reader waiting for room).
+    /// Rings when deliveries leave the window (an ingest waiting for room).
     room_freed: Notify,
+    room_wait: RoomWait,
     scan_wanted: AtomicBool,
     ledger: Ledger,
     /// Set once the deliverer stopped and its attempts in flight ended.
@@ -256,9 +256,15 @@ pub struct Handoff(Arc<Shared>);
 
 impl Handoff {
     /// A hand-off that holds up to `bound` deliveries in memory (offered, or queued in
-    /// the deliverer's window).
+    /// the deliverer's window), an ingest waiting for room as [`RoomWait::default`].
     pub fn new(bound: usize) -> Handoff {
-        Handoff(Arc::new(Shared { bound, ..Shared::default() }))
+        Handoff::waiting(bound, RoomWait::default())
+    }
+
+    /// A hand-off that holds up to `bound` deliveries in memory, an ingest waiting for
+    /// room as `room_wait` says.
+    pub fn waiting(bound: usize, room_wait: RoomWait) -> Handoff {
+        Handoff(Arc::new(Shared { bound, room_wait, ..Shared::default() }))
     }
 
     /// The first attempts not settled, shared by the log reader and the deliverer.
@@ -314,18 +320,33 @@ impl Handoff {
         }
     }
 
-    /// Waits while the deliverer frees room, until `want` deliveries fit (or the whole
-    /// bound), nothing was freed for the probe, or the limit has passed. A reader ahead
-    /// of a window that drains (a backlog on a busy machine) so hands its next batch
-    /// over in memory rather than writing it as rows, which the deliverer would then
-    /// read and remove; behind a window that does not drain (endpoints that hang) it
-    /// waits the probe a batch.
-    pub async fn wait_for_room(&self, want: usize, wait: RoomWait) {
+    /// Waits while the deliverer frees room for `want` deliveries (at most the whole
+    /// bound), so that they go over in memory rather than as rows the deliverer would
+    /// read and remove again. The wait ends once they fit; once the pace room has been
+    /// freed at since the wait began would not fit them before the limit; after the
+    /// probe without room freed (a window that does not drain: endpoints that hang);
+    /// and at the limit.
+    pub async fn wait_for_room(&self, want: usize) {
+        let RoomWait { limit, probe } = self.0.room_wait;
         let want = want.min(self.0.bound);
-        let deadline = tokio::time::Instant::now() + wait.limit;
-        while self.room() < want {
-            let next = (tokio::time::Instant::now() + wait.probe).min(deadline);
-            if tokio::time::timeout_at(next, self.0.room_freed.notified()).await.is_err() {
+        if limit.is_zero() || self.room() >= want {
+            return;
+        }
+        let (began, room_then) = (tokio::time::Instant::now(), self.room());
+        let deadline = began + limit;
+        loop {
+            let (now, room) = (tokio::time::Instant::now(), self.room());
+            if room >= want {
+                return;
+            }
+            if room > room_then {
+                let pace = (now - began).as_secs_f64() / (room - room_then) as f64;
+                if now + Duration::from_secs_f64(pace * (want - room) as f64) > deadline {
+                    return;
+                }
+            }
+            // Room freed since the look left a permit: the wait ends at once.
+            if tokio::time::timeout_at((now + probe).min(deadline), self.0.room_freed.notified()).await.is_err() {
                 return;
             }
         }
@@ -444,16 +465,18 @@ mod tests {
         assert_eq!(Handoff::default().offer(vec![first_attempt(1)]).len(), 1, "the default holds nothing");
     }
 
-    /// The reader's wait for room ends as soon as the room it wants is freed, after
-    /// the probe when nothing is freed (a window that does not drain), and at the limit
-    /// when room trickles in too slowly.
-    #[tokio::test(start_paused = true)]
-    async fn a_wait_for_room_ends_at_the_room_wanted_at_a_probe_without_room_freed_or_at_the_limit() {
-        let (probe, limit) = (Duration::from_millis(2), Duration::from_micros(20_500));
-        let wait = RoomWait { limit, probe };
-        let handoff = Handoff::new(100);
-        assert!(handoff.offer((1..=100).map(first_attempt).collect()).is_empty());
-        let trickle = |every: Duration| {
+    /// The ingest's wait for room ends once the room wanted is freed; at the first room
+    /// freed when the pace it was freed at would not fit the rest before the limit; after
+    /// the probe when nothing is freed (a window that does not drain); and at the limit.
+    /// Real time, with margins for a loaded machine.
+    #[tokio::test]
+    async fn a_wait_for_room_ends_at_the_room_wanted_at_a_pace_too_slow_at_the_probe_or_at_the_limit() {
+        let full = |limit: Duration, probe: Duration| {
+            let handoff = Handoff::waiting(100, RoomWait { limit, probe });
+            assert!(handoff.offer((1..=100).map(first_attempt).collect()).is_empty());
+            handoff
+        };
+        let releasing = |handoff: &Handoff, every: Duration| {
             let handoff = handoff.clone();
             tokio::spawn(async move {
                 loop {
@@ -462,28 +485,47 @@ mod tests {
                 }
             })
         };
+        let (long, longer) = (Duration::from_secs(30), Duration::from_secs(60));
 
-        let started = tokio::time::Instant::now();
-        handoff.wait_for_room(5, wait).await;
-        assert_eq!(started.elapsed(), probe, "nothing freed: the probe ends it");
+        let handoff = full(long, Duration::from_millis(50));
+        let started = Instant::now();
+        handoff.wait_for_room(5).await;
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(50) && elapsed < Duration::from_secs(10), "nothing freed: the probe ends it ({elapsed:?})");
         assert_eq!(handoff.room(), 0);
 
-        let releases = trickle(Duration::from_millis(1));
-        let started = tokio::time::Instant::now();
-        handoff.wait_for_room(5, wait).await;
-        assert_eq!((started.elapsed(), handoff.room()), (Duration::from_millis(5), 5), "ends at the room wanted");
-        let started = tokio::time::Instant::now();
-        handoff.wait_for_room(1_000, wait).await;
-        // The timer wheel counts whole milliseconds.
-        let elapsed = started.elapsed();
-        assert!(elapsed >= limit && elapsed < limit + Duration::from_millis(1), "room still trickling in: the limit ends it ({elapsed:?})");
-        assert_eq!(handoff.room(), 25);
+        let handoff = full(long, longer);
+        let releases = releasing(&handoff, Duration::from_millis(5));
+        handoff.wait_for_room(10).await;
+        assert!(handoff.room() >= 10, "room freed fast enough: it ends once the room wanted is there");
         releases.abort();
 
+        let handoff = full(Duration::from_secs(5), longer);
+        let releases = releasing(&handoff, Duration::from_millis(200));
+        let started = Instant::now();
+        handoff.wait_for_room(100).await;
+        let (elapsed, room) = (started.elapsed(), handoff.room());
+        releases.abort();
+        assert!(
+            (1..100).contains(&room) && elapsed < Duration::from_secs(5),
+            "99 more at 200 ms each do not fit in 5 s: it ends once that shows ({room}, {elapsed:?})"
+        );
+
+        let handoff = full(Duration::from_millis(300), longer);
+        let started = Instant::now();
+        handoff.wait_for_room(20).await;
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(10), "the limit ends it, whatever the probe ({elapsed:?})");
+
+        let handoff = full(Duration::ZERO, longer);
+        let started = Instant::now();
+        handoff.wait_for_room(20).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "a zero limit never waits");
+        let handoff = full(long, longer);
         handoff.release(100);
-        let started = tokio::time::Instant::now();
-        handoff.wait_for_room(1_000, wait).await;
-        assert_eq!(started.elapsed(), Duration::ZERO, "more than the bound is wanted: the whole bound is enough");
+        let started = Instant::now();
+        handoff.wait_for_room(1_000).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "more than the bound is wanted: the whole bound is enough");
     }
 
     #[test]

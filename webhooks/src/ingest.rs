@@ -5,7 +5,9 @@
 //! and registered in the [`crate::handoff::Ledger`]. A first attempt has no row: the
 //! message log is its queue, and the reader commits its position only up to the
 //! messages whose first attempts are settled. Only those that do not fit in memory are
-//! written as rows of `webhook_retries`, due at once, in the write of the feed rows.
+//! written as rows of `webhook_retries`, due at once, in the write of the feed rows,
+//! once the batch has waited while the deliverer freed room for them
+//! ([`Handoff::wait_for_room`]).
 //!
 //! A crash anywhere before the position covers a message reads it again: the same
 //! claim (this seq's), the same feed row and head, and its first attempts handed over
@@ -130,6 +132,12 @@ enum Secrets {
     Prepared(Arc<PreparedEndpoint>),
 }
 
+/// Whether the endpoint takes a delivery of a message of `kind`: enabled, not disabled
+/// for failing too long, and wanting the kind.
+fn takes(endpoint: &EndpointRecord, state: &EndpointState, kind: MessageKind) -> bool {
+    endpoint.enabled && !state.disables(endpoint) && endpoint.wants(kind)
+}
+
 /// How many accounts' endpoints a batch reads at once.
 const ENDPOINT_READS: usize = 32;
 
@@ -148,7 +156,7 @@ async fn read_account<'a>(store: &WebhookStore, account_id: &'a str, kinds: Vec<
     let endpoints = store.endpoints(account_id).await?;
     let kinds = &kinds;
     let secrets = futures::future::try_join_all(endpoints.iter().map(|(endpoint, state)| async move {
-        if endpoint.enabled && !state.disables(endpoint) && kinds.iter().any(|kind| endpoint.wants(*kind)) {
+        if kinds.iter().any(|kind| takes(endpoint, state, *kind)) {
             store.secrets(account_id, &endpoint.id).await.map(Secrets::Read)
         } else {
             Ok(Secrets::Unread)
@@ -193,6 +201,20 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // The claims are written with the feed rows, before the heads.
     let ((claims, claim_rows), mut endpoints) = futures::try_join!(store.claim_rows(&pending), read_endpoints(store, delivering))?;
     drop(pending);
+    // Nothing is written yet: while the deliverer frees room for the batch's deliveries,
+    // they are waited for, to go over in memory rather than as rows.
+    let wanted: usize = batch
+        .iter()
+        .zip(&claims)
+        .zip(&delivers)
+        .filter(|((_, claimed), delivers)| **delivers && **claimed != Claimed::Elsewhere)
+        .map(|((entry, _), _)| {
+            endpoints
+                .get(entry.account_id.as_str())
+                .map_or(0, |account| account.endpoints.iter().filter(|(endpoint, state, _)| takes(endpoint, state, entry.kind)).count())
+        })
+        .sum();
+    handoff.wait_for_room(wanted).await;
     let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
     // Per account, the lowest seq appended: its feed floor (`floor_rows`).
     let mut floors: BTreeMap<&str, i64> = BTreeMap::new();
@@ -224,7 +246,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
         let mut in_memory = Vec::new();
         let account = endpoints.get_mut(account_id).filter(|_| delivers).map(|account| &mut account.endpoints);
         for (endpoint, state, secrets) in account.into_iter().flatten() {
-            if !endpoint.enabled || state.disables(endpoint) || !endpoint.wants(entry.kind) {
+            if !takes(endpoint, state, entry.kind) {
                 continue;
             }
             let delivery = Delivery {

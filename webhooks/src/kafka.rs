@@ -23,7 +23,7 @@ use recap_readmodel::webhooks::WebhookStore;
 use tokio::sync::watch;
 
 use crate::deliver::Shards;
-use crate::handoff::{Handoff, Ledger, RoomWait};
+use crate::handoff::{Handoff, Ledger};
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
@@ -43,8 +43,6 @@ pub struct KafkaReaderConfig {
     /// How long a batch waits for more messages once it has one; zero takes only
     /// those already fetched.
     pub batch_wait: Duration,
-    /// How long a batch that does not fit in the deliverer's window waits for room.
-    pub room: RoomWait,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +194,6 @@ pub async fn run(
                 Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
             }
         }
-        handoff.wait_for_room(batch.len(), config.room).await;
         let mut backoff = Duration::from_millis(100);
         while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");

@@ -21,7 +21,8 @@ pub struct Stats {
     pub duplicates: AtomicU64,
     /// Deliveries scheduled.
     pub scheduled: AtomicU64,
-    /// First attempts the ingest wrote as rows because the deliverer's window was full.
+    /// First attempts the ingest wrote as rows because the deliverer's window had no room
+    /// (not those the deliverer writes as rows after holding them too long).
     pub written_as_rows: AtomicU64,
     /// Deliveries that ended with a 2xx answer.
     pub delivered: AtomicU64,

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::deliver::Shards;
-use crate::handoff::{Handoff, RoomWait};
+use crate::handoff::Handoff;
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
@@ -42,13 +42,11 @@ pub struct OutboxConfig {
     pub poll: Duration,
     /// How often the position is committed, at most, while it moves.
     pub commit_every: Duration,
-    /// How long a batch that does not fit in the deliverer's window waits for room.
-    pub room: RoomWait,
 }
 
 impl Default for OutboxConfig {
     fn default() -> OutboxConfig {
-        OutboxConfig { batch: 500, poll: Duration::from_millis(50), commit_every: Duration::from_millis(100), room: RoomWait::default() }
+        OutboxConfig { batch: 500, poll: Duration::from_millis(50), commit_every: Duration::from_millis(100) }
     }
 }
 
@@ -95,7 +93,6 @@ impl OutboxReader {
         let after = [Val::Int(cursor.read)];
         let rows = self.driver.scan(&MESSAGE_OUTBOX, &[Val::text(OUTBOX_SOURCE)], &ScanRange::after(Some(&after)), self.config.batch).await?;
         let Some(last) = rows.last().and_then(|row| row.clustering.first()).and_then(Val::as_int) else { return Ok(false) };
-        self.handoff.wait_for_room(rows.len(), self.config.room).await;
         let mut batch = Vec::with_capacity(rows.len());
         for row in &rows {
             let Some(seq) = row.clustering.first().and_then(Val::as_int) else { continue };

@@ -720,6 +720,39 @@ async fn first_attempts_past_what_memory_holds_are_written_as_rows_due_at_once()
     assert_eq!(rows, vec![(START, 3, 1), (START, 4, 1), (START, 5, 1)]);
 }
 
+/// A batch waits while the deliverer frees room only for its own deliveries: one whose
+/// messages no endpoint takes goes through at once however full the window is, and one
+/// whose deliveries do not fit waits at most the limit, then writes them as rows.
+#[tokio::test]
+async fn a_batch_waits_for_room_only_for_its_own_deliveries_and_at_most_the_limit() {
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let limit = Duration::from_secs(2);
+    let handoff = recap_webhooks::Handoff::waiting(2, recap_webhooks::handoff::RoomWait { limit, probe: Duration::from_secs(60) });
+    let (stats, shards) = (recap_webhooks::Stats::default(), recap_webhooks::Shards::fixed(&["0"]));
+    let ingest = |batch: Vec<recap_webhooks::ingest::LogMessage>| {
+        let (setup, stats, shards, handoff) = (&setup, &stats, &shards, &handoff);
+        async move {
+            let started = std::time::Instant::now();
+            let ingested = recap_webhooks::ingest::ingest(&setup.webhooks, &batch, START, stats, shards, handoff).await.unwrap();
+            (ingested, started.elapsed())
+        }
+    };
+    let (filled, _) = ingest(batch_of(1..=2, |seq| format!("mtg_{seq}"))).await;
+    assert_eq!((filled.deliveries, filled.written, handoff.room()), (2, 0, 0), "the window is full, and nothing drains it");
+
+    let others: Vec<_> = (3..=4)
+        .map(|seq| recap_webhooks::ingest::LogMessage::new(seq, "0", &message("acc_b", MessageKind::MeetingCreated, &format!("evt_{seq}"), "mtg_b")))
+        .collect();
+    let (ingested, took) = ingest(others).await;
+    assert_eq!((ingested.appended, ingested.deliveries), (2, 0));
+    assert!(took < limit, "no endpoint takes them: no wait ({took:?})");
+
+    let (ingested, took) = ingest(batch_of(5..=7, |seq| format!("mtg_{seq}"))).await;
+    assert_eq!((ingested.deliveries, ingested.written), (3, 3));
+    assert!(took >= limit, "nothing freed within the probe, which is longer: the limit ends the wait ({took:?})");
+}
+
 #[tokio::test]
 async fn a_store_that_fails_during_delivery_loses_no_message_and_repeats_only_with_the_same_id() {
     let setup = setup().await;

@@ -247,8 +247,8 @@ async fn a_dead_endpoints_backlog_does_not_hold_other_endpoints_first_attempts()
 /// A backlog past the deliverer's window, which drains: the reader waits for room
 /// while room is freed, so every first attempt goes over in memory and none is written
 /// as a row (a row the deliverer would then read and remove). Without that wait the
-/// same run writes rows: the receiver takes 20 ms an answer, so the reader outruns the
-/// window on either store.
+/// same run writes rows: the receiver takes 20 ms an answer, one at a time, so the
+/// reader outruns the window on either store.
 #[tokio::test]
 async fn a_backlog_past_the_window_goes_over_in_memory_as_the_window_drains() {
     for wait in [Duration::from_secs(5), Duration::ZERO] {
@@ -261,9 +261,10 @@ async fn a_backlog_past_the_window_goes_over_in_memory_as_the_window_drains() {
         let clock = ManualClock::at(START);
         let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
         runtime.deliverer.window = 10;
+        runtime.deliverer.per_endpoint = 1;
         runtime.outbox.batch = 10;
-        // A probe longer than an answer takes.
-        runtime.outbox.room = recap_webhooks::handoff::RoomWait { limit: wait, probe: wait };
+        // Longer than an answer takes.
+        runtime.deliverer.room_wait = recap_webhooks::handoff::RoomWait { limit: wait, probe: wait };
         let stats = runtime.stats.clone();
         let (stop, task) = start(runtime);
         let delivered = || answers.lock().unwrap().iter().map(|(_, id, _, _)| id.clone()).collect::<BTreeSet<String>>().len();
