@@ -322,31 +322,19 @@ impl Handoff {
 
     /// Waits while the deliverer frees room for `want` deliveries (at most the whole
     /// bound), so that they go over in memory rather than as rows the deliverer would
-    /// read and remove again. The wait ends once they fit; once the pace room has been
-    /// freed at since the wait began would not fit them before the limit; after the
-    /// probe without room freed (a window that does not drain: endpoints that hang);
-    /// and at the limit.
+    /// read and remove again: until they fit, after the probe without room freed (a
+    /// window that does not drain: endpoints that hang), or at the limit.
     pub async fn wait_for_room(&self, want: usize) {
         let RoomWait { limit, probe } = self.0.room_wait;
         let want = want.min(self.0.bound);
-        if limit.is_zero() || self.room() >= want {
+        if limit.is_zero() {
             return;
         }
-        let (began, room_then) = (tokio::time::Instant::now(), self.room());
-        let deadline = began + limit;
-        loop {
-            let (now, room) = (tokio::time::Instant::now(), self.room());
-            if room >= want {
-                return;
-            }
-            if room > room_then {
-                let pace = (now - began).as_secs_f64() / (room - room_then) as f64;
-                if now + Duration::from_secs_f64(pace * (want - room) as f64) > deadline {
-                    return;
-                }
-            }
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.room() < want {
             // Room freed since the look left a permit: the wait ends at once.
-            if tokio::time::timeout_at((now + probe).min(deadline), self.0.room_freed.notified()).await.is_err() {
+            let next = (tokio::time::Instant::now() + probe).min(deadline);
+            if tokio::time::timeout_at(next, self.0.room_freed.notified()).await.is_err() {
                 return;
             }
         }
@@ -465,12 +453,11 @@ mod tests {
         assert_eq!(Handoff::default().offer(vec![first_attempt(1)]).len(), 1, "the default holds nothing");
     }
 
-    /// The ingest's wait for room ends once the room wanted is freed; at the first room
-    /// freed when the pace it was freed at would not fit the rest before the limit; after
-    /// the probe when nothing is freed (a window that does not drain); and at the limit.
-    /// Real time, with margins for a loaded machine.
+    /// The ingest's wait for room ends once the room wanted is freed, after the probe
+    /// when nothing is freed (a window that does not drain), and at the limit. Real
+    /// time, with margins for a loaded machine.
     #[tokio::test]
-    async fn a_wait_for_room_ends_at_the_room_wanted_at_a_pace_too_slow_at_the_probe_or_at_the_limit() {
+    async fn a_wait_for_room_ends_at_the_room_wanted_at_the_probe_or_at_the_limit() {
         let full = |limit: Duration, probe: Duration| {
             let handoff = Handoff::waiting(100, RoomWait { limit, probe });
             assert!(handoff.offer((1..=100).map(first_attempt).collect()).is_empty());
@@ -499,17 +486,6 @@ mod tests {
         handoff.wait_for_room(10).await;
         assert!(handoff.room() >= 10, "room freed fast enough: it ends once the room wanted is there");
         releases.abort();
-
-        let handoff = full(Duration::from_secs(5), longer);
-        let releases = releasing(&handoff, Duration::from_millis(200));
-        let started = Instant::now();
-        handoff.wait_for_room(100).await;
-        let (elapsed, room) = (started.elapsed(), handoff.room());
-        releases.abort();
-        assert!(
-            (1..100).contains(&room) && elapsed < Duration::from_secs(5),
-            "99 more at 200 ms each do not fit in 5 s: it ends once that shows ({room}, {elapsed:?})"
-        );
 
         let handoff = full(Duration::from_millis(300), longer);
         let started = Instant::now();
