@@ -20,7 +20,7 @@
 //!    apart;
 //! 3. the runtime alone over a backlog several times what the deliverer's window holds
 //!    in memory (150,000 messages), against the projector alone on them, with how many
-//!    first attempts were written as rows;
+//!    first attempts the ingest wrote as rows;
 //! 4. the cost of a `GET /v1/events` page through the REST router, on an account whose
 //!    feed holds 1,000 messages and one whose feed holds a million (first page, and a
 //!    page from a cursor half way down), the two sizes alternated in rounds.
@@ -254,7 +254,7 @@ struct AloneRound {
     delivered_in: Duration,
     runtime_cpu: Duration,
     receiver_cpu: Duration,
-    /// First attempts the runtime wrote as rows (its window full).
+    /// First attempts the ingest wrote as rows (the deliverer's window full).
     written_as_rows: u64,
 }
 
@@ -449,7 +449,7 @@ async fn backlog() {
         recap_webhooks::DelivererConfig::default().window
     );
     println!(
-        "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts the ingest wrote as rows: {} ({:.0}%)",
+        "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts the ingest wrote as rows: {} ({:.2}%)",
         rate(round.projected_in),
         per_message(round.projector_cpu),
         rate(round.delivered_in),

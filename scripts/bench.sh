@@ -52,9 +52,9 @@ benchmarks() {
     echo
   fi
   if wants webhooks; then
-    echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, feed page cost =="
-    # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_FEED_MESSAGES:
-    # the large feed (a million by default).
+    echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, a backlog, feed page cost =="
+    # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_WEBHOOK_BACKLOG:
+    # the backlog (150,000); RECAP_BENCH_FEED_MESSAGES: the large feed (a million by default).
     cargo bench --bench webhooks
     echo
   fi

@@ -219,7 +219,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // Per account, the lowest seq appended: its feed floor (`floor_rows`).
     let mut floors: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = claim_rows;
-    // What fits in memory now; only the deliverer frees room meanwhile.
+    // What fits in memory now.
     let mut room = handoff.room();
     // Per message (by its index in the batch), the first attempts going into memory.
     let mut handed: Vec<(usize, Vec<Prepared>)> = Vec::new();
@@ -317,14 +317,15 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     }
     let refused = handoff.offer(first_attempts);
     if !refused.is_empty() {
-        // Room only grows between the count and the offer; should it not have, the
-        // refused are written as rows like those past the count.
+        // Room may shrink between the count and the offer (a scan holds room for the
+        // rows it queues): the refused are written as rows like those past the count.
         ingested.written += refused.len();
         write_as_rows(store, shards, handoff, refused, now).await?;
     }
     if !written.is_empty() {
         handoff.wake_scan();
     }
+    debug_assert_eq!(wanted, ingested.deliveries, "the wait for room counted the deliveries the batch made");
     stats.appended.fetch_add(ingested.appended as u64, Ordering::Relaxed);
     stats.duplicates.fetch_add(ingested.duplicates as u64, Ordering::Relaxed);
     stats.scheduled.fetch_add(ingested.deliveries as u64, Ordering::Relaxed);

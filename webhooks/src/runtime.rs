@@ -47,7 +47,7 @@ impl Runtime {
 
     /// The embedded edition: tails the outbox and delivers shard `"0"` until `stop`.
     pub async fn run_embedded(self, stop: watch::Receiver<bool>) {
-        let handoff = Handoff::waiting(self.deliverer.window, self.deliverer.room_wait);
+        let handoff = Handoff::with_room_wait(self.deliverer.window, self.deliverer.room_wait);
         let shards = Shards::fixed(&[EMBEDDED_SHARD]);
         let deliverer = self.deliverer(shards.clone(), handoff.clone());
         let reader = OutboxReader {
@@ -65,7 +65,7 @@ impl Runtime {
     /// The distributed edition: consumes the message topic and delivers the shards of
     /// the partitions held until `stop`.
     pub async fn run_distributed(self, kafka: KafkaReaderConfig, stop: watch::Receiver<bool>) -> Result<(), KafkaReaderError> {
-        let handoff = Handoff::waiting(self.deliverer.window, self.deliverer.room_wait);
+        let handoff = Handoff::with_room_wait(self.deliverer.window, self.deliverer.room_wait);
         let shards = Shards::default();
         let deliverer = self.deliverer(shards.clone(), handoff.clone());
         let (reading, ()) = tokio::join!(

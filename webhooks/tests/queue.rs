@@ -244,10 +244,10 @@ async fn a_dead_endpoints_backlog_does_not_hold_other_endpoints_first_attempts()
     assert_eq!(pending(&setup, &clock).await.len(), 12, "the dead endpoint's deliveries still wait in the store");
 }
 
-/// A backlog past the deliverer's window, which drains: the reader waits for room
-/// while room is freed, so every first attempt goes over in memory and none is written
-/// as a row (a row the deliverer would then read and remove). Without that wait the
-/// same run writes rows: the receiver takes 20 ms an answer, one at a time, so the
+/// A backlog past the deliverer's window, which drains: each batch's ingest waits for
+/// room while room is freed, so every first attempt goes over in memory and none is
+/// written as a row (a row the deliverer would then read and remove). Without that wait
+/// the same run writes rows: the receiver takes 20 ms an answer, one at a time, so the
 /// reader outruns the window on either store.
 #[tokio::test]
 async fn a_backlog_past_the_window_goes_over_in_memory_as_the_window_drains() {
@@ -263,7 +263,7 @@ async fn a_backlog_past_the_window_goes_over_in_memory_as_the_window_drains() {
         runtime.deliverer.window = 10;
         runtime.deliverer.per_endpoint = 1;
         runtime.outbox.batch = 10;
-        // Longer than an answer takes.
+        // When it waits, far longer than an answer takes.
         runtime.deliverer.room_wait = recap_webhooks::handoff::RoomWait { limit: wait, probe: wait };
         let stats = runtime.stats.clone();
         let (stop, task) = start(runtime);
