@@ -254,38 +254,41 @@ struct AloneRound {
     delivered_in: Duration,
     runtime_cpu: Duration,
     receiver_cpu: Duration,
-    /// First attempts the ingest wrote as rows (the deliverer's window full).
-    written_as_rows: u64,
 }
 
-/// The projector alone drains `log` into a fresh store `name`; then, after `between`
-/// (given the store), the runtime alone delivers the `meetings` messages of the outbox
-/// it left.
-async fn alone_round<F: std::future::Future<Output = ()>>(
-    dir: &Path,
-    log: &Path,
-    name: &str,
-    meetings: usize,
-    received: &Arc<Received>,
-    between: impl FnOnce(Arc<dyn Driver>) -> F,
-) -> AloneRound {
-    let alone = open(dir, name);
+/// The projector alone drains `log` into a fresh store `name`: the store, how long it
+/// took and the CPU it used.
+async fn project_alone(dir: &Path, log: &Path, name: &str) -> (Arc<dyn Driver>, Duration, Duration) {
+    let store = open(dir, name);
     let (started, cpu_before) = (Instant::now(), process_cpu());
-    projector(alone.clone(), log, dir, name).drain().await.expect("projecting");
-    let projected_in = started.elapsed();
-    let projector_cpu = process_cpu().saturating_sub(cpu_before);
-    between(alone.clone()).await;
+    projector(store.clone(), log, dir, name).drain().await.expect("projecting");
+    (store, started.elapsed(), process_cpu().saturating_sub(cpu_before))
+}
+
+/// The runtime alone delivers the `meetings` messages of the outbox the projector left
+/// in `store`: how long it took, the process's CPU and the receiver's, and the first
+/// attempts the ingest wrote as rows.
+async fn deliver_alone(store: Arc<dyn Driver>, meetings: usize, received: &Received) -> (Duration, Duration, Duration, u64) {
     received.reset();
     let (stop, stopped) = watch::channel(false);
     let (started, cpu_before, receiver_before) = (Instant::now(), process_cpu(), received.cpu());
-    let (running, stats) = start_runtime(alone, stopped);
+    let (running, stats) = start_runtime(store, stopped);
     received.wait_for(meetings as u64, Duration::from_secs(60)).await;
     let delivered_in = started.elapsed();
     let (runtime_cpu, receiver_cpu) = (process_cpu().saturating_sub(cpu_before), received.cpu().saturating_sub(receiver_before));
     stop.send(true).expect("stopping the runtime");
     running.await.expect("the runtime ends");
-    let written_as_rows = stats.written_as_rows.load(Ordering::Relaxed);
-    AloneRound { projected_in, projector_cpu, delivered_in, runtime_cpu, receiver_cpu, written_as_rows }
+    (delivered_in, runtime_cpu, receiver_cpu, stats.written_as_rows.load(Ordering::Relaxed))
+}
+
+/// The event log of a throughput or backlog run: one endpoint per account at `url`,
+/// then `meetings` meetings.
+fn meetings_log(dir: &Path, url: &str, prefix: &str, meetings: usize) -> std::path::PathBuf {
+    let log = dir.join("events.log");
+    let mut lines = endpoint_lines(url);
+    lines.extend((0..meetings).map(|index| meeting_line(prefix, index)));
+    EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
+    log
 }
 
 /// The floors of a delivery, measured once.
@@ -305,10 +308,7 @@ async fn throughput() -> (f64, f64) {
     let dir = store_dir();
     let received = Arc::new(Received::default());
     let url = receiver(received.clone());
-    let log = dir.path().join("events.log");
-    let mut lines = endpoint_lines(&url);
-    lines.extend((0..meetings).map(|index| meeting_line("t", index)));
-    EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
+    let log = meetings_log(dir.path(), &url, "t", meetings);
 
     // The projector alone, then the runtime alone on the outbox it left, in alternated
     // rounds on fresh stores: the ratio of each round is of two rates measured one right
@@ -318,28 +318,19 @@ async fn throughput() -> (f64, f64) {
     let mut alone_rounds: Vec<AloneRound> = Vec::with_capacity(rounds);
     let mut floors = None;
     for round in 0..rounds {
-        let measure_floors = floors.is_none();
-        let floors_slot = &mut floors;
-        let (url, received_ref, dir_path) = (&url, &received, dir.path());
-        let alone = alone_round(dir.path(), &log, &format!("alone{round}"), meetings, &received, |alone: Arc<dyn Driver>| async move {
-            if measure_floors {
-                let bodies = outbox_bodies(alone.as_ref()).await;
-                assert_eq!(bodies.len(), meetings, "one meeting.created message a meeting");
-                // The two floors: what the store is written at the least, and the same
-                // requests, bare.
-                let store_floor_cpu = store_floor(dir_path, &bodies).await;
-                let receiver_before = received_ref.cpu();
-                let (floor_in, floor_cpu) = floor(url, bodies, received_ref).await;
-                *floors_slot = Some(Floors {
-                    store_cpu: store_floor_cpu,
-                    took: floor_in,
-                    cpu: floor_cpu,
-                    receiver_cpu: received_ref.cpu().saturating_sub(receiver_before),
-                });
-            }
-        })
-        .await;
-        alone_rounds.push(alone);
+        let (alone, projected_in, projector_cpu) = project_alone(dir.path(), &log, &format!("alone{round}")).await;
+        if floors.is_none() {
+            let bodies = outbox_bodies(alone.as_ref()).await;
+            assert_eq!(bodies.len(), meetings, "one meeting.created message a meeting");
+            // The two floors: what the store is written at the least, and the same
+            // requests, bare.
+            let store_floor_cpu = store_floor(dir.path(), &bodies).await;
+            let receiver_before = received.cpu();
+            let (floor_in, floor_cpu) = floor(&url, bodies, &received).await;
+            floors = Some(Floors { store_cpu: store_floor_cpu, took: floor_in, cpu: floor_cpu, receiver_cpu: received.cpu().saturating_sub(receiver_before) });
+        }
+        let (delivered_in, runtime_cpu, receiver_cpu, _) = deliver_alone(alone, meetings, &received).await;
+        alone_rounds.push(AloneRound { projected_in, projector_cpu, delivered_in, runtime_cpu, receiver_cpu });
     }
     let floors = floors.expect("at least one round");
     let messages = meetings;
@@ -436,11 +427,9 @@ async fn backlog() {
     let dir = store_dir();
     let received = Arc::new(Received::default());
     let url = receiver(received.clone());
-    let log = dir.path().join("events.log");
-    let mut lines = endpoint_lines(&url);
-    lines.extend((0..meetings).map(|index| meeting_line("b", index)));
-    EventLog::new(&log).append("bench", (lines.join("\n") + "\n").as_bytes()).expect("appending the events");
-    let round = alone_round(dir.path(), &log, "backlog", meetings, &received, |_| async {}).await;
+    let log = meetings_log(dir.path(), &url, "b", meetings);
+    let (store, projected_in, projector_cpu) = project_alone(dir.path(), &log, "backlog").await;
+    let (delivered_in, runtime_cpu, receiver_cpu, written_as_rows) = deliver_alone(store, meetings, &received).await;
     let rate = |took: Duration| meetings as f64 / took.as_secs_f64();
     let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / meetings as f64;
     println!(
@@ -450,14 +439,14 @@ async fn backlog() {
     );
     println!(
         "  projector alone {:>9.0} messages/s, CPU {:.0} us a message; then the runtime alone {:>9.0} delivered/s: ratio {:.2}   CPU {:.0} us a delivery, {:.0} of them the receiver's; first attempts the ingest wrote as rows: {} ({:.2}%)",
-        rate(round.projected_in),
-        per_message(round.projector_cpu),
-        rate(round.delivered_in),
-        round.projected_in.as_secs_f64() / round.delivered_in.as_secs_f64(),
-        per_message(round.runtime_cpu),
-        per_message(round.receiver_cpu),
-        round.written_as_rows,
-        round.written_as_rows as f64 * 100.0 / meetings as f64
+        rate(projected_in),
+        per_message(projector_cpu),
+        rate(delivered_in),
+        projected_in.as_secs_f64() / delivered_in.as_secs_f64(),
+        per_message(runtime_cpu),
+        per_message(receiver_cpu),
+        written_as_rows,
+        written_as_rows as f64 * 100.0 / meetings as f64
     );
 }
 
