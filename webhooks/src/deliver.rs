@@ -10,7 +10,12 @@
 //! `webhook_retries` its scans find (retries, first attempts that did not fit in memory
 //! or were not made at once, rows written before a restart or by another process). Both
 //! queue in one window by endpoint, and a row held in memory (queued, under way, or just
-//! ended) is never queued twice.
+//! ended) is never queued twice. The store is scanned at least once a poll, however
+//! often the deliverer is woken meanwhile (nothing wakes it when a retry comes due). A
+//! scan queues a bounded number of rows of each endpoint (fewer for one not known to
+//! answer) and goes on past the rest, which it reads again once that endpoint's queue
+//! has drained ([`EndpointQueue::left_out`]): one endpoint's backlog never keeps the
+//! others' rows unread.
 //!
 //! A first attempt holds its message's log position until it settles (the ledger,
 //! [`crate::handoff::Ledger`]): so that a dead endpoint's backlog never holds it, a
@@ -86,8 +91,9 @@ pub struct DelivererConfig {
     /// How long the ingest of a batch whose deliveries do not fit in the window waits
     /// while room is freed.
     pub room_wait: RoomWait,
-    /// Scanned deliveries queued in memory for one endpoint, at most: a dead
-    /// endpoint's backlog stays in the store, not in memory.
+    /// Scanned deliveries queued in memory for one endpoint whose last attempt
+    /// succeeded, at most (for any other, twice `per_endpoint`): a dead endpoint's
+    /// backlog stays in the store, not in memory.
     pub window_per_endpoint: usize,
     /// How long the endpoint and secrets a first attempt was handed over with are used
     /// where the store cannot tell whether an endpoint was written since (ScyllaDB).
@@ -198,6 +204,11 @@ struct EndpointQueue {
     /// How many of `queued` came from scans (the per-endpoint bound counts those).
     scanned: usize,
     slots: Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)>,
+    /// Rows of this endpoint scans found past its bound ([`Deliverer::scan`]): the
+    /// shard, the soonest one's due time, and how many were queued when the first was.
+    /// The scans go on past them; once the queue has drained to half of that, the
+    /// shard's mark is lowered to that due time so that a scan reads them again.
+    left_out: Option<(String, i64, usize)>,
 }
 
 impl EndpointQueue {
@@ -343,7 +354,14 @@ impl Deliverer {
         let mut last_sweep = Instant::now();
         let (handoff, freed) = (self.shared.handoff.clone(), self.freed.clone());
         let mut scan = true;
+        // The store is scanned at least once a poll however often the deliverer is
+        // woken: retries come due, and rows are written, with nothing to wake it.
+        let mut next_poll = tokio::time::Instant::now();
         while !*stop.borrow() {
+            scan |= tokio::time::Instant::now() >= next_poll;
+            if scan {
+                next_poll = tokio::time::Instant::now() + self.shared.config.poll;
+            }
             if last_sweep.elapsed() >= self.shared.config.sweep {
                 last_sweep = Instant::now();
                 self.sweep().await;
@@ -357,7 +375,7 @@ impl Deliverer {
             }
             while attempts.try_join_next().is_some() {}
             scan = tokio::select! {
-                _ = tokio::time::sleep(self.shared.config.poll) => true,
+                _ = tokio::time::sleep_until(next_poll) => true,
                 _ = handoff.ready() => handoff.take_scan_wanted(),
                 // A backlog of rows is read a page after another as the window
                 // empties, not a page a poll.
@@ -377,6 +395,8 @@ impl Deliverer {
     pub async fn round(&self, attempts: &mut JoinSet<()>, scan: bool) -> Result<(), StoreError> {
         self.take_handed_over();
         self.take_later();
+        // Before anything starts: what a shard given up since holds is its next holder's.
+        self.forget_shards_not_held(&self.shards.held());
         self.convert_held_too_long().await;
         let window_empty = self.window.lock().map(|window| window.is_empty()).unwrap_or(true);
         let scanned = if scan || (window_empty && self.shards.lowered()) { self.scan().await } else { Ok(()) };
@@ -488,7 +508,6 @@ impl Deliverer {
         let now = self.shared.clock.now_micros();
         let held_shards = self.shards.held();
         self.more_due.store(false, Ordering::Relaxed);
-        self.forget_shards_not_held(&held_shards);
         for shard in held_shards {
             self.shards.prepare(&self.shared.store, &shard, now).await?;
             let scan_started = Instant::now();
@@ -508,8 +527,29 @@ impl Deliverer {
                     if held.contains_key(&key) {
                         continue;
                     }
-                    let queue = window.entry((due.delivery.account_id.clone(), due.delivery.endpoint_id.clone())).or_default();
-                    if queue.scanned >= self.shared.config.window_per_endpoint || !self.shared.handoff.has_room(1) {
+                    let endpoint = (due.delivery.account_id.clone(), due.delivery.endpoint_id.clone());
+                    let queue = window.entry(endpoint).or_default();
+                    if queue.scanned >= self.shared.config.window_per_endpoint.min(self.not_answering_bound())
+                        && (queue.scanned >= self.shared.config.window_per_endpoint || !self.answering(queue, &due.delivery))
+                    {
+                        // Past the endpoint's bound: the scan goes on past the row (an
+                        // endpoint's backlog never keeps the others' rows unread), and
+                        // the endpoint's queue reads it again once it drains.
+                        // The soonest left out: a scan from a mark lowered since (a
+                        // retry written) may leave out a row due before the last one's.
+                        queue.left_out = match queue.left_out.take() {
+                            Some((shard, due_at, queued_then)) if shard == due.shard => Some((shard, due_at.min(due.due_at), queued_then)),
+                            Some(other) => {
+                                // Another shard's (an endpoint's deliveries moved with its
+                                // account): read again now, this one later.
+                                self.shards.lower(&other.0, other.1);
+                                Some((due.shard.clone(), due.due_at, queue.scanned))
+                            }
+                            None => Some((due.shard.clone(), due.due_at, queue.scanned)),
+                        };
+                        continue;
+                    }
+                    if !self.shared.handoff.has_room(1) {
                         left_out = left_out.or(Some(due.due_at));
                         continue;
                     }
@@ -527,6 +567,29 @@ impl Deliverer {
             self.shards.raise(&shard, seen, to);
         }
         Ok(())
+    }
+
+    /// The rows queued for one endpoint not known to answer, at most: twice what it may
+    /// have in flight, as its attempts may each take the client's whole timeout (and
+    /// many such endpoints at once must leave the window to the others).
+    fn not_answering_bound(&self) -> usize {
+        self.shared.config.per_endpoint.max(1) * 2
+    }
+
+    /// Whether the endpoint of a queue is known to answer (its last attempt succeeded).
+    fn answering(&self, queue: &EndpointQueue, delivery: &Delivery) -> bool {
+        let state_lock = match &queue.slots {
+            Some((_, state_lock)) => state_lock.clone(),
+            None => {
+                let Ok(endpoints) = self.shared.endpoints.lock() else { return false };
+                let key = (delivery.account_id.clone(), delivery.endpoint_id.clone());
+                match endpoints.get(&key) {
+                    Some(slots) => slots.state.clone(),
+                    None => return false,
+                }
+            }
+        };
+        health(&state_lock, None) == Health::Answering
     }
 
     /// Forgets the queued deliveries of shards no longer held (revoked in a rebalance):
@@ -553,6 +616,10 @@ impl Deliverer {
                 }
                 for queued in kept {
                     queue.push(queued, false);
+                }
+                // Rows left out of a queue that leaves the window are read again.
+                if let (true, Some((shard, due_at, _))) = (queue.queued.is_empty(), queue.left_out.take()) {
+                    self.shards.lower(&shard, due_at);
                 }
             }
             window.retain(|_, queue| !queue.queued.is_empty());
@@ -593,6 +660,21 @@ impl Deliverer {
                 let Some(queued) = queue.pop() else { break };
                 self.start(attempts, queued, endpoint_permit, (global_permit, shares), state_lock.clone());
             }
+        }
+        // An endpoint drained to half of what it held when a scan left rows of it out:
+        // its shard's mark goes back to them, and a scan reads them again now.
+        let mut lowered = false;
+        for queue in window.values_mut() {
+            if let Some((shard, due_at, queued_then)) = &queue.left_out {
+                if queue.scanned <= queued_then / 2 {
+                    self.shards.lower(shard, *due_at);
+                    queue.left_out = None;
+                    lowered = true;
+                }
+            }
+        }
+        if lowered {
+            self.shared.handoff.wake_scan();
         }
         window.retain(|_, queue| !queue.queued.is_empty());
         self.rows_queued.store(window.values().map(|queue| queue.scanned).sum(), Ordering::Relaxed);
@@ -930,7 +1012,12 @@ async fn attempt(
         };
         shared.recorder.submit_attempt(rows, state, removal)
     };
-    recorded.written().await?;
+    if let Err(error) = recorded.written().await {
+        // The state handed in with the record may not be the store's: read again at the
+        // next attempt, so that nothing not written (a disable above all) is acted on.
+        state_lock.lock().await.state = None;
+        return Err(error);
+    }
     if let Some(next_due) = next_due {
         shared.shards.lower(&due.shard, next_due);
     }

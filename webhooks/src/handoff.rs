@@ -226,6 +226,28 @@ impl Default for RoomWait {
     }
 }
 
+/// Room in the deliverer's window taken for first attempts ([`Handoff::reserve`]);
+/// what is left of it is given back when dropped.
+pub struct Reservation {
+    handoff: Handoff,
+    count: usize,
+}
+
+impl Reservation {
+    /// How many first attempts it still holds room for.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            self.handoff.release(self.count);
+        }
+    }
+}
+
 /// Accounts whose heads are remembered, at most: past it the memory starts over (a
 /// head not remembered is read from the store).
 const HEADS_KEPT: usize = 100_000;
@@ -298,6 +320,35 @@ impl Handoff {
             self.0.ready.notify_one();
         }
         refused
+    }
+
+    /// Takes room for up to `want` first attempts, as much as there is: what the
+    /// ingest then hands over in memory, counted before its write so that nothing the
+    /// deliverer queues meanwhile (a scan's rows) can take it, and an offer of them
+    /// ([`Handoff::offer_reserved`]) is never refused. What is not handed over is
+    /// given back when the reservation is dropped (the batch failed, or made fewer).
+    pub fn reserve(&self, want: usize) -> Reservation {
+        let mut taken = 0;
+        let _ = self.0.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+            taken = want.min(self.0.bound.saturating_sub(queued));
+            Some(queued + taken)
+        });
+        Reservation { handoff: self.clone(), count: taken }
+    }
+
+    /// Offers first attempts within room reserved for them: all are taken.
+    pub fn offer_reserved(&self, mut reservation: Reservation, mut attempts: Vec<FirstAttempt>) {
+        debug_assert!(attempts.len() <= reservation.count, "more first attempts than the room reserved");
+        if attempts.is_empty() {
+            return;
+        }
+        let beyond = attempts.len().saturating_sub(reservation.count);
+        reservation.count = reservation.count.saturating_sub(attempts.len());
+        self.0.queued.fetch_add(beyond, Ordering::AcqRel);
+        if let Ok(mut offered) = self.0.offered.lock() {
+            offered.append(&mut attempts);
+        }
+        self.0.ready.notify_one();
     }
 
     /// What was offered since the last take.

@@ -219,8 +219,11 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     // Per account, the lowest seq appended: its feed floor (`floor_rows`).
     let mut floors: BTreeMap<&str, i64> = BTreeMap::new();
     let mut rows = claim_rows;
-    // What fits in memory now.
-    let mut room = handoff.room();
+    // What goes over in memory: room taken now, so that a scan queuing rows while the
+    // batch is written cannot take it (the batch would have to write rows after the
+    // feed, a second write that may fail after some of its first attempts went over).
+    let reservation = handoff.reserve(wanted);
+    let mut room = reservation.count();
     // Per message (by its index in the batch), the first attempts going into memory.
     let mut handed: Vec<(usize, Vec<Prepared>)> = Vec::new();
     // Shards given first attempts as rows: their scans must look soon.
@@ -315,13 +318,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
         let ticket: Ticket = ledger.register(&entry.shard, entry.seq, prepared.len(), now);
         first_attempts.extend(prepared.into_iter().map(|Prepared { due, message, endpoint }| FirstAttempt { due, message, endpoint, ticket: ticket.clone() }));
     }
-    let refused = handoff.offer(first_attempts);
-    if !refused.is_empty() {
-        // Room may shrink between the count and the offer (a scan holds room for the
-        // rows it queues): the refused are written as rows like those past the count.
-        ingested.written += refused.len();
-        write_as_rows(store, shards, handoff, refused, now).await?;
-    }
+    handoff.offer_reserved(reservation, first_attempts);
     if !written.is_empty() {
         handoff.wake_scan();
     }
@@ -333,23 +330,6 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
     crate::metrics::record_messages("appended", ingested.appended as u64);
     crate::metrics::record_messages("duplicate", ingested.duplicates as u64);
     Ok(ingested)
-}
-
-/// Writes first attempts as rows of `webhook_retries`, due at `now`, then settles
-/// them: their messages no longer hold the log position.
-pub(crate) async fn write_as_rows(store: &WebhookStore, shards: &Shards, handoff: &Handoff, attempts: Vec<FirstAttempt>, now: i64) -> Result<(), StoreError> {
-    let mut rows = Vec::with_capacity(attempts.len());
-    for attempt in &attempts {
-        shards.prepare(store, &attempt.due.shard, now).await?;
-        rows.push(store.retry_row(&attempt.due.shard, now, &attempt.due.delivery));
-    }
-    store.write(rows).await?;
-    for attempt in &attempts {
-        shards.lower(&attempt.due.shard, now);
-        handoff.ledger().settle(&attempt.ticket);
-    }
-    handoff.wake_scan();
-    Ok(())
 }
 
 #[cfg(test)]

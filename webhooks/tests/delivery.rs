@@ -197,6 +197,43 @@ async fn a_failed_delivery_is_retried_after_the_scheduled_delay_with_the_same_id
     assert_eq!((state.failing_since, state.last_success_at, state.disabled_version), (None, Some(Timestamp(START + 305 * SECOND)), None));
 }
 
+/// A retry coming due wakes nothing: the deliverer scans for due rows at least once a
+/// poll, however often the first attempts it is handed wake it meanwhile.
+#[tokio::test]
+async fn a_retry_comes_due_and_is_made_while_first_attempts_keep_waking_the_deliverer() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500]).await;
+    setup.endpoint("acc_a", "ep", &format!("{}/a", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_b", "ep", &format!("{}/b", receiver.url), &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_a", "mtg_a"))]).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(5));
+    let poll = Duration::from_millis(200);
+    runtime.deliverer.poll = poll;
+    let (stop, task) = start(runtime);
+    receiver.wait_for(|received| received.len() == 1).await;
+    eventually("the retry is written", || async { !pending(&setup, &clock).await.is_empty() }).await;
+
+    // A message to the other account every 25 ms for 4 s; the retry comes due 0.5 s in.
+    let stream = async {
+        for seq in 2..162i64 {
+            setup.outbox(&[(seq, message("acc_b", MessageKind::MeetingCreated, &format!("evt_b{seq}"), &format!("mtg_{seq}")))]).await;
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    };
+    let retried = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        clock.advance(Duration::from_secs(5));
+        let due = std::time::Instant::now();
+        receiver.wait_for(|received| received.iter().filter(|request| request.path == "/a").count() == 2).await;
+        due.elapsed()
+    };
+    let ((), took) = tokio::join!(stream, retried);
+    assert!(took < 5 * poll, "the retry was made {took:?} after it came due, while the stream lasted");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
 #[tokio::test]
 async fn a_hanging_endpoint_never_delays_another() {
     let setup = setup().await;
@@ -222,6 +259,52 @@ async fn a_hanging_endpoint_never_delays_another() {
         attempts.len() == 4 && attempts.iter().all(|attempt| attempt.outcome == AttemptOutcome::TimedOut)
     })
     .await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+/// A dead endpoint's backlog of rows, due before everyone else's, never keeps the
+/// others' rows unread: past its bound in the window (twice its slots, as it is not
+/// known to answer), the scans go on past its rows, page after page, to the rows of
+/// the endpoint that answers.
+#[tokio::test]
+async fn a_dead_endpoints_rows_due_first_never_keep_the_scans_from_the_rows_after_them() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_dead", "ep", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    setup.endpoint("acc_ok", "ep", &format!("{}/ok", receiver.url), &[], true, 1).await;
+    let store = &setup.webhooks;
+    let mut rows = Vec::new();
+    // 100 rows of the dead endpoint, due first, then 5 of the other, each a retry.
+    let accounts = std::iter::repeat_n("acc_dead", 100).chain(std::iter::repeat_n("acc_ok", 5));
+    for (index, account) in accounts.enumerate() {
+        let seq = index as i64 + 1;
+        let created = message(account, MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}"));
+        store.claim_many(&[(account, seq, &created.message)]).await.unwrap();
+        rows.push(store.feed_row(account, seq, &created.message));
+        rows.push(store.head_row(account, seq));
+        let delivery = recap_readmodel::webhooks::Delivery {
+            account_id: account.into(),
+            endpoint_id: "ep".into(),
+            endpoint_created_version: Some(1),
+            message_id: created.message.id.clone(),
+            seq,
+            attempt: 2,
+        };
+        // Every half second from a minute ago: past the shard's low minute (two
+        // minutes before it is first held).
+        rows.push(store.retry_row("0", START - 60 * SECOND + seq * SECOND / 2, &delivery));
+    }
+    store.write(rows).await.unwrap();
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(2));
+    runtime.deliverer.scan = 20;
+    runtime.deliverer.window_per_endpoint = 10;
+    let (stop, task) = start(runtime);
+    let started = std::time::Instant::now();
+    receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 5).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "the rows after the dead endpoint's were delivered in {:?}", started.elapsed());
+    assert_eq!(receiver.count("/hang"), 4, "the dead endpoint holds its 4 slots and no more");
     let _ = stop.send(true);
     task.await.unwrap();
 }
@@ -414,6 +497,43 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
     let received = receiver.wait_for(|received| received.len() == sent + 1).await;
     assert_eq!(received.last().unwrap().header("webhook-id"), message("acc_a", MessageKind::MeetingUpdated, "evt_4", "mtg_1").message.id);
     eventually("a success clears the failure", || async { setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap().failing_since.is_none() }).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+/// A disable whose record could not be written is not acted on: the attempt is made
+/// again (as any attempt whose record failed), and the endpoint is disabled once the
+/// store has it, rather than its deliveries dropped while the store still shows it
+/// enabled.
+#[tokio::test]
+async fn a_disable_whose_record_was_not_written_drops_nothing() {
+    use recap_readmodel::tables::WEBHOOK_ATTEMPTS;
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500, 500]).await;
+    setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 3).await;
+    let faulty = FaultyDriver::new(setup.driver());
+    let clock = ManualClock::at(START);
+    let mut runtime = recap_webhooks::Runtime::new(
+        Arc::new(faulty.clone()),
+        recap_readmodel::webhooks::DEFAULT_RETENTION,
+        recap_webhooks::ClientConfig { allow_insecure: true, timeout: Duration::from_secs(5), ..recap_webhooks::ClientConfig::default() },
+    );
+    runtime.clock = Arc::new(clock.clone());
+    // No retries: the first attempt is the last, and its failure disables the endpoint.
+    let schedule = recap_webhooks::RetrySchedule { delays: Vec::new(), jitter: 0.0 };
+    runtime.deliverer = recap_webhooks::DelivererConfig { poll: Duration::from_millis(10), schedule, ..recap_webhooks::DelivererConfig::default() };
+    runtime.outbox.poll = Duration::from_millis(10);
+    faulty.fail_table(WEBHOOK_ATTEMPTS.name);
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let (stop, task) = start(runtime);
+    receiver.wait_for(|received| received.len() == 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    faulty.heal();
+    receiver.wait_for(|received| received.len() == 2).await;
+    eventually("the endpoint is disabled at its version", || async { setup.webhooks.endpoint_state("acc_a", "ep").await.unwrap().disabled_version == Some(3) })
+        .await;
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
+    assert_eq!(attempts.len(), 1, "the attempt whose record was written");
     let _ = stop.send(true);
     task.await.unwrap();
 }
@@ -761,6 +881,52 @@ async fn a_batch_waits_for_room_only_for_its_own_deliveries_and_at_most_the_limi
     let (ingested, took) = ingest(&handoff, batch_of(5..=7, |seq| format!("mtg_{seq}"))).await;
     assert_eq!((ingested.deliveries, ingested.written), (3, 3));
     assert!(took >= limit, "nothing freed: the limit ends the wait ({took:?})");
+}
+
+/// The room a batch's first attempts go over in is taken before the batch is written:
+/// another batch written meanwhile writes its own first attempts as rows in its own
+/// write, never after its feed rows in a second write whose failure would leave first
+/// attempts registered that nothing settles (the log position then held for good). A
+/// batch whose write fails gives its room back and leaves nothing in memory.
+#[tokio::test]
+async fn a_batch_takes_its_room_before_its_write_and_gives_it_back_when_the_write_fails() {
+    use recap_readmodel::tables::WEBHOOK_RETRIES;
+    let setup = setup().await;
+    setup.endpoint("acc_a", "ep", "https://receiver.example/hook", &[], true, 1).await;
+    let faulty = FaultyDriver::new(setup.driver());
+    let store = recap_readmodel::webhooks::WebhookStore::new(Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let (stats, shards, handoff) = (recap_webhooks::Stats::default(), recap_webhooks::Shards::fixed(&["0"]), recap_webhooks::Handoff::new(3));
+    let ingest = |batch: Vec<recap_webhooks::ingest::LogMessage>| {
+        let (store, stats, shards, handoff) = (store.clone(), &stats, &shards, handoff.clone());
+        async move { recap_webhooks::ingest::ingest(&store, &batch, START, stats, shards, &handoff).await }
+    };
+
+    faulty.fail_everything();
+    assert!(ingest(batch_of(1..=3, |seq| format!("mtg_{seq}"))).await.is_err());
+    assert_eq!((handoff.room(), handoff.ledger().unsettled().0), (3, 0), "a failed batch keeps no room and leaves nothing to settle");
+    faulty.heal();
+
+    // The second batch comes while the first one's write is held: once the first
+    // took the window's room (or after a second, for a batch that would not take it
+    // before its write). Rows cannot be written.
+    faulty.fail_table(WEBHOOK_RETRIES.name);
+    faulty.hold_writes();
+    let (first, second) = tokio::join!(ingest(batch_of(1..=3, |seq| format!("mtg_{seq}"))), async {
+        let waited = std::time::Instant::now();
+        while handoff.room() > 0 && waited.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let second = ingest(batch_of(4..=6, |seq| format!("mtg_{seq}")));
+        let released = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            faulty.release_writes();
+        };
+        tokio::join!(second, released).0
+    });
+    let first = first.unwrap();
+    assert_eq!((first.deliveries, first.written), (3, 0), "the first batch went over in memory");
+    assert!(second.is_err(), "the second batch's first attempts are rows, in its own write, which fails");
+    assert_eq!(handoff.ledger().unsettled().0, 3, "only the first batch's first attempts are in memory, each to settle");
 }
 
 #[tokio::test]
