@@ -80,9 +80,10 @@ fn render_command(out: &mut String, parent: &str, command: &clap::Command) {
     }
 }
 
+/// The value's name as `--help` prints it: the one given, else the argument's id as it is.
 fn value_name(arg: &clap::Arg) -> String {
     let name = arg.get_value_names().and_then(|names| names.first()).map(ToString::to_string);
-    name.unwrap_or_else(|| arg.get_id().to_string()).to_uppercase()
+    name.unwrap_or_else(|| arg.get_id().to_string())
 }
 
 fn flag(arg: &clap::Arg) -> String {

@@ -20,7 +20,7 @@ pub struct RestConfig {
     pub rate_limit_per_minute: u32,
     /// Bound of each store and limiter call of a request, in milliseconds; past it the
     /// request is answered 503 unavailable. Unset: the store driver's own timeout.
-    #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", env = "RECAP_REST_STORE_TIMEOUT_MS")]
+    #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", value_name = "REST_STORE_TIMEOUT_MS", env = "RECAP_REST_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
     /// How long a successful token lookup (token, account, plan) is reused, in
     /// milliseconds, where other processes write the store (the distributed edition).

@@ -3,7 +3,7 @@
 //! is the message's seq in its account's feed (an account's messages all travel in one
 //! partition, keyed by account), and its partition number is the shard of its
 //! deliveries: the process that holds a partition reads its messages and delivers its
-//! shard, so the role scales with the partitions (up to ten replicas) and a rebalance
+//! shard, so the role scales with the partitions (as many replicas as the topic has) and a rebalance
 //! moves reading and delivering together.
 //!
 //! Offsets are committed by hand, up to the messages whose first attempts are settled

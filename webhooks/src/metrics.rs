@@ -105,7 +105,7 @@ pub fn observe_queue(stats: Arc<Stats>, clock: Arc<dyn crate::schedule::Clock>) 
     meter
         .u64_observable_gauge("recap.webhooks.queue_depth")
         .with_unit("{delivery}")
-        .with_description("Pending deliveries of the shards this process delivers")
+        .with_description("Deliveries due now in the shards this process delivers: first attempts not settled, retries whose time came")
         .with_callback(move |observer| observer.observe(depth.queue_depth.load(Ordering::Relaxed), &[]))
         .build();
     meter
