@@ -151,6 +151,9 @@ struct EndpointSlots {
 struct CachedState {
     state: Option<EndpointState>,
     ts: i64,
+    /// The state disables the endpoint and that disable's record is not written yet:
+    /// later states carry it, but no delivery is dropped for it until it is written.
+    disable_unwritten: bool,
 }
 
 /// A row's key: shard, due time, delivery id.
@@ -206,8 +209,9 @@ struct EndpointQueue {
     slots: Option<(Arc<Semaphore>, Arc<tokio::sync::Mutex<CachedState>>)>,
     /// Rows of this endpoint scans found past its bound ([`Deliverer::scan`]): the
     /// shard, the soonest one's due time, and how many were queued when the first was.
-    /// The scans go on past them; once the queue has drained to half of that, the
-    /// shard's mark is lowered to that due time so that a scan reads them again.
+    /// The scans go on past them; once the queue has drained to a quarter of that (or
+    /// leaves the window), the shard's mark goes back to that due time
+    /// ([`Deliverer::revisit`]) so that a scan reads them again.
     left_out: Option<(String, i64, usize)>,
 }
 
@@ -281,7 +285,24 @@ pub struct Deliverer {
     more_due: AtomicBool,
     /// Rows queued in the window at the end of the last round.
     rows_queued: AtomicUsize,
+    /// Rows left out by scans, to read again ([`Deliverer::revisit`]).
+    revisits: Mutex<Revisits>,
 }
+
+/// Per shard, the soonest due time of rows scans left out that are to be read again,
+/// and when the marks last went back to such rows.
+#[derive(Default)]
+struct Revisits {
+    due: HashMap<String, i64>,
+    last: Option<Instant>,
+}
+
+/// How often, at most, the marks go back to rows scans left out: each time, the next
+/// scan reads again from there.
+const REVISIT_EVERY: Duration = Duration::from_secs(1);
+
+/// Pages a scan reads in a row of a shard, at most, while a full page queues nothing.
+const PAGES_A_SCAN: usize = 8;
 
 /// What became of one attempt, for the attempt record.
 struct Sent {
@@ -343,6 +364,7 @@ impl Deliverer {
             scanned_shards: Mutex::default(),
             more_due: AtomicBool::new(false),
             rows_queued: AtomicUsize::new(0),
+            revisits: Mutex::default(),
         }
     }
 
@@ -398,6 +420,7 @@ impl Deliverer {
         // Before anything starts: what a shard given up since holds is its next holder's.
         self.forget_shards_not_held(&self.shards.held());
         self.convert_held_too_long().await;
+        let scan = self.revisit_due() || scan;
         let window_empty = self.window.lock().map(|window| window.is_empty()).unwrap_or(true);
         let scanned = if scan || (window_empty && self.shards.lowered()) { self.scan().await } else { Ok(()) };
         self.start_window(attempts);
@@ -465,7 +488,7 @@ impl Deliverer {
                 queue.queued = kept;
                 taken.extend(old);
             }
-            window.retain(|_, queue| !queue.queued.is_empty());
+            self.drop_empty_queues(&mut window);
         }
         if taken.is_empty() {
             return;
@@ -503,11 +526,15 @@ impl Deliverer {
     }
 
     /// Scans the shards held from their marks up to now, and queues the due deliveries
-    /// found that nothing holds in memory, while the window has room.
+    /// found that nothing holds in memory, while the window has room. A full page of
+    /// which nothing could be queued (rows of endpoints at their bound, or held) is
+    /// followed by the next at once, up to [`PAGES_A_SCAN`]: a dead endpoint's backlog,
+    /// read again after its queue drained, is crossed in one scan, not a page a poll.
     async fn scan(&self) -> Result<(), StoreError> {
         let now = self.shared.clock.now_micros();
         let held_shards = self.shards.held();
         self.more_due.store(false, Ordering::Relaxed);
+        let page = self.shared.config.scan;
         for shard in held_shards {
             self.shards.prepare(&self.shared.store, &shard, now).await?;
             let scan_started = Instant::now();
@@ -516,57 +543,110 @@ impl Deliverer {
                 self.shards.raise(&shard, seen, seen);
                 continue;
             }
-            let due_rows = self.shared.store.due_between(&shard, seen, now, self.shared.config.scan).await?;
-            let mut left_out = None;
-            {
-                let (Ok(mut window), Ok(mut held)) = (self.window.lock(), self.shared.held.lock()) else { continue };
-                // Rows removed before this scan began were not listed by it.
-                held.retain(|_, state| !matches!(state, Held::Finished(at) if *at < scan_started));
-                for due in &due_rows {
-                    let key = key_of(due);
-                    if held.contains_key(&key) {
-                        continue;
+            let (mut from, mut pages) = (seen, 0);
+            let to = loop {
+                pages += 1;
+                let due_rows = self.shared.store.due_between(&shard, from, now, page).await?;
+                let (queued, left_out) = self.queue_scanned(&due_rows, scan_started);
+                let read_all = due_rows.len() < page;
+                let last = due_rows.last().map_or(now, |due| due.due_at);
+                if read_all || left_out.is_some() || queued > 0 || pages >= PAGES_A_SCAN || last <= from {
+                    if !read_all || left_out.is_some() {
+                        self.more_due.store(true, Ordering::Relaxed);
                     }
-                    let endpoint = (due.delivery.account_id.clone(), due.delivery.endpoint_id.clone());
-                    let queue = window.entry(endpoint).or_default();
-                    if queue.scanned >= self.shared.config.window_per_endpoint.min(self.not_answering_bound())
-                        && (queue.scanned >= self.shared.config.window_per_endpoint || !self.answering(queue, &due.delivery))
-                    {
-                        // Past the endpoint's bound: the scan goes on past the row (an
-                        // endpoint's backlog never keeps the others' rows unread), and
-                        // the endpoint's queue reads it again once it drains.
-                        // The soonest left out: a scan from a mark lowered since (a
-                        // retry written) may leave out a row due before the last one's.
-                        queue.left_out = match queue.left_out.take() {
-                            Some((shard, due_at, queued_then)) if shard == due.shard => Some((shard, due_at.min(due.due_at), queued_then)),
-                            Some(other) => {
-                                // Another shard's (an endpoint's deliveries moved with its
-                                // account): read again now, this one later.
-                                self.shards.lower(&other.0, other.1);
-                                Some((due.shard.clone(), due.due_at, queue.scanned))
-                            }
-                            None => Some((due.shard.clone(), due.due_at, queue.scanned)),
-                        };
-                        continue;
-                    }
-                    if !self.shared.handoff.has_room(1) {
-                        left_out = left_out.or(Some(due.due_at));
-                        continue;
-                    }
-                    held.insert(key, Held::Queued);
-                    self.shared.handoff.hold(1);
-                    queue.push(Queued { due: due.clone(), prepared: None, origin: Origin::Row }, false);
+                    break left_out.unwrap_or(if read_all { now } else { last });
                 }
-                window.retain(|_, queue| !queue.queued.is_empty());
-            }
-            let read_all = due_rows.len() < self.shared.config.scan;
-            if !read_all || left_out.is_some() {
-                self.more_due.store(true, Ordering::Relaxed);
-            }
-            let to = left_out.unwrap_or_else(|| if read_all { now } else { due_rows.last().map_or(now, |due| due.due_at) });
+                from = last;
+            };
             self.shards.raise(&shard, seen, to);
         }
         Ok(())
+    }
+
+    /// Queues the rows of a page that nothing holds in memory, each endpoint up to its
+    /// bound; returns how many were queued, and the first row left out for want of room
+    /// (the mark stays there). Rows past their endpoint's bound are not left out: the
+    /// scan goes on past them (an endpoint's backlog never keeps the others' rows
+    /// unread), and the endpoint's queue keeps the soonest one's due time
+    /// ([`EndpointQueue::left_out`]) to read them again once it drains.
+    fn queue_scanned(&self, due_rows: &[DueDelivery], scan_started: Instant) -> (usize, Option<i64>) {
+        let (Ok(mut window), Ok(mut held)) = (self.window.lock(), self.shared.held.lock()) else { return (0, None) };
+        // Rows removed before this scan began were not listed by it.
+        held.retain(|_, state| !matches!(state, Held::Finished(at) if *at < scan_started));
+        let (mut queued, mut left_out) = (0, None);
+        for due in due_rows {
+            let key = key_of(due);
+            if held.contains_key(&key) {
+                continue;
+            }
+            let endpoint = (due.delivery.account_id.clone(), due.delivery.endpoint_id.clone());
+            let queue = window.entry(endpoint).or_default();
+            if queue.scanned >= self.shared.config.window_per_endpoint.min(self.not_answering_bound())
+                && (queue.scanned >= self.shared.config.window_per_endpoint || !self.answering(queue, &due.delivery))
+            {
+                // The soonest left out: a scan from a mark lowered since (a retry
+                // written) may leave out a row due before the last one's.
+                queue.left_out = match queue.left_out.take() {
+                    Some((shard, due_at, queued_then)) if shard == due.shard => Some((shard, due_at.min(due.due_at), queued_then)),
+                    Some((shard, due_at, _)) => {
+                        // Another shard's (an endpoint's deliveries moved with its
+                        // account): read again soon, this one once the queue drains.
+                        self.revisit(&shard, due_at);
+                        Some((due.shard.clone(), due.due_at, queue.scanned))
+                    }
+                    None => Some((due.shard.clone(), due.due_at, queue.scanned)),
+                };
+                continue;
+            }
+            if !self.shared.handoff.has_room(1) {
+                left_out = left_out.or(Some(due.due_at));
+                continue;
+            }
+            held.insert(key, Held::Queued);
+            self.shared.handoff.hold(1);
+            queue.push(Queued { due: due.clone(), prepared: None, origin: Origin::Row }, false);
+            queued += 1;
+        }
+        self.drop_empty_queues(&mut window);
+        (queued, left_out)
+    }
+
+    /// Rows left out at `due_at` of `shard` are to be read again: the shard's mark goes
+    /// back to them at the next [`Deliverer::revisit_due`].
+    fn revisit(&self, shard: &str, due_at: i64) {
+        if let Ok(mut revisits) = self.revisits.lock() {
+            let soonest = revisits.due.entry(shard.to_owned()).or_insert(due_at);
+            *soonest = (*soonest).min(due_at);
+        }
+    }
+
+    /// Lowers the marks to the rows to read again, at most once every
+    /// [`REVISIT_EVERY`] (each lowering has the next scan read again from there, past
+    /// every row of endpoints still at their bound); whether it did.
+    fn revisit_due(&self) -> bool {
+        let Ok(mut revisits) = self.revisits.lock() else { return false };
+        if revisits.due.is_empty() || revisits.last.is_some_and(|last| last.elapsed() < REVISIT_EVERY) {
+            return false;
+        }
+        for (shard, due_at) in std::mem::take(&mut revisits.due) {
+            self.shards.lower(&shard, due_at);
+        }
+        revisits.last = Some(Instant::now());
+        true
+    }
+
+    /// Removes the queues left empty from the window; the rows one left out are read
+    /// again.
+    fn drop_empty_queues(&self, window: &mut HashMap<EndpointKey, EndpointQueue>) {
+        window.retain(|_, queue| {
+            if !queue.queued.is_empty() {
+                return true;
+            }
+            if let Some((shard, due_at, _)) = queue.left_out.take() {
+                self.revisit(&shard, due_at);
+            }
+            false
+        });
     }
 
     /// The rows queued for one endpoint not known to answer, at most: twice what it may
@@ -617,12 +697,8 @@ impl Deliverer {
                 for queued in kept {
                     queue.push(queued, false);
                 }
-                // Rows left out of a queue that leaves the window are read again.
-                if let (true, Some((shard, due_at, _))) = (queue.queued.is_empty(), queue.left_out.take()) {
-                    self.shards.lower(&shard, due_at);
-                }
             }
-            window.retain(|_, queue| !queue.queued.is_empty());
+            self.drop_empty_queues(&mut window);
         }
         if let Ok(mut converting) = self.converting.lock() {
             let before = converting.len();
@@ -661,22 +737,16 @@ impl Deliverer {
                 self.start(attempts, queued, endpoint_permit, (global_permit, shares), state_lock.clone());
             }
         }
-        // An endpoint drained to half of what it held when a scan left rows of it out:
-        // its shard's mark goes back to them, and a scan reads them again now.
-        let mut lowered = false;
+        // An endpoint drained to a quarter of what it held when a scan left rows of it
+        // out: those rows are read again.
         for queue in window.values_mut() {
-            if let Some((shard, due_at, queued_then)) = &queue.left_out {
-                if queue.scanned <= queued_then / 2 {
-                    self.shards.lower(shard, *due_at);
-                    queue.left_out = None;
-                    lowered = true;
+            if queue.left_out.as_ref().is_some_and(|(_, _, queued_then)| queue.scanned <= queued_then / 4) {
+                if let Some((shard, due_at, _)) = queue.left_out.take() {
+                    self.revisit(&shard, due_at);
                 }
             }
         }
-        if lowered {
-            self.shared.handoff.wake_scan();
-        }
-        window.retain(|_, queue| !queue.queued.is_empty());
+        self.drop_empty_queues(&mut window);
         self.rows_queued.store(window.values().map(|queue| queue.scanned).sum(), Ordering::Relaxed);
     }
 
@@ -930,7 +1000,8 @@ async fn attempt(
             Some(state) => state,
             None => store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?,
         };
-        cached.state.insert(state).disables(endpoint)
+        let disables = cached.state.insert(state).disables(endpoint);
+        disables && !cached.disable_unwritten
     };
     if disabled {
         return drop_delivery(shared, queued, "endpoint disabled for failing").await;
@@ -979,6 +1050,7 @@ async fn attempt(
         rows.push(store.retry_row(&due.shard, next_due, &Delivery { attempt: delivery.attempt + 1, ..delivery.clone() }));
     }
     let removal = matches!(queued.origin, Origin::Row).then(|| store.retry_done_row(due));
+    let mut disabling = false;
     let (recorded, removed) = {
         let mut cached = state_lock.lock().await;
         let ts = now_micros().max(cached.ts + 1);
@@ -1004,19 +1076,28 @@ async fn attempt(
                 if next_due.is_none() && failing_for_the_whole_span && state.disabled_version != Some(endpoint.version) {
                     state.disabled_version = Some(endpoint.version);
                     state.disabled_at = Some(Timestamp(now));
+                    disabling = true;
                     tracing::warn!(version = endpoint.version, "endpoint disabled after failing through the whole retry schedule");
                 }
             }
             // Handed in under the lock: the recorder keeps the last of one endpoint's states.
-            Some(StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts })
+            let write = StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts };
+            cached.disable_unwritten |= disabling;
+            Some(write)
         };
         shared.recorder.submit_attempt(rows, state, removal)
     };
     if let Err(error) = recorded.written().await {
         // The state handed in with the record may not be the store's: read again at the
         // next attempt, so that nothing not written (a disable above all) is acted on.
-        state_lock.lock().await.state = None;
+        let mut cached = state_lock.lock().await;
+        cached.state = None;
+        cached.disable_unwritten = false;
         return Err(error);
+    }
+    if disabling {
+        // Written: from now on the endpoint's deliveries are dropped.
+        state_lock.lock().await.disable_unwritten = false;
     }
     if let Some(next_due) = next_due {
         shared.shards.lower(&due.shard, next_due);

@@ -273,10 +273,27 @@ async fn a_dead_endpoints_rows_due_first_never_keep_the_scans_from_the_rows_afte
     let receiver = Receiver::start(&[]).await;
     setup.endpoint("acc_dead", "ep", &format!("{}/hang", receiver.url), &[], true, 1).await;
     setup.endpoint("acc_ok", "ep", &format!("{}/ok", receiver.url), &[], true, 1).await;
+    // 100 rows of the dead endpoint, due first, then 5 of the other.
+    retry_rows(&setup, std::iter::repeat_n("acc_dead", 100).chain(std::iter::repeat_n("acc_ok", 5))).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(2));
+    runtime.deliverer.scan = 20;
+    runtime.deliverer.window_per_endpoint = 10;
+    let (stop, task) = start(runtime);
+    let started = std::time::Instant::now();
+    receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 5).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "the rows after the dead endpoint's were delivered in {:?}", started.elapsed());
+    assert_eq!(receiver.count("/hang"), 4, "the dead endpoint holds its 4 slots and no more");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
+/// A message of each of `accounts` in turn (seqs from 1), in its feed, and its delivery
+/// to the account's endpoint `ep` as a row of a second attempt, due every half second
+/// from a minute ago (past the shard's low minute, two minutes before it is first held).
+async fn retry_rows(setup: &Setup, accounts: impl Iterator<Item = &'static str>) {
     let store = &setup.webhooks;
     let mut rows = Vec::new();
-    // 100 rows of the dead endpoint, due first, then 5 of the other, each a retry.
-    let accounts = std::iter::repeat_n("acc_dead", 100).chain(std::iter::repeat_n("acc_ok", 5));
     for (index, account) in accounts.enumerate() {
         let seq = index as i64 + 1;
         let created = message(account, MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}"));
@@ -291,20 +308,37 @@ async fn a_dead_endpoints_rows_due_first_never_keep_the_scans_from_the_rows_afte
             seq,
             attempt: 2,
         };
-        // Every half second from a minute ago: past the shard's low minute (two
-        // minutes before it is first held).
         rows.push(store.retry_row("0", START - 60 * SECOND + seq * SECOND / 2, &delivery));
     }
     store.write(rows).await.unwrap();
+}
+
+/// Another shard held (a rebalance) while an endpoint's rows wait past its bound: the
+/// rows the scans left out are read all the same, none forgotten with the change.
+#[tokio::test]
+async fn rows_left_out_past_an_endpoints_bound_are_read_after_the_shards_held_change() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500; 100]).await;
+    setup.endpoint("acc_fail", "ep", &format!("{}/fail", receiver.url), &[], true, 1).await;
+    retry_rows(&setup, std::iter::repeat_n("acc_fail", 30)).await;
     let clock = ManualClock::at(START);
-    let mut runtime = runtime(&setup, &clock, Duration::from_secs(2));
-    runtime.deliverer.scan = 20;
-    runtime.deliverer.window_per_endpoint = 10;
-    let (stop, task) = start(runtime);
-    let started = std::time::Instant::now();
-    receiver.wait_for(|received| received.iter().filter(|request| request.path == "/ok").count() == 5).await;
-    assert!(started.elapsed() < Duration::from_secs(2), "the rows after the dead endpoint's were delivered in {:?}", started.elapsed());
-    assert_eq!(receiver.count("/hang"), 4, "the dead endpoint holds its 4 slots and no more");
+    let runtime = runtime(&setup, &clock, Duration::from_secs(2));
+    let shards = recap_webhooks::Shards::fixed(&["0"]);
+    let config = recap_webhooks::DelivererConfig { scan: 20, window_per_endpoint: 10, ..runtime.deliverer };
+    let deliverer = recap_webhooks::Deliverer::new(
+        runtime.store,
+        runtime.client,
+        runtime.clock,
+        runtime.stats,
+        shards.clone(),
+        recap_webhooks::Handoff::new(1_000),
+        config,
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(deliverer.run(stopped));
+    receiver.wait_for(|received| !received.is_empty()).await;
+    shards.add("1".to_owned());
+    receiver.wait_for(|received| received.iter().map(|request| request.header("webhook-id")).collect::<std::collections::BTreeSet<_>>().len() == 30).await;
     let _ = stop.send(true);
     task.await.unwrap();
 }
