@@ -162,6 +162,36 @@ async fn meeting_transcript_ready_waits_for_a_meeting_that_is_not_visible_yet() 
     assert_eq!(kinds(&meeting_arrives), pairs(&[("acc", "meeting.created"), ("acc", "meeting.transcript_ready")]));
 }
 
+/// A transcript newer than a delete that arrives after it stays (rule 2), but the
+/// account was told the meeting was deleted: when the meeting is back, its transcript is
+/// ready again, as in version order (meeting 1, delete 2, transcript 3, meeting 4).
+#[tokio::test]
+async fn meeting_transcript_ready_is_told_again_for_a_meeting_back_after_a_delete_that_arrived_late() {
+    let in_order = [
+        bare_meeting("Weekly").version(1).envelope(),
+        EVENTS.meeting_deleted("acc", "m1").version(2).envelope(),
+        EVENTS.transcript("acc", "m1", "hello").version(3).envelope(),
+        bare_meeting("Weekly").version(4).envelope(),
+    ];
+    let mut store = Store::new();
+    let told = store.apply_messages(&in_order, 1).await;
+    assert_eq!(kinds(&told), pairs(&[("acc", "meeting.created"), ("acc", "meeting.deleted"), ("acc", "meeting.created"), ("acc", "meeting.transcript_ready")]));
+
+    let mut store = Store::new();
+    let late_delete = [in_order[0].clone(), in_order[2].clone(), in_order[1].clone(), in_order[3].clone()];
+    let told = store.apply_messages(&late_delete, 1).await;
+    assert_eq!(
+        kinds(&told),
+        pairs(&[
+            ("acc", "meeting.created"),
+            ("acc", "meeting.transcript_ready"),
+            ("acc", "meeting.deleted"),
+            ("acc", "meeting.created"),
+            ("acc", "meeting.transcript_ready")
+        ])
+    );
+}
+
 #[tokio::test]
 async fn action_item_messages_diff_a_meetings_items_one_by_one() {
     let mut store = Store::new();

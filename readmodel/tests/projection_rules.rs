@@ -354,6 +354,56 @@ async fn a_deleted_team_shows_nothing_until_a_newer_upsert_and_its_memberships_a
     assert_eq!(shared_ids(&store, "bob").await, vec!["s1"]);
 }
 
+// Rule 6 with a team delete: the members a delete tells `team.left` and whose
+// memberships it ends are read from the team's member rows, which are written with the
+// entity states. So a batch applied again after its states were lost (the rows written,
+// the states not) tells the same members the same messages and ends the same
+// memberships, and a member who joins the team once it is back joins it anew, seeing
+// the team's older share.
+#[tokio::test]
+async fn a_team_delete_whose_states_were_not_written_tells_and_ends_the_same_memberships_again() {
+    use recap_readmodel::messages::MessageKind;
+    use recap_readmodel::Batch;
+    let setup = [
+        team("t1", true).version(1).envelope(),
+        EVENTS.member("t1", "bob").version(1).envelope(),
+        share("s1", "owner", Some("t1"), &[], "team note", 1).version(1).envelope(),
+    ];
+    let delete = EVENTS.team_deleted("t1").version(2).envelope();
+    let later = [team("t1", true).version(3).envelope(), EVENTS.member("t1", "bob").version(2).envelope()];
+    let json =
+        |messages: &[recap_readmodel::messages::AccountMessage]| messages.iter().map(|message| serde_json::to_string(message).unwrap()).collect::<Vec<_>>();
+
+    let mut whole = Store::new();
+    whole.apply(&setup, 3).await;
+    let told = whole.apply_messages(std::slice::from_ref(&delete), 1).await;
+    assert!(told.iter().any(|message| message.account_id == "bob" && message.message.kind == MessageKind::TeamLeft), "{:?}", json(&told));
+    let rejoined = whole.apply_messages(&later, 2).await;
+
+    let mut interrupted = Store::new();
+    interrupted.apply(&setup, 3).await;
+    let apply = |driver: std::sync::Arc<dyn recap_readmodel::Driver>| {
+        let delete = delete.clone();
+        async move {
+            let mut batch = Batch::new(driver);
+            batch.apply(&delete, 4).await.unwrap();
+            let messages = batch.take_messages();
+            let (rows, states) = batch.into_mutation_steps();
+            (messages, rows, states)
+        }
+    };
+    let (_, rows, _states_lost) = apply(interrupted.driver.clone()).await;
+    interrupted.driver.write(rows).await.unwrap();
+    let (told_again, rows, states) = apply(interrupted.driver.clone()).await;
+    interrupted.driver.write(rows).await.unwrap();
+    interrupted.driver.write(states).await.unwrap();
+    assert_eq!(json(&told_again), json(&told), "the same messages, the same ids");
+    assert!(interrupted.readmodel.team_membership("bob", "t1").await.unwrap().is_none());
+    let rejoined_again = interrupted.apply_messages(&later, 2).await;
+    assert_eq!(json(&rejoined_again), json(&rejoined), "bob joins the team anew and receives its share");
+    assert_eq!(shared_ids(&interrupted, "bob").await, vec!["s1"]);
+}
+
 #[tokio::test]
 async fn search_matches_every_word_newest_first_with_the_total() {
     let mut store = Store::new();

@@ -15,7 +15,7 @@ use recap_schemas::Timestamp;
 use crate::driver::{Driver, Mutation, MutationRef, Op, ScanRange, StoreError};
 use crate::messages::AccountMessage;
 use crate::table::{Clock, Table, Val};
-use crate::tables::{by_id, ENTITIES, MESSAGE_OUTBOX, POSITIONS};
+use crate::tables::{by_id, ENTITIES, MESSAGE_OUTBOX, POSITIONS, TEAM_MEMBERS};
 
 /// The outbox's one partition: the embedded log's messages, in order.
 pub const OUTBOX_SOURCE: &str = "log";
@@ -156,13 +156,16 @@ impl Batch {
     }
 
     /// The rows to write in two steps, for a store without multi-row atomicity: first
-    /// every row but the entities' states, then the states. Should the second step fail
-    /// (or the process die between the two), the states are as they were, so applying
-    /// the same events again recomputes and rewrites the same rows with the same
-    /// timestamps. A state written ahead of its rows would instead make those events
-    /// stale, and rows that failed would never be written.
+    /// every row the reads serve, then the projection's own state: the entities' states
+    /// and the teams' member rows (which no read serves: a team delete finds the members
+    /// it ends in them). Should the second step fail (or the process die between the
+    /// two), that state is as it was, so applying the same events again recomputes and
+    /// rewrites the same rows, with the same timestamps, and announces the same
+    /// messages. A state written ahead of its rows would instead make those events
+    /// stale, and rows that failed would never be written; member rows removed ahead of
+    /// the states would leave a team delete applied again with no member to tell.
     pub fn into_mutation_steps(self) -> (Vec<Mutation>, Vec<Mutation>) {
-        self.into_mutations().into_iter().partition(|mutation| mutation.table.id != ENTITIES.id)
+        self.into_mutations().into_iter().partition(|mutation| mutation.table.id != ENTITIES.id && mutation.table.id != TEAM_MEMBERS.id)
     }
 
     /// Starts applying the next event: writes from here on belong to it.

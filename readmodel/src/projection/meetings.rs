@@ -46,7 +46,7 @@ impl Batch {
         self.announce_meeting_deleted(&event.account_id, meeting_id, &mut state);
         state.data = None;
         self.revise(EntityKind::Meeting, meeting_id, state, version, Revision::Deleted, stamp);
-        self.shadow_transcript(meeting_id, version, stamp).await?;
+        self.shadow_transcript(meeting_id, version, stamp, true).await?;
         Ok(Applied::Applied)
     }
 
@@ -92,19 +92,24 @@ impl Batch {
         }
         meeting.last_delete = version;
         self.save_entity(EntityKind::Meeting, meeting_id, meeting, stamp);
-        self.shadow_transcript(meeting_id, version, stamp).await?;
+        self.shadow_transcript(meeting_id, version, stamp, false).await?;
         Ok(Applied::Applied)
     }
 
     /// A meeting delete at `version` takes the transcript with it unless the transcript
-    /// is newer than the delete.
-    async fn shadow_transcript(&mut self, meeting_id: &str, version: u64, stamp: Stamp) -> Result<(), StoreError> {
+    /// is newer than the delete. One that stays, when the delete took the meeting
+    /// (`meeting_gone`, told as meeting.deleted), is ready anew once the meeting is back,
+    /// as it would be had the delete come before it.
+    async fn shadow_transcript(&mut self, meeting_id: &str, version: u64, stamp: Stamp, meeting_gone: bool) -> Result<(), StoreError> {
         if let Some(mut transcript) = self.entity(EntityKind::Transcript, meeting_id).await? {
             if transcript.v <= version && !transcript.rows.is_empty() {
                 transcript.rows = self.replace_rows(&transcript.rows, Vec::new(), stamp);
                 // Gone with the meeting: a transcript applied later is announced anew.
                 transcript.seen.clear();
                 transcript.data = None;
+                self.save_entity(EntityKind::Transcript, meeting_id, transcript, stamp);
+            } else if meeting_gone && !transcript.seen.is_empty() {
+                transcript.seen.clear();
                 self.save_entity(EntityKind::Transcript, meeting_id, transcript, stamp);
             }
         }
