@@ -5,11 +5,12 @@
 #   docker build -t recap:dev .
 #
 # Build stage: librdkafka is compiled from source by rdkafka-sys (cmake), so the builder
-# needs cmake, pkg-config and the curl headers, as scripts/toolchain.sh installs on a dev box.
+# needs cmake and pkg-config (the image has the compilers, perl and make OpenSSL's build
+# uses), as scripts/toolchain.sh installs on a dev box.
 ARG RUST_VERSION=1.95.0
 FROM rust:${RUST_VERSION}-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends cmake pkg-config libcurl4-openssl-dev \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends cmake pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

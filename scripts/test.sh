@@ -71,7 +71,7 @@ if scripts/engines/up.sh; then
   run cargo test --workspace --test driver_semantics -- --ignored
   # Unit tests of the drivers that need an engine (the Scylla session's metadata).
   run cargo test --workspace --lib -- --ignored
-  run cargo test --workspace --test kafka_lag --test kafka_messages -- --ignored
+  run cargo test --workspace --test kafka_lag --test kafka_messages --test kafka_client -- --ignored
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test rest
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test oauth --test tools --test transport --test modern --test cimd --test observability --test generated
   run env RECAP_TEST_WORLD=cassandra cargo test --workspace --no-fail-fast --test delivery --test queue

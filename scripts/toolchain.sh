@@ -15,7 +15,8 @@ if command -v rustup >/dev/null 2>&1; then
     fi
   done
 fi
-packages=(cmake pkg-config libcurl4-openssl-dev)
+# librdkafka is a C and C++ cmake project; OpenSSL, built with it, needs perl and make.
+packages=(cmake pkg-config g++ perl make)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

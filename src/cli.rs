@@ -75,6 +75,9 @@ pub struct AppendArgs {
     /// With --kafka: prefix of the contract topics' names.
     #[arg(long, env = "RECAP_KAFKA_TOPIC_PREFIX", default_value = "")]
     topic_prefix: String,
+    /// With --kafka: how to reach a secured cluster.
+    #[command(flatten)]
+    kafka_client: distributed::KafkaClientArgs,
     /// Files of JSON Lines; standard input when none.
     files: Vec<PathBuf>,
 }
@@ -102,7 +105,8 @@ pub fn append(args: AppendArgs) -> Result<String, String> {
     if let Some(brokers) = &args.kafka {
         let lines: Vec<Vec<u8>> = validated.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()).map(<[u8]>::to_vec).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| error.to_string())?;
-        let sent = runtime.block_on(distributed::produce(brokers, lines, args.topic.as_deref(), &args.topic_prefix)).map_err(|error| format!("{error:#}"))?;
+        let client = args.kafka_client.client(brokers);
+        let sent = runtime.block_on(distributed::produce(&client, lines, args.topic.as_deref(), &args.topic_prefix)).map_err(|error| format!("{error:#}"))?;
         return Ok(format!("published {sent} events to {brokers}"));
     }
     let bytes = log.append_validated(&validated).map_err(|error| error.to_string())?;

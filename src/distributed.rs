@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use recap_kafka::KafkaClient;
 use recap_projector::kafka::KafkaConfig;
 use recap_projector::Stats;
 use recap_readmodel::{Driver, Instrumented, ReadModel};
@@ -123,10 +124,49 @@ pub struct KafkaArgs {
     /// Comma-separated Kafka bootstrap servers.
     #[arg(long, env = "RECAP_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
     pub kafka_brokers: String,
+    #[command(flatten)]
+    pub client_options: KafkaClientArgs,
     /// Prefix of every topic name (e.g. `staging.`), so several deployments or test
     /// runs can share one cluster.
     #[arg(long, env = "RECAP_KAFKA_TOPIC_PREFIX", default_value = "")]
     pub topic_prefix: String,
+}
+
+impl KafkaArgs {
+    /// The cluster and the client options every Kafka client of the role is made with.
+    pub fn client(&self) -> KafkaClient {
+        self.client_options.client(&self.kafka_brokers)
+    }
+}
+
+/// How to reach a secured Kafka cluster: librdkafka properties every client is made
+/// with, and the SASL password apart, so that it can come from a Secret of its own.
+#[derive(Args, Clone, Default)]
+pub struct KafkaClientArgs {
+    /// A librdkafka property for every Kafka client, KEY=VALUE (repeatable; the variable
+    /// takes several, separated by `;`): how to reach the cluster, e.g.
+    /// `security.protocol=SASL_SSL`, `sasl.mechanism=SCRAM-SHA-512`, `sasl.username=recap`,
+    /// `ssl.ca.location=/etc/kafka/ca.pem`. A setting a client relies on (its group, its
+    /// commits, its acknowledgements) is not changed by one.
+    #[arg(long = "kafka-option", env = "RECAP_KAFKA_OPTIONS", value_name = "KEY=VALUE", value_delimiter = ';', value_parser = recap_kafka::parse_option, hide_env_values = true)]
+    pub options: Vec<(String, String)>,
+    /// The SASL password (librdkafka's `sasl.password`), never shown.
+    #[arg(long = "kafka-sasl-password", env = "RECAP_KAFKA_SASL_PASSWORD", value_name = "PASSWORD", hide_env_values = true)]
+    pub sasl_password: Option<String>,
+}
+
+impl std::fmt::Debug for KafkaClientArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|(key, _)| key.as_str()).collect();
+        formatter.debug_struct("KafkaClientArgs").field("option_keys", &keys).field("sasl_password", &self.sasl_password.as_ref().map(|_| "<set>")).finish()
+    }
+}
+
+impl KafkaClientArgs {
+    pub fn client(&self, brokers: &str) -> KafkaClient {
+        let password = self.sasl_password.iter().map(|password| ("sasl.password".to_owned(), password.clone()));
+        KafkaClient::new(brokers).with_options(self.options.iter().cloned().chain(password))
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -228,7 +268,7 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let kafka = KafkaConfig {
-        brokers: config.kafka.kafka_brokers.clone(),
+        client: config.kafka.client(),
         topics: config.topics.iter().map(|topic| format!("{}{topic}", config.kafka.topic_prefix)).collect(),
         group_id: config.group.clone(),
         dead_letter_topic: format!("{}{}", config.kafka.topic_prefix, config.dead_letter_topic),
@@ -244,8 +284,8 @@ pub async fn projector(config: ProjectorConfig, telemetry: Telemetry) -> anyhow:
 }
 
 /// `recap events append --kafka`: publishes JSON Lines envelopes to their topics.
-pub async fn produce(brokers: &str, lines: Vec<Vec<u8>>, topic: Option<&str>, topic_prefix: &str) -> anyhow::Result<usize> {
-    recap_projector::kafka::produce(brokers, &lines, topic, topic_prefix).await.map_err(anyhow::Error::msg)
+pub async fn produce(client: &KafkaClient, lines: Vec<Vec<u8>>, topic: Option<&str>, topic_prefix: &str) -> anyhow::Result<usize> {
+    recap_projector::kafka::produce(client, &lines, topic, topic_prefix).await.map_err(anyhow::Error::msg)
 }
 
 #[derive(Args, Debug, Clone)]

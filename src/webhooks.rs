@@ -120,7 +120,7 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
     let runtime = config.delivery.runtime(driver, config.feed.feed_retention);
     recap_webhooks::metrics::observe_queue(runtime.stats.clone(), runtime.clock.clone());
     let kafka = KafkaReaderConfig {
-        brokers: config.kafka.kafka_brokers.clone(),
+        client: config.kafka.client(),
         topic_prefix: config.kafka.topic_prefix.clone(),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),

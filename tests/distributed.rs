@@ -1459,3 +1459,53 @@ fn a_two_minute_soak_with_restarts_fails_no_read_and_ends_equal_to_the_reference
     let failures = report.failures(10, None);
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), report.table());
 }
+
+/// `recap events append --kafka` reaches a secured cluster with the client options (the
+/// broker's SASL/PLAIN listener, `make up`), its batches compressed as an option says; a
+/// wrong password is refused with the cluster's reason, the password never shown.
+#[test]
+#[ignore = "needs the engines (`make up`)"]
+fn events_append_reaches_a_secured_cluster_with_the_client_options() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use recap_testkit::cluster::engine_setting;
+    let brokers = engine_setting("RECAP_KAFKA_BROKERS", "127.0.0.1:9092");
+    let sasl = engine_setting("RECAP_ENGINES_KAFKA_SASL_BROKERS", "127.0.0.1:9094");
+    let password = engine_setting("RECAP_ENGINES_KAFKA_SASL_PASSWORD", "recap-engines-sasl");
+    let username = engine_setting("RECAP_ENGINES_KAFKA_SASL_USERNAME", "recap");
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|since| since.as_micros()).unwrap_or_default();
+    let topic = format!("t{}_append{}.recap.accounts.v1", std::process::id(), micros % 1_000_000_000);
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("admin");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let new = rdkafka::admin::NewTopic::new(&topic, 1, rdkafka::admin::TopicReplication::Fixed(1));
+    let created = runtime.block_on(admin.create_topics([&new], &rdkafka::admin::AdminOptions::new())).expect("create topic");
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    std::fs::write(&file, format!("{}\n{}\n", account("acc_1", None, None, 1).to_line(), account("acc_2", None, None, 1).to_line())).unwrap();
+    let append = |password: &str| {
+        Command::new(recap_testkit::process::recap_bin())
+            .args(["events", "append", "--kafka", &sasl, "--topic", &topic])
+            .args(["--kafka-option", "security.protocol=SASL_PLAINTEXT", "--kafka-option", "sasl.mechanism=PLAIN"])
+            .args(["--kafka-option", &format!("sasl.username={username}"), "--kafka-option", "compression.type=zstd"])
+            .arg(&file)
+            .env("RECAP_KAFKA_SASL_PASSWORD", password)
+            .output()
+            .expect("recap events append")
+    };
+
+    let published = append(&password);
+    assert!(published.status.success(), "{}", String::from_utf8_lossy(&published.stderr));
+    assert!(String::from_utf8_lossy(&published.stdout).contains("published 2 events"), "{}", String::from_utf8_lossy(&published.stdout));
+    let refused = append("not-the-password");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a wrong password is refused");
+    assert!(stderr.to_lowercase().contains("authentication"), "the reason names the authentication: {stderr}");
+    assert!(!stderr.contains("not-the-password") && !String::from_utf8_lossy(&refused.stdout).contains("not-the-password"), "never the password: {stderr}");
+
+    // Both events are on the topic, once (read back without authentication).
+    let consumer: BaseConsumer = rdkafka::config::ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("consumer");
+    let (low, high) = consumer.fetch_watermarks(&topic, 0, Duration::from_secs(10)).expect("watermarks");
+    assert_eq!(high - low, 2);
+    let _ = runtime.block_on(admin.delete_topics(&[&topic], &rdkafka::admin::AdminOptions::new()));
+}

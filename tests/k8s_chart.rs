@@ -307,7 +307,7 @@ fn the_image_builds_locked_and_runs_the_binary_as_non_root() {
     let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).expect("Dockerfile");
     for needed in [
         "-bookworm AS build",
-        "cmake pkg-config libcurl4-openssl-dev",
+        "--no-install-recommends cmake pkg-config",
         "cargo build --release --locked --bin recap",
         "USER 65532:65532",
         "ENTRYPOINT [\"/usr/local/bin/recap\"]",

@@ -543,6 +543,32 @@ fn an_endpoint_gets_only_its_types_a_disabled_one_nothing_and_a_deleted_one_noth
     ] {
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
     }
+    // Reading Kafka, the lag of each partition of the message log it holds, down to zero
+    // once every message is read and its first attempts settled.
+    if server.cluster.is_some() {
+        let lag_of = |metrics: &str| -> Vec<(String, f64)> {
+            metrics
+                .lines()
+                .filter_map(|line| line.strip_prefix("recap_webhooks_partition_lag{"))
+                .filter_map(|rest| {
+                    let (labels, value) = rest.rsplit_once("} ")?;
+                    let partition = labels.split("partition=\"").nth(1)?.split('"').next()?.to_owned();
+                    Some((partition, value.trim().parse().ok()?))
+                })
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let metrics =
+                ureq::get(&format!("{}metrics", webhooks_admin_url(&server))).call().expect("GET /metrics").into_body().read_to_string().expect("the body");
+            let lags = lag_of(&metrics);
+            if !lags.is_empty() && lags.iter().all(|(partition, lag)| partition.contains("recap.messages.v1/") && *lag == 0.0) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the message log's partitions never showed a lag of zero: {lags:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
     for (name, outcome) in
         [("recap_webhooks_messages_total", "appended"), ("recap_webhooks_attempts_total", "succeeded"), ("recap_webhooks_deliveries_total", "delivered")]
     {

@@ -38,10 +38,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use recap_kafka::ClientErrors;
+
+/// The producer of the messages, the dead letters and `recap events append`.
+pub type Producer = FutureProducer<ClientErrors>;
 use rdkafka::{ClientContext, TopicPartitionList};
 use recap_readmodel::messages::AccountMessage;
 use recap_readmodel::{Applied, Batch, Driver, StoreError};
@@ -50,11 +53,13 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::embedded::Stats;
+use recap_kafka::KafkaClient;
 
 /// Settings of the Kafka source.
 #[derive(Clone, Debug)]
 pub struct KafkaConfig {
-    pub brokers: String,
+    /// The cluster and the deployment's client options.
+    pub client: KafkaClient,
     pub topics: Vec<String>,
     pub group_id: String,
     pub dead_letter_topic: String,
@@ -209,8 +214,9 @@ impl ConsumerContext for FencingContext {
 
 /// A consumer with its queues capped, offsets stored and committed by hand.
 fn consumer(config: &KafkaConfig, fence: Arc<Fence>) -> Result<StreamConsumer<FencingContext>, KafkaError> {
-    let consumer: StreamConsumer<FencingContext> = ClientConfig::new()
-        .set("bootstrap.servers", &config.brokers)
+    let consumer: StreamConsumer<FencingContext> = config
+        .client
+        .config()
         .set("group.id", &config.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -230,16 +236,21 @@ fn consumer(config: &KafkaConfig, fence: Arc<Fence>) -> Result<StreamConsumer<Fe
 }
 
 /// A producer for dead letters and for `recap events produce`, queues capped.
-pub fn producer(brokers: &str) -> Result<FutureProducer, KafkaError> {
-    Ok(ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+pub fn producer(client: &KafkaClient) -> Result<Producer, KafkaError> {
+    producer_with(client, ClientErrors::default())
+}
+
+/// A producer whose client errors `errors` keeps.
+fn producer_with(client: &KafkaClient, errors: ClientErrors) -> Result<Producer, KafkaError> {
+    Ok(client
+        .config()
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("message.timeout.ms", "10000")
         .set("queue.buffering.max.messages", "20000")
         .set("queue.buffering.max.kbytes", "16384")
         .set("linger.ms", "2")
-        .create()?)
+        .create_with_context(errors)?)
 }
 
 /// One dead letter, as produced to the dead-letter topic.
@@ -255,7 +266,7 @@ struct Letter {
 /// Enqueues one record, in call order (the idempotent producer keeps that order per
 /// partition); a full queue waits for deliveries to make room rather than letting a
 /// later record in first.
-async fn enqueue<K, P>(producer: &FutureProducer, mut record: FutureRecord<'_, K, P>) -> Result<rdkafka::producer::DeliveryFuture, String>
+async fn enqueue<K, P>(producer: &Producer, mut record: FutureRecord<'_, K, P>) -> Result<rdkafka::producer::DeliveryFuture, String>
 where
     K: rdkafka::message::ToBytes + ?Sized,
     P: rdkafka::message::ToBytes + ?Sized,
@@ -271,7 +282,7 @@ where
         }
     }
 }
-async fn send_letters(producer: &FutureProducer, topic: &str, letters: &[Letter]) -> Result<(), String> {
+async fn send_letters(producer: &Producer, topic: &str, letters: &[Letter]) -> Result<(), String> {
     for letter in letters {
         let partition = letter.partition.to_string();
         let offset = letter.offset.to_string();
@@ -291,7 +302,7 @@ async fn send_letters(producer: &FutureProducer, topic: &str, letters: &[Letter]
 
 /// Produces a batch's messages, keyed by account (an account's messages stay in one
 /// partition, in order), and waits until the broker has acknowledged every one.
-async fn send_messages(producer: &FutureProducer, topic: &str, messages: &[AccountMessage]) -> Result<(), String> {
+async fn send_messages(producer: &Producer, topic: &str, messages: &[AccountMessage]) -> Result<(), String> {
     let mut deliveries = Vec::with_capacity(messages.len());
     for told in messages {
         // A message holds strings, numbers, booleans and objects only.
@@ -313,13 +324,7 @@ async fn send_messages(producer: &FutureProducer, topic: &str, messages: &[Accou
 }
 
 /// Applies one batch: projection, dead letters, write. Offsets are not touched.
-async fn apply_batch(
-    driver: &Arc<dyn Driver>,
-    producer: &FutureProducer,
-    config: &KafkaConfig,
-    messages: &[OwnedMessage],
-    stats: &Stats,
-) -> Result<(), StoreError> {
+async fn apply_batch(driver: &Arc<dyn Driver>, producer: &Producer, config: &KafkaConfig, messages: &[OwnedMessage], stats: &Stats) -> Result<(), StoreError> {
     let mut batch = Batch::new(driver.clone());
     let mut letters = Vec::new();
     let (mut applied, mut stale, mut skipped, mut newest) = (0u64, 0u64, 0u64, 0i64);
@@ -414,11 +419,15 @@ fn batch_spans(messages: &[OwnedMessage]) -> Vec<tracing::Span> {
 pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) -> Result<(), KafkaError> {
     let fence = Arc::new(Fence::default());
     let consumer = Arc::new(consumer(&config, fence.clone())?);
-    let producer = producer(&config.brokers)?;
+    let producer = producer(&config.client)?;
     // The lag is refreshed on its own clock, so it keeps moving while the loop waits for
     // events or retries a batch the store refuses (when it matters most).
-    let lag_refresher = tokio::spawn(refresh_lag(consumer.clone(), stats.clone()));
-    let _stop_refresher = AbortOnDrop(lag_refresher);
+    let lags = stats.clone();
+    let _lag_refresh = recap_kafka::LagRefresh::start(consumer.clone(), move |figures| {
+        if let Ok(mut partition_lag) = lags.partition_lag.lock() {
+            *partition_lag = figures;
+        }
+    });
     // Messages received while a refused batch waited, for the next batch.
     let mut carried = Held::default();
     loop {
@@ -569,62 +578,19 @@ async fn serve_group<C: ConsumerContext + 'static>(
     }
 }
 
-/// How often the per-partition lag is refreshed, busy or idle.
-pub const LAG_REFRESH: Duration = Duration::from_secs(2);
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Refreshes `stats.partition_lag` every [`LAG_REFRESH`] until aborted.
-async fn refresh_lag<C: ConsumerContext + 'static>(consumer: Arc<StreamConsumer<C>>, stats: Arc<Stats>) {
-    let mut tick = tokio::time::interval(LAG_REFRESH);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let consumer = consumer.clone();
-        // Committed offsets and watermarks are broker round trips: off the async workers.
-        let Ok(Some(lags)) = tokio::task::spawn_blocking(move || partition_lags(&consumer)).await else { continue };
-        if let Ok(mut partition_lag) = stats.partition_lag.lock() {
-            *partition_lag = lags;
-        }
-    }
-}
-
-/// Lag of every assigned partition ("topic/partition" → events), None when the
-/// assignment or the committed offsets cannot be read (the last figures stay).
-fn partition_lags<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Option<BTreeMap<String, i64>> {
-    let assignment = consumer.assignment().ok()?;
-    let committed = consumer.committed_offsets(assignment, Duration::from_secs(1)).ok()?;
-    let mut lags = BTreeMap::new();
-    for element in committed.elements() {
-        let Ok((low, high)) = consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_secs(1)) else { continue };
-        let committed = match element.offset() {
-            rdkafka::Offset::Offset(offset) => Some(offset),
-            _ => None,
-        };
-        lags.insert(format!("{}/{}", element.topic(), element.partition()), lag(committed, low, high));
-    }
-    Some(lags)
-}
-
-/// Events of a partition not yet projected: from its committed offset (stored only
-/// after the store acknowledged), or from the low watermark when the group has
-/// committed nothing there yet (`auto.offset.reset` is earliest).
-fn lag(committed: Option<i64>, low: i64, high: i64) -> i64 {
-    (high - committed.unwrap_or(low).max(low)).max(0)
-}
-
 /// Publishes contract events (JSON Lines) to their topics with the contract's keys:
 /// account_id, the meeting's owner, team_id or share_id. Lines that do not decode are
 /// published as they are (tests publish poison events this way), keyed by what can be
 /// read of them.
-pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&str>, topic_prefix: &str) -> Result<usize, String> {
-    let producer = producer(brokers).map_err(|error| error.to_string())?;
+pub async fn produce(client: &KafkaClient, lines: &[Vec<u8>], topic_override: Option<&str>, topic_prefix: &str) -> Result<usize, String> {
+    let errors = ClientErrors::default();
+    let producer = producer_with(client, errors.clone()).map_err(|error| error.to_string())?;
+    // A delivery that fails is told with what the cluster said last (a refused
+    // authentication ends in a delivery timing out).
+    let with_cause = |error: String| match errors.last() {
+        Some(cause) => format!("{error} (the cluster: {cause})"),
+        None => error,
+    };
     let mut deliveries = Vec::with_capacity(lines.len());
     for line in lines {
         let (topic, key) = route(line);
@@ -640,7 +606,7 @@ pub async fn produce(brokers: &str, lines: &[Vec<u8>], topic_override: Option<&s
     for delivery in deliveries {
         match delivery.await {
             Ok(Ok(_)) => sent += 1,
-            Ok(Err((error, _))) => return Err(error.to_string()),
+            Ok(Err((error, _))) => return Err(with_cause(error.to_string())),
             Err(_) => return Err("the producer was dropped before delivering".into()),
         }
     }
@@ -662,28 +628,4 @@ pub fn route(line: &[u8]) -> (String, String) {
         .unwrap_or_default()
         .to_string();
     (recap_schemas::topic_of(event_type).to_string(), key)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lag;
-
-    #[test]
-    fn lag_counts_from_the_committed_offset() {
-        assert_eq!(lag(Some(40), 0, 100), 60);
-        assert_eq!(lag(Some(100), 0, 100), 0);
-    }
-
-    #[test]
-    fn lag_of_a_partition_never_committed_counts_every_retained_event() {
-        assert_eq!(lag(None, 0, 100), 100);
-        assert_eq!(lag(None, 30, 100), 70, "events below the low watermark are gone, not lagging");
-        assert_eq!(lag(None, 0, 0), 0, "an empty partition has no lag, and still has a figure");
-    }
-
-    #[test]
-    fn lag_is_never_negative() {
-        assert_eq!(lag(Some(10), 20, 15), 0);
-        assert_eq!(lag(Some(5), 10, 30), 20, "a committed offset below the retention counts from the low watermark");
-    }
 }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use recap_kafka::LAG_REFRESH;
 use recap_lmdb::EmbeddedDriver;
-use recap_projector::kafka::{run, KafkaConfig, LAG_REFRESH};
+use recap_projector::kafka::{run, KafkaConfig};
 use recap_projector::Stats;
 use recap_schemas::build::{Epoch, Events};
 use recap_testkit::FaultyDriver;
@@ -60,7 +61,7 @@ async fn lag_is_reported_while_idle_and_while_a_batch_is_held_up() {
     let stats = Arc::new(Stats::default());
     let (stop, shutdown) = watch::channel(false);
     let config = KafkaConfig {
-        brokers: brokers.clone(),
+        client: recap_kafka::KafkaClient::new(brokers.clone()),
         topics: vec![topic.clone()],
         group_id: format!("{topic}-group"),
         dead_letter_topic: format!("{topic}-deadletter"),

@@ -47,7 +47,7 @@ async fn the_messages_topic_receives_each_batchs_messages_keyed_by_account_after
     let driver = Arc::new(EmbeddedDriver::open(&dir.path().join("store.lmdb")).expect("store"));
     let (stop, shutdown) = watch::channel(false);
     let config = KafkaConfig {
-        brokers: brokers.clone(),
+        client: recap_kafka::KafkaClient::new(brokers.clone()),
         topics: vec![events_topic.clone()],
         group_id: format!("{prefix}group"),
         dead_letter_topic: format!("{prefix}recap.deadletter.v1"),

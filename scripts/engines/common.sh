@@ -4,7 +4,8 @@
 # polling, log tails). Everything binds to 127.0.0.1.
 #
 # Overrides (all optional): RECAP_ENGINES_HOME (default ~/.cache/recap/engines),
-# RECAP_KAFKA_PORT (9092), RECAP_KAFKA_CONTROLLER_PORT (9093), RECAP_CQL_PORT (9042),
+# RECAP_KAFKA_PORT (9092), RECAP_KAFKA_CONTROLLER_PORT (9093), RECAP_KAFKA_SASL_PORT
+# (9094, the broker's SASL/PLAIN listener), RECAP_CQL_PORT (9042),
 # RECAP_CASSANDRA_STORAGE_PORT (7000), RECAP_CASSANDRA_JMX_PORT (7199),
 # RECAP_REDIS_PORT (6379). A second set of engines can run beside the first with another
 # home and other ports.
@@ -16,6 +17,10 @@ RUN_DIR="$ENGINES_HOME/run"
 BIND=127.0.0.1
 KAFKA_PORT=${RECAP_KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${RECAP_KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_SASL_PORT=${RECAP_KAFKA_SASL_PORT:-9094}
+# The one user of that listener: a local test credential, nothing to keep secret.
+KAFKA_SASL_USERNAME=recap
+KAFKA_SASL_PASSWORD=recap-engines-sasl
 CQL_PORT=${RECAP_CQL_PORT:-9042}
 CASSANDRA_STORAGE_PORT=${RECAP_CASSANDRA_STORAGE_PORT:-7000}
 CASSANDRA_JMX_PORT=${RECAP_CASSANDRA_JMX_PORT:-7199}

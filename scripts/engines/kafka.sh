@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Apache Kafka, one KRaft node (broker and controller in one process), from the broker's
 # jars on Maven Central (the distribution tarball is not published there), on
-# 127.0.0.1:9092 (controller 127.0.0.1:9093), heap capped at 1 GiB (Kafka's own default).
+# 127.0.0.1:9092 (controller 127.0.0.1:9093; SASL/PLAIN on 127.0.0.1:9094, for the tests
+# of a client that authenticates), heap capped at 1 GiB (Kafka's own default).
 # Readiness is a real metadata request (the topics tool listing the topics). Automatic
 # topic creation is off: `start` creates the topics recap uses, idempotently.
 #
@@ -26,7 +27,7 @@ HOME_DIR="$ENGINES_HOME/kafka-$VERSION"
 DIR="$RUN_DIR/kafka"
 PIDFILE="$DIR/kafka.pid"
 PID_MARKER="$DIR/server.properties"
-PORTS=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT")
+PORTS=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT")
 LOG_FILES=("$DIR/server.log" "$DIR/stdout.log")
 TOPICS=(recap.accounts.v1:3 recap.meetings.v1:3 recap.sharing.v1:3 recap.deadletter.v1:1 recap.messages.v1:3)
 
@@ -86,11 +87,13 @@ configure() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$BIND:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$BIND:$KAFKA_PORT,CONTROLLER://$BIND:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$BIND:$KAFKA_PORT
+listeners=PLAINTEXT://$BIND:$KAFKA_PORT,CONTROLLER://$BIND:$KAFKA_CONTROLLER_PORT,SASL_PLAINTEXT://$BIND:$KAFKA_SASL_PORT
+advertised.listeners=PLAINTEXT://$BIND:$KAFKA_PORT,SASL_PLAINTEXT://$BIND:$KAFKA_SASL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USERNAME="$KAFKA_SASL_PASSWORD";
 log.dirs=$DIR/data
 auto.create.topics.enable=false
 num.partitions=1

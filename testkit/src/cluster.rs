@@ -24,19 +24,37 @@ pub struct Engines {
     pub redis_url: String,
 }
 
-impl Engines {
-    pub fn from_env() -> Engines {
-        let mut values: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-        if let Some(home) = std::env::var_os("HOME") {
-            let path = std::path::Path::new(&home).join(".cache/recap/engines/env");
-            for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
-                let line = line.trim().trim_start_matches("export ");
-                if let Some((key, value)) = line.split_once('=') {
-                    values.insert(key.trim().to_string(), value.trim().trim_matches('"').trim_matches('\'').to_string());
-                }
+/// A setting of the engines `make up` started: the environment's, else the file it wrote
+/// (`~/.cache/recap/engines/env`), else `default`.
+pub fn engine_setting(key: &str, default: &str) -> String {
+    if let Ok(value) = std::env::var(key) {
+        return value;
+    }
+    let path = std::path::Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/recap/engines/env");
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let line = line.trim().trim_start_matches("export ");
+        if let Some((name, value)) = line.split_once('=') {
+            if name.trim() == key {
+                return value.trim().trim_matches('"').trim_matches('\'').to_string();
             }
         }
-        let get = |key: &str, default: &str| std::env::var(key).ok().or_else(|| values.get(key).cloned()).unwrap_or_else(|| default.to_string());
+    }
+    default.to_string()
+}
+
+/// The options of a client of the broker's SASL/PLAIN listener (`make up`), with
+/// `password`; its address is `RECAP_ENGINES_KAFKA_SASL_BROKERS`.
+pub fn sasl_options(password: &str) -> Vec<(String, String)> {
+    let username = engine_setting("RECAP_ENGINES_KAFKA_SASL_USERNAME", "recap");
+    [("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "PLAIN"), ("sasl.username", username.as_str()), ("sasl.password", password)]
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+impl Engines {
+    pub fn from_env() -> Engines {
+        let get = engine_setting;
         Engines {
             brokers: get("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"),
             scylla_nodes: get("RECAP_SCYLLA_NODES", "127.0.0.1:9042"),

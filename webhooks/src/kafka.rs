@@ -15,7 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -27,6 +26,7 @@ use crate::handoff::{Handoff, Ledger};
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
+use recap_kafka::KafkaClient;
 
 /// The topic of the message log, after the prefix.
 pub const MESSAGES_TOPIC: &str = "recap.messages.v1";
@@ -36,7 +36,8 @@ pub const GROUP: &str = "recap-webhooks";
 /// Settings of the Kafka reader.
 #[derive(Clone, Debug)]
 pub struct KafkaReaderConfig {
-    pub brokers: String,
+    /// The cluster and the deployment's client options.
+    pub client: KafkaClient,
     pub topic_prefix: String,
     /// Messages per batch, at most.
     pub max_batch: usize,
@@ -137,8 +138,9 @@ pub async fn run(
 ) -> Result<(), KafkaReaderError> {
     let topic = format!("{}{MESSAGES_TOPIC}", config.topic_prefix);
     let ledger = handoff.ledger().clone();
-    let consumer: StreamConsumer<ShardContext> = ClientConfig::new()
-        .set("bootstrap.servers", &config.brokers)
+    let consumer: StreamConsumer<ShardContext> = config
+        .client
+        .config()
         .set("group.id", format!("{}{GROUP}", config.topic_prefix))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -148,6 +150,13 @@ pub async fn run(
         .set("queued.max.messages.kbytes", "16384")
         .create_with_context(ShardContext { topic: topic.clone(), shards: shards.clone(), ledger: ledger.clone() })?;
     consumer.subscribe(&[topic.as_str()])?;
+    let consumer = Arc::new(consumer);
+    let lags = stats.clone();
+    let lag_refresh = recap_kafka::LagRefresh::start(consumer.clone(), move |figures| {
+        if let Ok(mut partition_lag) = lags.partition_lag.lock() {
+            *partition_lag = figures;
+        }
+    });
     let commit = |mode: CommitMode| {
         if let Some(offsets) = committable(&topic, &shards, &ledger, None) {
             if let Err(error) = consumer.commit(&offsets, mode) {
@@ -213,6 +222,7 @@ pub async fn run(
     // What settled before the stop, the attempts in flight included, is not read again.
     handoff.delivering_has_ended().await;
     commit(CommitMode::Sync);
+    drop(lag_refresh);
     Ok(())
 }
 

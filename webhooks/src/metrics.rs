@@ -3,8 +3,9 @@
 //! the soonest due delivery, refreshed by the deliverer). Instruments come from the
 //! global meter provider, a no-op until the binary installs one.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use opentelemetry::metrics::{Counter, Histogram};
 use opentelemetry::KeyValue;
@@ -36,6 +37,10 @@ pub struct Stats {
     pub queue_depth: AtomicU64,
     /// Due time (microseconds) of the soonest pending delivery; 0 when none.
     pub soonest_due_micros: AtomicI64,
+    /// The distributed edition's message log: per partition held ("topic/partition"),
+    /// the messages its group has not committed (not read, or with first attempts not
+    /// settled), refreshed every 2 s.
+    pub partition_lag: Mutex<BTreeMap<String, i64>>,
 }
 
 impl Stats {
@@ -97,11 +102,25 @@ pub(crate) fn record_delivery(outcome: &'static str) {
     instruments().deliveries.add(1, &[KeyValue::new("outcome", outcome)]);
 }
 
-/// Reports the queue of `stats` as gauges: `recap.webhooks.queue_depth` and
-/// `recap.webhooks.oldest_pending_age` (seconds the soonest due delivery is overdue).
+/// Reports the queue of `stats` as gauges: `recap.webhooks.queue_depth`,
+/// `recap.webhooks.oldest_pending_age` (seconds the soonest due delivery is overdue) and,
+/// reading Kafka, `recap.webhooks.partition_lag{partition}`.
 pub fn observe_queue(stats: Arc<Stats>, clock: Arc<dyn crate::schedule::Clock>) {
     let meter = opentelemetry::global::meter(SCOPE);
     let depth = stats.clone();
+    let lags = stats.clone();
+    meter
+        .i64_observable_gauge("recap.webhooks.partition_lag")
+        .with_unit("{message}")
+        .with_description("Messages of a partition of the message log not committed yet: not read, or first attempts not settled")
+        .with_callback(move |observer| {
+            if let Ok(lags) = lags.partition_lag.lock() {
+                for (partition, lag) in lags.iter() {
+                    observer.observe(*lag, &[KeyValue::new("partition", partition.clone())]);
+                }
+            }
+        })
+        .build();
     meter
         .u64_observable_gauge("recap.webhooks.queue_depth")
         .with_unit("{delivery}")
