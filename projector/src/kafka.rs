@@ -41,11 +41,8 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use recap_kafka::ClientErrors;
-
-/// The producer of the messages, the dead letters and `recap events append`.
-pub type Producer = FutureProducer<ClientErrors>;
 use rdkafka::{ClientContext, TopicPartitionList};
+use recap_kafka::{ClientErrors, KafkaClient};
 use recap_readmodel::messages::AccountMessage;
 use recap_readmodel::{Applied, Batch, Driver, StoreError};
 use recap_schemas::{DecodeError, Envelope};
@@ -53,7 +50,9 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::embedded::Stats;
-use recap_kafka::KafkaClient;
+
+/// The producer of the messages, the dead letters and `recap events append`.
+pub type Producer = FutureProducer<ClientErrors>;
 
 /// Settings of the Kafka source.
 #[derive(Clone, Debug)]
@@ -235,7 +234,7 @@ fn consumer(config: &KafkaConfig, fence: Arc<Fence>) -> Result<StreamConsumer<Fe
     Ok(consumer)
 }
 
-/// A producer for dead letters and for `recap events produce`, queues capped.
+/// A producer for the messages and the dead letters, queues capped.
 pub fn producer(client: &KafkaClient) -> Result<Producer, KafkaError> {
     producer_with(client, ClientErrors::default())
 }

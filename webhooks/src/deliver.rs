@@ -658,18 +658,12 @@ impl Deliverer {
 
     /// Whether the endpoint of a queue is known to answer (its last attempt succeeded).
     fn answering(&self, queue: &EndpointQueue, delivery: &Delivery) -> bool {
-        let state_lock = match &queue.slots {
-            Some((_, state_lock)) => state_lock.clone(),
-            None => {
-                let Ok(endpoints) = self.shared.endpoints.lock() else { return false };
-                let key = (delivery.account_id.clone(), delivery.endpoint_id.clone());
-                match endpoints.get(&key) {
-                    Some(slots) => slots.state.clone(),
-                    None => return false,
-                }
-            }
-        };
-        health(&state_lock, None) == Health::Answering
+        let answering = |state_lock: &tokio::sync::Mutex<CachedState>| health(state_lock, None) == Health::Answering;
+        if let Some((_, state_lock)) = &queue.slots {
+            return answering(state_lock);
+        }
+        let key = (delivery.account_id.clone(), delivery.endpoint_id.clone());
+        self.shared.endpoints.lock().is_ok_and(|endpoints| endpoints.get(&key).is_some_and(|slots| answering(&slots.state)))
     }
 
     /// Forgets the queued deliveries of shards no longer held (revoked in a rebalance):
@@ -740,9 +734,10 @@ impl Deliverer {
         // An endpoint drained to a quarter of what it held when a scan left rows of it
         // out: those rows are read again.
         for queue in window.values_mut() {
-            if queue.left_out.as_ref().is_some_and(|(_, _, queued_then)| queue.scanned <= queued_then / 4) {
-                if let Some((shard, due_at, _)) = queue.left_out.take() {
-                    self.revisit(&shard, due_at);
+            if let Some((shard, due_at, queued_then)) = &queue.left_out {
+                if queue.scanned <= queued_then / 4 {
+                    self.revisit(shard, *due_at);
+                    queue.left_out = None;
                 }
             }
         }

@@ -305,20 +305,10 @@ impl Handoff {
 
     /// Offers first attempts whose feed rows and heads are written, registered in the
     /// ledger; what is refused (past the bound) is the caller's to write as rows.
-    pub fn offer(&self, attempts: Vec<FirstAttempt>) -> Vec<FirstAttempt> {
-        if attempts.is_empty() {
-            return attempts;
-        }
-        let room = self.0.bound.saturating_sub(self.0.queued.load(Ordering::Acquire));
-        let mut accepted = attempts;
-        let refused = if accepted.len() > room { accepted.split_off(room) } else { Vec::new() };
-        if !accepted.is_empty() {
-            self.0.queued.fetch_add(accepted.len(), Ordering::AcqRel);
-            if let Ok(mut offered) = self.0.offered.lock() {
-                offered.append(&mut accepted);
-            }
-            self.0.ready.notify_one();
-        }
+    pub fn offer(&self, mut attempts: Vec<FirstAttempt>) -> Vec<FirstAttempt> {
+        let reservation = self.reserve(attempts.len());
+        let refused = attempts.split_off(reservation.count());
+        self.offer_reserved(reservation, attempts);
         refused
     }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use recap_kafka::KafkaClient;
 use recap_readmodel::webhooks::WebhookStore;
 use tokio::sync::watch;
 
@@ -26,7 +27,6 @@ use crate::handoff::{Handoff, Ledger};
 use crate::ingest::{ingest, LogMessage};
 use crate::metrics::Stats;
 use crate::schedule::Clock;
-use recap_kafka::KafkaClient;
 
 /// The topic of the message log, after the prefix.
 pub const MESSAGES_TOPIC: &str = "recap.messages.v1";
@@ -152,7 +152,7 @@ pub async fn run(
     consumer.subscribe(&[topic.as_str()])?;
     let consumer = Arc::new(consumer);
     let lags = stats.clone();
-    let lag_refresh = recap_kafka::LagRefresh::start(consumer.clone(), move |figures| {
+    let _lag_refresh = recap_kafka::LagRefresh::start(consumer.clone(), move |figures| {
         if let Ok(mut partition_lag) = lags.partition_lag.lock() {
             *partition_lag = figures;
         }
@@ -222,7 +222,6 @@ pub async fn run(
     // What settled before the stop, the attempts in flight included, is not read again.
     handoff.delivering_has_ended().await;
     commit(CommitMode::Sync);
-    drop(lag_refresh);
     Ok(())
 }
 

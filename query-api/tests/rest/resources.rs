@@ -202,6 +202,7 @@ async fn action_item_filters_combine() {
     assert_eq!(ids("/v1/action-items?meeting_id=mtg_a1&assignee_human_id=hum_1").await, ["ai_1"]);
     assert_eq!(ids("/v1/action-items?meeting_id=mtg_b1").await, Vec::<String>::new(), "another account's meeting gives nothing");
     assert_eq!(ids("/v1/action-items?unknown=1&status=done").await, ["ai_2"], "unknown parameters are ignored");
+    assert_eq!(ids("/v1/action-items?unknown=%ZZ&status=done").await, ["ai_2"], "an unknown parameter is ignored whole, a bad escape in it included");
 }
 
 #[tokio::test]
