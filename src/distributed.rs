@@ -15,7 +15,7 @@ use recap_kafka::KafkaClient;
 use recap_projector::kafka::KafkaConfig;
 use recap_projector::Stats;
 use recap_readmodel::{Driver, Instrumented, ReadModel};
-use recap_scylla::{parse_consistency, ScyllaConfig, ScyllaDriver};
+use recap_scylla::{parse_consistency, Credentials, ScyllaCluster, ScyllaConfig, ScyllaDriver, ScyllaTls};
 
 use crate::telemetry::Telemetry;
 use tokio::net::TcpListener;
@@ -48,7 +48,7 @@ impl RedisArgs {
 }
 
 /// How to reach ScyllaDB (or Cassandra standing in for it).
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Clone)]
 pub struct ScyllaArgs {
     /// Comma-separated `host:port` of ScyllaDB nodes.
     #[arg(long, env = "RECAP_SCYLLA_NODES", default_value = "127.0.0.1:9042", value_delimiter = ',')]
@@ -66,6 +66,42 @@ pub struct ScyllaArgs {
     /// one request).
     #[arg(long, env = "RECAP_SCYLLA_WRITE_CONCURRENCY", default_value_t = 256)]
     pub write_concurrency: usize,
+    /// The login of a cluster that asks for one (`PasswordAuthenticator`), with
+    /// --scylla-password.
+    #[arg(long, env = "RECAP_SCYLLA_USERNAME", value_name = "USERNAME", requires = "scylla_password")]
+    pub scylla_username: Option<String>,
+    /// The login's password, never shown.
+    #[arg(long, env = "RECAP_SCYLLA_PASSWORD", value_name = "PASSWORD", hide_env_values = true, requires = "scylla_username")]
+    pub scylla_password: Option<String>,
+    /// Connect with TLS: the PEM file of the CA certificates that sign the nodes'. Each
+    /// node's certificate must chain to one of them and name the node's IP address.
+    #[arg(long, env = "RECAP_SCYLLA_TLS_CA", value_name = "PEM_FILE")]
+    pub scylla_tls_ca: Option<std::path::PathBuf>,
+    /// The client certificate (PEM, its chain after it) for a cluster that requires one,
+    /// with --scylla-tls-key and --scylla-tls-ca.
+    #[arg(long, env = "RECAP_SCYLLA_TLS_CERT", value_name = "PEM_FILE", requires_all = ["scylla_tls_key", "scylla_tls_ca"])]
+    pub scylla_tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "RECAP_SCYLLA_TLS_KEY", value_name = "PEM_FILE", requires = "scylla_tls_cert")]
+    pub scylla_tls_key: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for ScyllaArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ScyllaArgs")
+            .field("scylla_nodes", &self.scylla_nodes)
+            .field("keyspace", &self.keyspace)
+            .field("consistency", &self.consistency)
+            .field("scylla_timeout_ms", &self.scylla_timeout_ms)
+            .field("write_concurrency", &self.write_concurrency)
+            .field("scylla_username", &self.scylla_username)
+            .field("scylla_password", &self.scylla_password.as_ref().map(|_| "<set>"))
+            .field("scylla_tls_ca", &self.scylla_tls_ca)
+            .field("scylla_tls_cert", &self.scylla_tls_cert)
+            .field("scylla_tls_key", &self.scylla_tls_key)
+            .finish()
+    }
 }
 
 impl ScyllaArgs {
@@ -73,11 +109,24 @@ impl ScyllaArgs {
         Duration::from_millis(self.scylla_timeout_ms)
     }
 
+    /// The nodes with the login and TLS set; an error names a TLS file that cannot be used.
+    pub fn cluster(&self) -> anyhow::Result<ScyllaCluster> {
+        let mut cluster = ScyllaCluster::open(self.scylla_nodes.clone());
+        if let (Some(username), Some(password)) = (&self.scylla_username, &self.scylla_password) {
+            cluster.credentials = Some(Credentials { username: username.clone(), password: password.clone() });
+        }
+        if let Some(ca) = &self.scylla_tls_ca {
+            let client = self.scylla_tls_cert.as_deref().zip(self.scylla_tls_key.as_deref());
+            cluster.tls = Some(ScyllaTls::from_pem_files(ca, client).map_err(|error| anyhow::anyhow!("--scylla-tls-*: {error}"))?);
+        }
+        Ok(cluster)
+    }
+
     /// Connects, retrying until the store answers (a role starts before its store).
     pub async fn connect(&self, shutdown: &mut watch::Receiver<bool>) -> anyhow::Result<Arc<dyn Driver>> {
         let consistency = parse_consistency(&self.consistency).map_err(anyhow::Error::msg)?;
         let config = ScyllaConfig {
-            nodes: self.scylla_nodes.clone(),
+            cluster: self.cluster()?,
             keyspace: self.keyspace.clone(),
             consistency,
             timeout: self.timeout(),
@@ -112,7 +161,7 @@ pub struct MigrateConfig {
 /// `recap migrate`: creates or upgrades the keyspace and tables; idempotent.
 pub async fn migrate(config: MigrateConfig) -> anyhow::Result<()> {
     let migration =
-        ScyllaDriver::migrate(&config.scylla.scylla_nodes, &config.scylla.keyspace, &config.replication, recap_readmodel::tables::ALL, config.scylla.timeout())
+        ScyllaDriver::migrate(&config.scylla.cluster()?, &config.scylla.keyspace, &config.replication, recap_readmodel::tables::ALL, config.scylla.timeout())
             .await
             .context("migrating the read model")?;
     println!("keyspace {} is up to date: {migration}", config.scylla.keyspace);

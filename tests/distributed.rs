@@ -1202,7 +1202,7 @@ fn fail_open_total(admin_url: &str) -> u64 {
 /// A keyspace of one migrate test, dropped when the test ends (passed or not).
 struct ScratchKeyspace {
     name: String,
-    nodes: Vec<String>,
+    engines: recap_testkit::cluster::Engines,
 }
 
 impl ScratchKeyspace {
@@ -1211,8 +1211,7 @@ impl ScratchKeyspace {
     }
 
     fn named(name: String) -> ScratchKeyspace {
-        let nodes = recap_testkit::cluster::Engines::from_env().scylla_nodes.split(',').map(str::to_string).collect();
-        ScratchKeyspace { name, nodes }
+        ScratchKeyspace { name, engines: recap_testkit::cluster::Engines::from_env() }
     }
 
     /// Runs CQL statements in order (`{ks}` stands for the keyspace) and returns the
@@ -1220,7 +1219,7 @@ impl ScratchKeyspace {
     fn cql(&self, statements: &[&str]) -> Vec<Vec<Option<String>>> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            let session = scylla::client::session_builder::SessionBuilder::new().known_nodes(&self.nodes).build().await.expect("connect to Cassandra");
+            let session = self.engines.scylla().builder(std::time::Duration::from_secs(10)).build().await.expect("connect to Cassandra");
             let mut rows = Vec::new();
             for statement in statements {
                 let result = session.query_unpaged(statement.replace("{ks}", &self.name), ()).await.unwrap_or_else(|error| panic!("{statement}: {error}"));
@@ -1259,7 +1258,7 @@ impl ScratchKeyspace {
     fn migrate(&self) -> std::process::Output {
         Command::new(recap_testkit::process::recap_bin())
             .args(["migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"])
-            .env("RECAP_SCYLLA_NODES", self.nodes.join(","))
+            .envs(self.engines.scylla_envs())
             .env("RECAP_SCYLLA_KEYSPACE", &self.name)
             .output()
             .expect("run recap migrate")
@@ -1270,6 +1269,120 @@ impl Drop for ScratchKeyspace {
     fn drop(&mut self) {
         let _ = std::panic::catch_unwind(|| self.cql(&["DROP KEYSPACE IF EXISTS {ks}"]));
     }
+}
+
+/// `recap migrate` into this keyspace with the engines' nodes and `settings` instead of
+/// their login (`None` removes a setting).
+fn migrate_with(keyspace: &ScratchKeyspace, settings: &[(&str, Option<&str>)]) -> std::process::Output {
+    let mut command = Command::new(recap_testkit::process::recap_bin());
+    command.args(["migrate", "--replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"]).envs(keyspace.engines.scylla_envs());
+    command.env("RECAP_SCYLLA_KEYSPACE", &keyspace.name);
+    for (key, value) in settings {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    command.output().expect("run recap migrate")
+}
+
+/// The TLS material `make up` made: the node's CA, a client certificate it signed, and a
+/// CA (with a client certificate of its own) the node does not trust.
+fn engines_tls_file(name: &str) -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let dir = recap_testkit::cluster::engine_setting("RECAP_ENGINES_CASSANDRA_TLS_DIR", &format!("{home}/.cache/recap/engines/cassandra-tls"));
+    format!("{dir}/{name}")
+}
+
+// docs/distributed.md, "The store's login and TLS": a cluster that asks every client to log
+// in is reached with --scylla-username/--scylla-password; without them, or with a wrong
+// password, the role says why and writes nothing, and the password appears nowhere.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn the_store_is_reached_with_its_login_and_refused_without_it_or_with_a_wrong_password() {
+    let keyspace = ScratchKeyspace::new();
+    let password = "not-the-password-7f3a91";
+    let refusals = [
+        (vec![("RECAP_SCYLLA_USERNAME", None), ("RECAP_SCYLLA_PASSWORD", None)], "Authentication is required"),
+        (vec![("RECAP_SCYLLA_PASSWORD", Some(password))], "Authentication failed - bad credentials"),
+    ];
+    for (settings, reason) in refusals {
+        let output = migrate_with(&keyspace, &settings);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(reason), "{reason}: {stderr}");
+        assert!(!stderr.contains(password) && !String::from_utf8_lossy(&output.stdout).contains(password), "the password is never shown: {stderr}");
+        assert!(!keyspace.keyspaces().contains(&keyspace.name), "nothing was created");
+    }
+    // A username without its password is refused before anything is tried.
+    let output = migrate_with(&keyspace, &[("RECAP_SCYLLA_PASSWORD", None)]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--scylla-password"), "{stderr}");
+
+    let output = migrate_with(&keyspace, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(keyspace.tables(), all_table_names());
+}
+
+// docs/distributed.md, "The store's login and TLS": with --scylla-tls-ca the connections
+// use TLS, the node's certificate checked against that CA (a node signed by another CA is
+// refused), and the client certificate presented to a node that requires one (without
+// it, or with one the node does not trust, the node refuses).
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn the_store_is_reached_over_tls_checking_the_node_and_presenting_the_client_certificate() {
+    let keyspace = ScratchKeyspace::new();
+    let (ca, other_ca) = (engines_tls_file("ca.pem"), engines_tls_file("other-ca.pem"));
+    let (client, client_key) = (engines_tls_file("client.pem"), engines_tls_file("client.key"));
+    let (other_client, other_client_key) = (engines_tls_file("other-client.pem"), engines_tls_file("other-client.key"));
+    let tls = |ca: &str, client: Option<(&str, &str)>| -> Vec<(&'static str, Option<String>)> {
+        let mut settings = vec![("RECAP_SCYLLA_TLS_CA", Some(ca.to_string()))];
+        if let Some((certificate, key)) = client {
+            settings.extend([("RECAP_SCYLLA_TLS_CERT", Some(certificate.to_string())), ("RECAP_SCYLLA_TLS_KEY", Some(key.to_string()))]);
+        }
+        settings
+    };
+    let refusals = [
+        (tls(&other_ca, Some((&client, &client_key))), "certificate verify failed"),
+        (tls(&ca, None), "certificate required"),
+        (tls(&ca, Some((&other_client, &other_client_key))), "SSL alert"),
+    ];
+    for (settings, reason) in refusals {
+        let settings: Vec<(&str, Option<&str>)> = settings.iter().map(|(key, value)| (*key, value.as_deref())).collect();
+        let output = migrate_with(&keyspace, &settings);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{settings:?}: {stderr}");
+        assert!(stderr.contains(reason), "{settings:?} is refused for {reason}: {stderr}");
+        assert!(!keyspace.keyspaces().contains(&keyspace.name), "nothing was created");
+    }
+    let settings = tls(&ca, Some((&client, &client_key)));
+    let settings: Vec<(&str, Option<&str>)> = settings.iter().map(|(key, value)| (*key, value.as_deref())).collect();
+    let output = migrate_with(&keyspace, &settings);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(keyspace.tables(), all_table_names());
+}
+
+// Every role over TLS: a cluster whose processes reach the store with the client
+// certificate project events and serve them, and the node counts their connections as
+// encrypted.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn every_role_reaches_the_store_over_tls() {
+    let tls = [("RECAP_SCYLLA_TLS_CA", "ca.pem"), ("RECAP_SCYLLA_TLS_CERT", "client.pem"), ("RECAP_SCYLLA_TLS_KEY", "client.key")];
+    let cluster = Cluster::start(&tls.map(|(key, file)| (key.to_string(), engines_tls_file(file))));
+    let token = new_token();
+    let mut events = world("acc_tls", &token);
+    events.push(meeting("acc_tls", "mtg_tls", "Over TLS", 1, 1));
+    cluster.produce(&events);
+    cluster.wait_projected();
+    let (status, _, body) = get(&format!("{}/meetings/mtg_tls", cluster.query_apis[1].url), Some(&token));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Over TLS"), "{body}");
+    let encrypted = ScratchKeyspace::new().cql(&["SELECT ssl_enabled FROM system_views.clients WHERE username = 'recap' ALLOW FILTERING"]);
+    let encrypted = encrypted.iter().filter(|row| row[0].as_deref() == Some("Boolean(true)")).count();
+    // Each of the four roles (projector, two query-apis, mcp) holds connections to the node.
+    assert!(encrypted >= 4, "encrypted connections of the login: {encrypted}");
 }
 
 /// The first statement of a test that builds an older or foreign keyspace by hand.

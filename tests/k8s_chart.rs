@@ -212,6 +212,19 @@ fn secrets_are_referenced_never_inlined() {
     assert!(!production.contains("RECAP_REDIS_URL: "), "no Redis URL in the ConfigMap when a Secret holds the password");
     let (ok, _, stderr) = render(&["--set", "redis.url=redis://:hunter2@redis:6379"]);
     assert!(!ok && stderr.contains("redis.url embeds credentials"), "{stderr}");
+    let production_objects = objects(&production);
+    for role in of_kind(&production_objects, "Deployment").into_iter().chain(of_kind(&production_objects, "Job")) {
+        let password = role.2.split("- name: RECAP_SCYLLA_PASSWORD").nth(1).unwrap_or_else(|| panic!("{}: RECAP_SCYLLA_PASSWORD", role.1));
+        assert!(
+            password.trim_start().starts_with("valueFrom:\n") && password.contains("name: recap-scylla-login"),
+            "{}: the store's password from its Secret",
+            role.1
+        );
+        assert!(role.2.contains("secretName: recap-scylla-client-tls") && role.2.contains("mountPath: /etc/recap/scylla-tls"), "{}: TLS files mounted", role.1);
+        assert!(role.2.contains("value: /etc/recap/scylla-tls/client.key"), "{}: the client key's path", role.1);
+    }
+    let (ok, _, stderr) = render(&["-f", &repo().join("k8s/recap/values-production.yaml").to_string_lossy(), "--set", "scylla.tls.keyKey="]);
+    assert!(!ok && stderr.contains("scylla.tls.certKey and scylla.tls.keyKey go together"), "{stderr}");
     let (ok, _, stderr) = render(&["--set", "cursorSecret.existingSecret="]);
     assert!(!ok && stderr.contains("cursorSecret.existingSecret is required"), "{stderr}");
 }

@@ -34,6 +34,10 @@ pub fn recap_bin() -> std::path::PathBuf {
 pub struct Engines {
     pub brokers: String,
     pub scylla_nodes: String,
+    /// The store's login (`make up` starts Cassandra with `PasswordAuthenticator`); empty
+    /// when it asks for none.
+    pub scylla_username: String,
+    pub scylla_password: String,
 }
 
 impl Engines {
@@ -48,11 +52,21 @@ impl Engines {
             }
         }
         let get = |key: &str, default: &str| std::env::var(key).ok().or_else(|| values.get(key).cloned()).unwrap_or_else(|| default.to_string());
-        Engines { brokers: get("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"), scylla_nodes: get("RECAP_SCYLLA_NODES", "127.0.0.1:9042") }
+        Engines {
+            brokers: get("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"),
+            scylla_nodes: get("RECAP_SCYLLA_NODES", "127.0.0.1:9042"),
+            scylla_username: get("RECAP_SCYLLA_USERNAME", ""),
+            scylla_password: get("RECAP_SCYLLA_PASSWORD", ""),
+        }
     }
 
-    pub fn nodes(&self) -> Vec<String> {
-        self.scylla_nodes.split(',').map(str::to_string).collect()
+    /// The store as the driver reaches it: its nodes and its login.
+    pub fn cluster(&self) -> recap_scylla::ScyllaCluster {
+        let mut cluster = recap_scylla::ScyllaCluster::open(self.scylla_nodes.split(',').map(str::to_string).collect());
+        if !self.scylla_username.is_empty() {
+            cluster.credentials = Some(recap_scylla::Credentials { username: self.scylla_username.clone(), password: self.scylla_password.clone() });
+        }
+        cluster
     }
 }
 
@@ -96,7 +110,10 @@ pub async fn delete_topics(brokers: &str, prefix: &str) {
 
 /// The settings every role of one measured deployment shares.
 pub fn role_envs(engines: &Engines, id: &str, topic_prefix: &str, keyspace: &str, redis_url: &str) -> Vec<(String, String)> {
-    vec![
+    let login = (!engines.scylla_username.is_empty()).then(|| {
+        [("RECAP_SCYLLA_USERNAME".to_string(), engines.scylla_username.clone()), ("RECAP_SCYLLA_PASSWORD".to_string(), engines.scylla_password.clone())]
+    });
+    let mut envs = vec![
         ("RECAP_KAFKA_BROKERS".into(), engines.brokers.clone()),
         ("RECAP_KAFKA_TOPIC_PREFIX".into(), topic_prefix.into()),
         ("RECAP_KAFKA_GROUP".into(), format!("{topic_prefix}projector")),
@@ -113,7 +130,9 @@ pub fn role_envs(engines: &Engines, id: &str, topic_prefix: &str, keyspace: &str
         ("RECAP_TOKEN_CACHE_MS".into(), std::env::var("RECAP_BENCH_TOKEN_CACHE_MS").unwrap_or_else(|_| "1000".into())),
         ("RECAP_ADMIN_LISTEN".into(), "127.0.0.1:0".into()),
         ("RECAP_REST_LISTEN".into(), "127.0.0.1:0".into()),
-    ]
+    ];
+    envs.extend(login.into_iter().flatten());
+    envs
 }
 
 /// `recap migrate` into a fresh keyspace.
@@ -127,7 +146,7 @@ pub fn migrate(envs: &[(String, String)]) {
 }
 
 pub async fn drop_keyspace(engines: &Engines, keyspace: &str) {
-    let _ = recap_scylla::ScyllaDriver::drop_keyspace(&engines.nodes(), keyspace, Duration::from_secs(30)).await;
+    let _ = recap_scylla::ScyllaDriver::drop_keyspace(&engines.cluster(), keyspace, Duration::from_secs(30)).await;
 }
 
 /// One running recap role.

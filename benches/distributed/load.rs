@@ -12,7 +12,6 @@ use futures::stream::{self, TryStreamExt};
 use recap_readmodel::driver::Mutation;
 use recap_scylla::{write_groups, write_statement};
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::batch::{Batch, BatchStatement, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::Consistency;
@@ -113,8 +112,8 @@ pub fn percentiles(latencies: &mut [f64]) -> (f64, f64, f64) {
 
 /// A session as the ScyllaDriver opens one: no keyspace of its own, as every statement
 /// names its table `keyspace.table`.
-pub async fn session(nodes: &[String]) -> Session {
-    SessionBuilder::new().known_nodes(nodes).connection_timeout(Duration::from_secs(2)).build().await.expect("connect to the store")
+pub async fn session(cluster: &recap_scylla::ScyllaCluster) -> Session {
+    cluster.builder(Duration::from_secs(2)).build().await.expect("connect to the store")
 }
 
 /// Prepares as the ScyllaDriver does: its consistency, idempotent, bounded, paged by 1,000.

@@ -142,7 +142,7 @@ impl Bench {
 
 /// Section 1; returns the best projector rate.
 fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
-    let raw_session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
+    let raw_session = bench.runtime.block_on(load::session(&bench.engines.cluster()));
     let (mut projector_best, mut raw_best, mut rows, mut hwm) = (0f64, 0f64, 0usize, 0f64);
     println!("projector vs raw driver loop, demo event mix, {events_per_round} events a round (2 rounds, alternating):");
     for round in 0..2 {
@@ -181,7 +181,7 @@ fn projector_vs_raw(bench: &mut Bench, events_per_round: usize) -> f64 {
 /// the real ScyllaDriver (Kafka, offsets and dead letters left out).
 fn projector_split(bench: &Bench, events: usize) {
     let config = recap_scylla::ScyllaConfig {
-        nodes: bench.engines.nodes(),
+        cluster: bench.engines.cluster(),
         keyspace: bench.raw_keyspace.clone(),
         consistency: recap_scylla::Consistency::LocalQuorum,
         timeout: Duration::from_secs(2),
@@ -400,7 +400,7 @@ use tokio::io::AsyncWriteExt;
 /// One raw-driver read measurement on core 0 (the query-api's core), in a runtime of
 /// its own: iterations per second.
 fn raw_reads(engines: &Engines, keyspace: &str, concurrency: usize, seconds: u64, all_reads: bool) -> f64 {
-    let (nodes, keyspace) = (engines.nodes(), keyspace.to_string());
+    let (nodes, keyspace) = (engines.cluster(), keyspace.to_string());
     std::thread::spawn(move || {
         pin_current_thread(0);
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
@@ -701,7 +701,7 @@ fn main() {
     }
     if wants("requests") {
         println!("rows written one a request vs the driver's requests (rows of one partition key in one unlogged batch), 32 in flight:");
-        let session = bench.runtime.block_on(load::session(&bench.engines.nodes()));
+        let session = bench.runtime.block_on(load::session(&bench.engines.cluster()));
         bench.runtime.block_on(load::requests_vs_rows(&session, &bench.raw_keyspace, env_usize("RECAP_BENCH_REQUEST_ROWS", 100_000), 32));
     }
     println!("total {:.0} s", started.elapsed().as_secs_f64());

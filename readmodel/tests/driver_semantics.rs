@@ -473,9 +473,10 @@ async fn reads_past_the_first_page_of_rows(driver: Arc<dyn Driver>) {
 
 /// A fresh keyspace on the real cluster named by `RECAP_SCYLLA_NODES` (started by
 /// `make up`), migrated to the tables of `schemas/cql/recap.cql`.
-async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
+async fn scylla() -> (Arc<dyn Driver>, recap_scylla::ScyllaCluster, String) {
     use recap_scylla::ScyllaDriver;
-    let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").expect("RECAP_SCYLLA_NODES (run `make up`)").split(',').map(str::to_string).collect();
+    assert!(std::env::var_os("RECAP_SCYLLA_NODES").is_some(), "RECAP_SCYLLA_NODES (run `make up`)");
+    let nodes = recap_testkit::cluster::Engines::from_env().scylla();
     let keyspace = format!("recap_test_{}", uuid_like());
     let timeout = std::time::Duration::from_secs(10);
     ScyllaDriver::migrate(&nodes, &keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}", recap_readmodel::tables::ALL, timeout).await.unwrap();
@@ -483,9 +484,9 @@ async fn scylla() -> (Arc<dyn Driver>, Vec<String>, String) {
 }
 
 /// A session of its own on `keyspace`.
-async fn connect(nodes: &[String], keyspace: &str) -> Arc<dyn Driver> {
+async fn connect(nodes: &recap_scylla::ScyllaCluster, keyspace: &str) -> Arc<dyn Driver> {
     let config = recap_scylla::ScyllaConfig {
-        nodes: nodes.to_vec(),
+        cluster: nodes.clone(),
         keyspace: keyspace.to_string(),
         consistency: recap_scylla::Consistency::LocalQuorum,
         timeout: std::time::Duration::from_secs(10),

@@ -7,6 +7,13 @@
 # Readiness is a real CQL query through the Python driver (PyPI cassandra-driver, a
 # binary wheel, in a venv under the cache directory).
 #
+# As a production cluster would, the node asks every client to log in
+# (PasswordAuthenticator; the login `recap` is created at start, common.sh) and takes
+# TLS connections beside plain ones on the CQL port, from clients presenting a
+# certificate of the local CA. That CA, the node's certificate (for 127.0.0.1) and a
+# client's are made once with openssl into $ENGINES_HOME/cassandra-tls (`tls_material`),
+# with a second CA the node does not trust, for tests of refusals.
+#
 # usage: cassandra.sh install|start|stop|restart|status|kill9|pause|resume
 #        cassandra.sh cql "<statement>"   runs one statement, prints the rows
 #        cassandra.sh sweep               drops the keyspaces of test and benchmark runs
@@ -29,6 +36,7 @@ LOG_FILES=("$DIR/logs/system.log" "$DIR/logs/stdout.log")
 install() {
   resolve_jars "$HOME_DIR" "org.apache.cassandra:cassandra-all:$VERSION"
   [ -f "$VENV/.complete" ] || with_lock pip install_probe
+  write_probe
 }
 
 install_probe() {
@@ -41,20 +49,28 @@ install_probe() {
   }
   "$VENV/bin/pip" install -q --disable-pip-version-check --only-binary=cassandra-driver "cassandra-driver==$DRIVER_VERSION" >&2 ||
     die "pip could not install cassandra-driver $DRIVER_VERSION"
-  cat >"$VENV/cql.py" <<'PY'
-"""Runs CQL statements against one node: cql.py <host> <port> <statement>..."""
+  touch "$VENV/.complete"
+}
+
+# The probe itself, written on every install: a venv made by an earlier version of this
+# script keeps its driver but gets this probe.
+write_probe() {
+  cat >"$VENV/cql.py.tmp" <<'PY'
+"""Runs CQL statements against one node as a login: cql.py <host> <port> <user> <password> <statement>..."""
 import logging
 import sys
 import warnings
 
 warnings.simplefilter("ignore")
 logging.disable(logging.CRITICAL)
+from cassandra.auth import PlainTextAuthProvider  # noqa: E402
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile  # noqa: E402
 from cassandra.policies import WhiteListRoundRobinPolicy  # noqa: E402
 
-host, port, statements = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+host, port, user, password, statements = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=10)
 cluster = Cluster([host], port=port, connect_timeout=3, control_connection_timeout=3,
+                  auth_provider=PlainTextAuthProvider(username=user, password=password),
                   execution_profiles={EXEC_PROFILE_DEFAULT: profile})
 try:
     session = cluster.connect()
@@ -64,13 +80,65 @@ try:
 finally:
     cluster.shutdown()
 PY
-  touch "$VENV/.complete"
+  mv "$VENV/cql.py.tmp" "$VENV/cql.py"
 }
 
-cql() { timeout 30 "$VENV/bin/python" "$VENV/cql.py" "$BIND" "$CQL_PORT" "$@"; }
+# The statements run as the superuser, which exists before recap's login does.
+cql() { timeout 30 "$VENV/bin/python" "$VENV/cql.py" "$BIND" "$CQL_PORT" "$CQL_SUPERUSER" "$CQL_SUPERUSER_PASSWORD" "$@"; }
 
-# Readiness: the native transport accepts connections and a CQL query answers.
+# Readiness: the native transport accepts connections and a CQL query answers, logged in.
 ready() { port_open "$CQL_PORT" && cql "SELECT release_version FROM system.local" >/dev/null; }
+
+TLS_DIR="$ENGINES_HOME/cassandra-tls"
+# The node's key and trust stores are local test files, nothing to keep secret.
+STORE_PASSWORD=recap-engines-tls
+
+# tls_material: the local CA, the node's certificate for $BIND signed by it (ca.pem,
+# node.p12 with its key), a client's (client.pem, client.key), the store of the CA the
+# node checks clients' certificates against (truststore.p12), and a CA the node does not
+# trust with a client certificate of its own (other-ca.pem, other-client.pem,
+# other-client.key). Made once; P-256 keys, ten years.
+tls_material() {
+  [ -f "$TLS_DIR/.complete" ] && return 0
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  log "making the TLS material in $TLS_DIR"
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+    # sign <name> <ca> <extensions>: <name>.pem, for <name>.key, signed by <ca>.pem/<ca>.key.
+    sign() {
+      openssl req -new -key "$1.key" -subj "/CN=recap-engines-$1" -out "$1.csr"
+      printf '%s
+' "$3" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.pem" 2>/dev/null
+      rm -f "$1.csr" "$1.ext"
+    }
+    for ca in ca other-ca; do
+      key "$ca.key"
+      openssl req -x509 -new -key "$ca.key" -subj "/CN=recap-engines-$ca" -days 3650 -out "$ca.pem" \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+    done
+    key node.key && sign node ca "subjectAltName=IP:$BIND
+extendedKeyUsage=serverAuth"
+    key client.key && sign client ca "extendedKeyUsage=clientAuth"
+    key other-client.key && sign other-client other-ca "extendedKeyUsage=clientAuth"
+    openssl pkcs12 -export -in node.pem -inkey node.key -certfile ca.pem -name node -out node.p12 -passout "pass:$STORE_PASSWORD"
+    "$(dirname "$JAVA17")/keytool" -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 -storetype PKCS12 \
+      -storepass "$STORE_PASSWORD" >/dev/null 2>&1
+  ) || die "making the TLS material in $TLS_DIR failed"
+  touch "$TLS_DIR/.complete"
+}
+
+# recap's login, made once by the superuser (AllowAllAuthorizer: any login may do
+# anything, as recap's migrate needs to). bcrypt's work factor is the smallest
+# (`-Dcassandra.auth_bcrypt_gensalt_log2_rounds=4`): the node checks the password of every
+# connection the tests open, which at the default factor costs tens of milliseconds each.
+ensure_login() {
+  cql "CREATE ROLE IF NOT EXISTS $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" >/dev/null ||
+    die "could not create the login $CQL_USERNAME"
+}
 
 configure() {
   mkdir -p "$DIR/data" "$DIR/commitlog" "$DIR/saved_caches" "$DIR/hints" "$DIR/cdc_raw" "$DIR/logs"
@@ -105,8 +173,20 @@ native_transport_port: $CQL_PORT
 start_native_transport: true
 native_transport_max_threads: 32
 endpoint_snitch: SimpleSnitch
-authenticator: AllowAllAuthenticator
+authenticator: PasswordAuthenticator
 authorizer: AllowAllAuthorizer
+role_manager: CassandraRoleManager
+roles_validity: 600000ms
+credentials_validity: 600000ms
+client_encryption_options:
+  enabled: true
+  optional: true
+  keystore: "$TLS_DIR/node.p12"
+  keystore_password: "$STORE_PASSWORD"
+  truststore: "$TLS_DIR/truststore.p12"
+  truststore_password: "$STORE_PASSWORD"
+  store_type: PKCS12
+  require_client_auth: true
 concurrent_reads: 8
 concurrent_writes: 8
 concurrent_counter_writes: 4
@@ -182,9 +262,10 @@ JVM17_OPTIONS=(
 launch() {
   local jamm
   refuse_foreign_ports
+  need_java17
+  tls_material
   configure
   jamm=$(ls "$HOME_DIR"/libs/jamm-*.jar | head -n 1)
-  need_java17
   log "starting Cassandra $VERSION on $BIND:$CQL_PORT"
   # The bin/cassandra launcher (which wants -R as root) is not used: the daemon class is
   # started directly, in the foreground of its own process.
@@ -194,6 +275,7 @@ launch() {
     -Dcassandra.config="file://$DIR/cassandra.yaml" -Dlogback.configurationFile="$DIR/logback.xml" \
     -Dcassandra.storagedir="$DIR" -Dcassandra.logdir="$DIR/logs" -Dcassandra-foreground=yes \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.jmx.local.port="$CASSANDRA_JMX_PORT" \
+    -Dcassandra.superuser_setup_delay_ms=0 -Dcassandra.auth_bcrypt_gensalt_log2_rounds=4 \
     -cp "$HOME_DIR/libs/*" org.apache.cassandra.service.CassandraDaemon \
     </dev/null >"$DIR/logs/stdout.log" 2>&1 9>&- &
   echo $! >"$PIDFILE"
@@ -202,7 +284,14 @@ launch() {
 _start() {
   local started
   started=$(now_ms)
+  # A node started by an earlier version of this script asks for no login: it is
+  # restarted with this configuration (the data stays).
+  if engine_pid >/dev/null && ! grep -q '^authenticator: PasswordAuthenticator' "$DIR/cassandra.yaml" 2>/dev/null; then
+    log "the running node asks for no login: restarting it with this configuration"
+    stop_engine TERM 90
+  fi
   adopt_or_launch 180 || die "Cassandra did not become ready (logs: $DIR/logs; should they show a corrupt schema or data, after a full disk for instance, \`make down-purge\` resets the engines' data)"
+  ensure_login
   log "ready on $BIND:$CQL_PORT in $(elapsed "$started") (pid $(engine_pid), RSS $(rss_of_engine))"
   local keyspaces
   keyspaces=$(cql "SELECT keyspace_name FROM system_schema.keyspaces" 2>/dev/null | grep -vc '^system' || true)

@@ -22,6 +22,13 @@ KAFKA_SASL_PORT=${RECAP_KAFKA_SASL_PORT:-9094}
 KAFKA_SASL_USERNAME=recap
 KAFKA_SASL_PASSWORD=recap-engines-sasl
 CQL_PORT=${RECAP_CQL_PORT:-9042}
+# Cassandra asks every client to log in (PasswordAuthenticator) and accepts TLS beside
+# plain connections on the same port: recap's login, a local test credential too, and
+# the node's built-in superuser, which the scripts use to create it.
+CQL_USERNAME=recap
+CQL_PASSWORD=recap-engines-cql
+CQL_SUPERUSER=cassandra
+CQL_SUPERUSER_PASSWORD=cassandra
 CASSANDRA_STORAGE_PORT=${RECAP_CASSANDRA_STORAGE_PORT:-7000}
 CASSANDRA_JMX_PORT=${RECAP_CASSANDRA_JMX_PORT:-7199}
 REDIS_PORT=${RECAP_REDIS_PORT:-6379}

@@ -235,7 +235,7 @@ def open_loop(base, path, token, rate, seconds):
 
 
 def engines_settings():
-    """The engines' addresses: RECAP_* variables, else the file `make up` writes."""
+    """The engines' addresses and the store's login: RECAP_* variables, else the file `make up` writes."""
     values = {}
     try:
         with open(ENGINES_ENV) as lines:
@@ -245,8 +245,13 @@ def engines_settings():
                     values[key.strip()] = value.strip().strip("'\"")
     except OSError:
         pass
-    names = ("RECAP_KAFKA_BROKERS", "RECAP_SCYLLA_NODES", "RECAP_REDIS_URL")
+    names = ADDRESSES + LOGIN
     return {name: os.environ.get(name) or values.get(name) for name in names}
+
+
+# The engines' addresses, and the store's login (absent when it asks for none).
+ADDRESSES = ("RECAP_KAFKA_BROKERS", "RECAP_SCYLLA_NODES", "RECAP_REDIS_URL")
+LOGIN = ("RECAP_SCYLLA_USERNAME", "RECAP_SCYLLA_PASSWORD")
 
 
 def host_port(address):
@@ -272,9 +277,9 @@ def local_engines():
     engines answer and run on this machine (their threads are pinned for the rounds);
     otherwise the reason the distributed edition is not measured."""
     settings = engines_settings()
-    if not all(settings.values()):
+    if not all(settings[name] for name in ADDRESSES):
         return None, f"no engine addresses ({ENGINES_ENV} is missing; `make up` writes it)"
-    for name, address in settings.items():
+    for name, address in ((name, settings[name]) for name in ADDRESSES):
         try:
             socket.create_connection(host_port(address.split(",")[0]), timeout=2).close()
         except (OSError, ValueError):
@@ -392,6 +397,8 @@ class DistributedEdition:
             "RECAP_TOKEN_CACHE_MS": "1000",
             "RECAP_LOG": "warn",
         }
+        # The store's login, when it asks for one (`make up`'s does).
+        self.env.update({name: settings[name] for name in LOGIN if settings.get(name)})
 
     def load(self, events):
         """Topics, keyspace, the events produced and projected; returns the seconds the

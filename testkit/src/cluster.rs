@@ -21,6 +21,10 @@ use crate::process::{events_file, get, recap_bin, spawn_with_lines, EventLine};
 pub struct Engines {
     pub brokers: String,
     pub scylla_nodes: String,
+    /// The store's login (`make up` starts Cassandra with `PasswordAuthenticator`); empty
+    /// when it asks for none.
+    pub scylla_username: String,
+    pub scylla_password: String,
     pub redis_url: String,
 }
 
@@ -58,8 +62,29 @@ impl Engines {
         Engines {
             brokers: get("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"),
             scylla_nodes: get("RECAP_SCYLLA_NODES", "127.0.0.1:9042"),
+            scylla_username: get("RECAP_SCYLLA_USERNAME", ""),
+            scylla_password: get("RECAP_SCYLLA_PASSWORD", ""),
             redis_url: get("RECAP_REDIS_URL", "redis://127.0.0.1:6379"),
         }
+    }
+
+    /// The store as the driver reaches it: its nodes and its login.
+    pub fn scylla(&self) -> recap_scylla::ScyllaCluster {
+        let mut cluster = recap_scylla::ScyllaCluster::open(self.scylla_nodes.split(',').map(str::to_string).collect());
+        if !self.scylla_username.is_empty() {
+            cluster.credentials = Some(recap_scylla::Credentials { username: self.scylla_username.clone(), password: self.scylla_password.clone() });
+        }
+        cluster
+    }
+
+    /// The settings that give a `recap` process the store's nodes and login.
+    pub fn scylla_envs(&self) -> Vec<(String, String)> {
+        let mut envs = vec![("RECAP_SCYLLA_NODES".to_string(), self.scylla_nodes.clone())];
+        if !self.scylla_username.is_empty() {
+            envs.push(("RECAP_SCYLLA_USERNAME".into(), self.scylla_username.clone()));
+            envs.push(("RECAP_SCYLLA_PASSWORD".into(), self.scylla_password.clone()));
+        }
+        envs
     }
 }
 
@@ -245,14 +270,13 @@ impl Cluster {
         let engines = Engines::from_env();
         let id = run_id();
         let topic_prefix = format!("{id}.");
-        let keyspace_lease = lease_keyspace(&engines.scylla_nodes);
+        let keyspace_lease = lease_keyspace(&engines);
         let keyspace = keyspace_lease.name().to_string();
         create_topics(&engines.brokers, &topics(&topic_prefix));
         let mut common: Vec<(String, String)> = vec![
             ("RECAP_KAFKA_BROKERS".into(), engines.brokers.clone()),
             ("RECAP_KAFKA_TOPIC_PREFIX".into(), topic_prefix.clone()),
             ("RECAP_KAFKA_GROUP".into(), format!("{id}-projector")),
-            ("RECAP_SCYLLA_NODES".into(), engines.scylla_nodes.clone()),
             ("RECAP_SCYLLA_KEYSPACE".into(), keyspace.clone()),
             ("RECAP_SCYLLA_CONSISTENCY".into(), "local_quorum".into()),
             ("RECAP_REDIS_URL".into(), engines.redis_url.clone()),
@@ -263,6 +287,7 @@ impl Cluster {
             ("RECAP_MCP_LISTEN".into(), "127.0.0.1:0".into()),
             ("RECAP_PROJECTOR_BATCH_WAIT_MS".into(), "2".into()),
         ];
+        common.extend(engines.scylla_envs());
         common.extend(envs.iter().cloned());
         let mut roles = Role::spawn_all(&["projector", "query-api", "query-api", "mcp"], &common).into_iter();
         let (projectors, query_apis, mcp) = match (roles.next(), roles.next(), roles.next(), roles.next()) {
@@ -356,9 +381,9 @@ impl Drop for Cluster {
 }
 
 /// A migrated, empty keyspace from the test kit's pool of cluster keyspaces.
-fn lease_keyspace(nodes: &str) -> crate::store::KeyspaceLease {
+fn lease_keyspace(engines: &Engines) -> crate::store::KeyspaceLease {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let lease = runtime.block_on(crate::store::lease_keyspace("cluster", nodes.split(',').map(str::to_string).collect()));
+    let lease = runtime.block_on(crate::store::lease_keyspace("cluster", engines.scylla()));
     lease.unwrap_or_else(|error| panic!("a keyspace of the real Cassandra (are the engines up? `make up`): {error}"))
 }
 

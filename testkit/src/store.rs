@@ -19,7 +19,7 @@ use std::time::Duration;
 use recap_lmdb::EmbeddedDriver;
 use recap_readmodel::tables::cql_schema;
 use recap_readmodel::{Driver, StoreError};
-use recap_scylla::{Consistency, MigrateError, ScyllaConfig, ScyllaDriver};
+use recap_scylla::{Consistency, MigrateError, ScyllaCluster, ScyllaConfig, ScyllaDriver};
 
 /// Replication of every test keyspace (one node).
 const REPLICATION: &str = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
@@ -68,7 +68,7 @@ impl TestStore {
     /// An empty keyspace of the real Cassandra, leased from `pool` (lowercase letters,
     /// digits and `_`) until the store is dropped.
     pub async fn leased(pool: &str) -> Result<TestStore, StoreError> {
-        let (lease, driver) = lease(pool, nodes()?).await?;
+        let (lease, driver) = lease(pool, cluster()?).await?;
         Ok(TestStore { driver: Arc::new(driver), lease: Some(lease) })
     }
 
@@ -81,19 +81,19 @@ impl TestStore {
 /// An empty keyspace of the real Cassandra for processes of the test's making (a
 /// cluster's roles), leased from `pool` until the lease is dropped: drop it only once
 /// nothing writes to the keyspace any more.
-pub async fn lease_keyspace(pool: &str, nodes: Vec<String>) -> Result<KeyspaceLease, StoreError> {
-    lease(pool, nodes).await.map(|(lease, _)| lease)
+pub async fn lease_keyspace(pool: &str, cluster: ScyllaCluster) -> Result<KeyspaceLease, StoreError> {
+    lease(pool, cluster).await.map(|(lease, _)| lease)
 }
 
-fn nodes() -> Result<Vec<String>, StoreError> {
-    Ok(std::env::var("RECAP_SCYLLA_NODES")
-        .map_err(|_| StoreError::Unavailable("RECAP_SCYLLA_NODES is not set (run `make up`)".into()))?
-        .split(',')
-        .map(str::to_string)
-        .collect())
+/// The store `make up` started, with its login.
+fn cluster() -> Result<ScyllaCluster, StoreError> {
+    if std::env::var_os("RECAP_SCYLLA_NODES").is_none() {
+        return Err(StoreError::Unavailable("RECAP_SCYLLA_NODES is not set (run `make up`)".into()));
+    }
+    Ok(crate::cluster::Engines::from_env().scylla())
 }
 
-async fn lease(pool: &str, nodes: Vec<String>) -> Result<(KeyspaceLease, ScyllaDriver), StoreError> {
+async fn lease(pool: &str, cluster: ScyllaCluster) -> Result<(KeyspaceLease, ScyllaDriver), StoreError> {
     let timeout = Duration::from_secs(10);
     let prefix = format!("recap_t_{pool}_");
     let schema = {
@@ -108,9 +108,9 @@ async fn lease(pool: &str, nodes: Vec<String>) -> Result<(KeyspaceLease, ScyllaD
     let slot = match free {
         Some(slot) => slot,
         None => {
-            drop_other_schemas(&nodes, &prefix, &schema, timeout).await;
+            drop_other_schemas(&cluster, &prefix, &schema, timeout).await;
             let slot = claim_slot(&format!("{prefix}{schema}_"))?;
-            ScyllaDriver::migrate(&nodes, &slot.keyspace, REPLICATION, recap_readmodel::tables::ALL, timeout).await.map_err(|error| match error {
+            ScyllaDriver::migrate(&cluster, &slot.keyspace, REPLICATION, recap_readmodel::tables::ALL, timeout).await.map_err(|error| match error {
                 MigrateError::Store(error) => error,
                 incompatible => StoreError::Corrupt(incompatible.to_string()),
             })?;
@@ -118,7 +118,7 @@ async fn lease(pool: &str, nodes: Vec<String>) -> Result<(KeyspaceLease, ScyllaD
         }
     };
     let lease = KeyspaceLease(Some(slot));
-    let config = ScyllaConfig { nodes, keyspace: lease.name().to_string(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 64 };
+    let config = ScyllaConfig { cluster, keyspace: lease.name().to_string(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 64 };
     let driver = ScyllaDriver::connect(config).await?;
     driver.truncate_all().await?;
     Ok((lease, driver))
@@ -152,19 +152,19 @@ fn lock_dir() -> PathBuf {
 
 /// Drops, once per pool and process, the pool's keyspaces made for another schema (an
 /// earlier build's) whose slot no process holds. Best effort: a failure leaves them.
-async fn drop_other_schemas(nodes: &[String], prefix: &str, schema: &str, timeout: Duration) {
+async fn drop_other_schemas(cluster: &ScyllaCluster, prefix: &str, schema: &str, timeout: Duration) {
     {
         let mut swept = SWEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !swept.get_or_insert_with(HashSet::new).insert(prefix.to_string()) {
             return;
         }
     }
-    let Ok(keyspaces) = ScyllaDriver::keyspaces(nodes, timeout).await else { return };
+    let Ok(keyspaces) = ScyllaDriver::keyspaces(cluster, timeout).await else { return };
     for keyspace in keyspaces.into_iter().filter(|name| name.starts_with(prefix) && !name[prefix.len()..].starts_with(schema)) {
         let Ok(file) = File::options().create(true).truncate(false).write(true).open(lock_dir().join(format!("{keyspace}.lock"))) else { continue };
         // Held by a running process of an earlier build: its keyspace stays.
         if file.try_lock().is_ok() {
-            if let Err(error) = ScyllaDriver::drop_keyspace(nodes, &keyspace, timeout).await {
+            if let Err(error) = ScyllaDriver::drop_keyspace(cluster, &keyspace, timeout).await {
                 eprintln!("could not drop the stale test keyspace {keyspace}: {error}");
             }
         }

@@ -87,7 +87,7 @@ pub fn difference<E: EventLine>(cluster: &Cluster, events: &[E]) -> Option<Strin
         reference.write(batch.into_mutations()).await.unwrap();
         let expected = snapshot(&ReadModel::new(reference), &universe).await.unwrap();
         let config = ScyllaConfig {
-            nodes: cluster.engines.scylla_nodes.split(',').map(str::to_string).collect(),
+            cluster: cluster.engines.scylla(),
             keyspace: cluster.keyspace.clone(),
             consistency: recap_scylla::Consistency::LocalQuorum,
             timeout: Duration::from_secs(10),

@@ -40,6 +40,9 @@ use async_trait::async_trait;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+
+mod cluster;
+pub use cluster::{Credentials, ScyllaCluster, ScyllaTls};
 use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
 use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
@@ -58,8 +61,7 @@ use recap_readmodel::table::{cql_type, Clock, ColumnType, Order, Table, Val};
 /// How to reach the cluster.
 #[derive(Clone, Debug)]
 pub struct ScyllaConfig {
-    /// `host:port` of one or more nodes.
-    pub nodes: Vec<String>,
+    pub cluster: ScyllaCluster,
     pub keyspace: String,
     pub consistency: Consistency,
     /// Bound of every request (and of connecting).
@@ -288,8 +290,8 @@ async fn keyspace_exists(session: &Session, keyspace: &str) -> Result<bool, Stor
 /// 8.6 MiB to an idle query-api). recap reads no schema through the driver (migrate
 /// queries `system_schema` itself), and routing needs only the keyspace's replication
 /// and its tables' partitioners, which the lightweight metadata keeps.
-fn session_builder(nodes: &[String], keyspace: &str, timeout: Duration) -> SessionBuilder {
-    SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).keyspaces_to_fetch([keyspace.to_ascii_lowercase()]).fetch_full_schema_metadata(false)
+fn session_builder(cluster: &ScyllaCluster, keyspace: &str, timeout: Duration) -> SessionBuilder {
+    cluster.builder(timeout).keyspaces_to_fetch([keyspace.to_ascii_lowercase()]).fetch_full_schema_metadata(false)
 }
 
 /// Whether `name` can name a keyspace unquoted in a statement (as CQL allows: letters,
@@ -308,9 +310,9 @@ impl ScyllaDriver {
         if !keyspace_name_valid(&config.keyspace) {
             return Err(StoreError::Unavailable(format!("{:?} is not a keyspace name (letters, digits and _, at most 48)", config.keyspace)));
         }
-        let session = tokio::time::timeout(config.timeout * 5, session_builder(&config.nodes, &config.keyspace, config.timeout).build())
+        let session = tokio::time::timeout(config.timeout * 5, session_builder(&config.cluster, &config.keyspace, config.timeout).build())
             .await
-            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.nodes)))?
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", config.cluster.nodes)))?
             .map_err(unavailable)?;
         if !keyspace_exists(&session, &config.keyspace).await? {
             return Err(StoreError::Unavailable(format!("keyspace {} does not exist (`recap migrate` creates it)", config.keyspace)));
@@ -330,10 +332,10 @@ impl ScyllaDriver {
     /// - a table whose key differs (partition or clustering columns, their types or
     ///   order) cannot be upgraded in place: every such difference is reported and
     ///   nothing at all is changed.
-    pub async fn migrate(nodes: &[String], keyspace: &str, replication: &str, tables: &[&Table], timeout: Duration) -> Result<Migration, MigrateError> {
-        let session = tokio::time::timeout(timeout * 5, session_builder(nodes, keyspace, timeout).build())
+    pub async fn migrate(cluster: &ScyllaCluster, keyspace: &str, replication: &str, tables: &[&Table], timeout: Duration) -> Result<Migration, MigrateError> {
+        let session = tokio::time::timeout(timeout * 5, session_builder(cluster, keyspace, timeout).build())
             .await
-            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", cluster.nodes)))?
             .map_err(unavailable)?;
         let mut migration = Migration::default();
         let existing = existing_columns(&session, keyspace).await?;
@@ -405,10 +407,10 @@ impl ScyllaDriver {
     }
 
     /// The names of the cluster's keyspaces (test clean-up).
-    pub async fn keyspaces(nodes: &[String], timeout: Duration) -> Result<Vec<String>, StoreError> {
-        let session = tokio::time::timeout(timeout * 5, SessionBuilder::new().known_nodes(nodes).connection_timeout(timeout).build())
+    pub async fn keyspaces(cluster: &ScyllaCluster, timeout: Duration) -> Result<Vec<String>, StoreError> {
+        let session = tokio::time::timeout(timeout * 5, cluster.builder(timeout).build())
             .await
-            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", cluster.nodes)))?
             .map_err(unavailable)?;
         let result = session.query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces", ()).await.map_err(unavailable)?;
         let rows = result.into_rows_result().map_err(corrupt)?;
@@ -417,10 +419,10 @@ impl ScyllaDriver {
     }
 
     /// Drops a keyspace and everything in it (test and staging clean-up).
-    pub async fn drop_keyspace(nodes: &[String], keyspace: &str, timeout: Duration) -> Result<(), StoreError> {
-        let session = tokio::time::timeout(timeout * 5, session_builder(nodes, keyspace, timeout).build())
+    pub async fn drop_keyspace(cluster: &ScyllaCluster, keyspace: &str, timeout: Duration) -> Result<(), StoreError> {
+        let session = tokio::time::timeout(timeout * 5, session_builder(cluster, keyspace, timeout).build())
             .await
-            .map_err(|_| StoreError::Unavailable(format!("connecting to {nodes:?} timed out")))?
+            .map_err(|_| StoreError::Unavailable(format!("connecting to {:?} timed out", cluster.nodes)))?
             .map_err(unavailable)?;
         session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.map_err(unavailable)?;
         Ok(())
@@ -1172,6 +1174,18 @@ fn copy_key(from: &[Val], to: &mut Vec<Val>) {
 mod tests {
     use super::*;
 
+    /// The store `make up` started (`RECAP_SCYLLA_NODES`), with its login
+    /// (`RECAP_SCYLLA_USERNAME`, `RECAP_SCYLLA_PASSWORD`) when it asks for one.
+    fn test_cluster() -> ScyllaCluster {
+        let setting = |key: &str| std::env::var(key).ok().filter(|value| !value.is_empty());
+        let mut cluster =
+            ScyllaCluster::open(setting("RECAP_SCYLLA_NODES").unwrap_or_else(|| "127.0.0.1:9042".into()).split(',').map(str::to_string).collect());
+        if let (Some(username), Some(password)) = (setting("RECAP_SCYLLA_USERNAME"), setting("RECAP_SCYLLA_PASSWORD")) {
+            cluster.credentials = Some(Credentials { username, password });
+        }
+        cluster
+    }
+
     #[test]
     fn a_rows_ttl_outlives_its_expiry_by_cqls_whole_seconds() {
         // CQL counts a TTL of n from the start of the second the row is written in, so
@@ -1247,7 +1261,7 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs the real engines: `make up` (make test runs it)"]
     async fn a_session_holds_the_metadata_of_its_own_keyspace_only_and_no_columns() {
-        let nodes: Vec<String> = std::env::var("RECAP_SCYLLA_NODES").unwrap_or_else(|_| "127.0.0.1:9042".into()).split(',').map(str::to_string).collect();
+        let nodes = test_cluster();
         let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|since| since.as_micros()).unwrap_or_default();
         // Named as test runs name what they create, so that `make up` drops it if this run dies.
         let run = format!("t{}_{}", std::process::id(), micros % 1_000_000_000);
@@ -1257,7 +1271,7 @@ mod tests {
         for keyspace in [&own, &other] {
             ScyllaDriver::migrate(&nodes, keyspace, replication, recap_readmodel::tables::ALL, timeout).await.expect("migrate (are the engines up? `make up`)");
         }
-        let config = ScyllaConfig { nodes: nodes.clone(), keyspace: own.clone(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 8 };
+        let config = ScyllaConfig { cluster: nodes.clone(), keyspace: own.clone(), consistency: Consistency::LocalQuorum, timeout, write_concurrency: 8 };
         let driver = ScyllaDriver::connect(config).await.expect("connect");
         driver.session.refresh_metadata().await.expect("refresh the metadata");
         let state = driver.session.get_cluster_state();

@@ -159,6 +159,9 @@ for OpenTelemetry, the secrets, and extraEnv. Call with (dict "root" $ "role" "q
   value: {{ regexReplaceAll "^([a-z]+://)" (required "redis.url is required with redis.passwordSecret" $values.redis.url) "${1}:$$(RECAP_REDIS_PASSWORD)@" | quote }}
 {{- end }}
 {{- end }}
+{{- with (include "recap.scyllaSecretEnv" $root | trim) }}
+{{ . }}
+{{- end }}
 {{- if $values.otel.endpoint }}
 - name: OTEL_SERVICE_NAME
   value: {{ printf "recap-%s" .role | quote }}
@@ -167,6 +170,70 @@ for OpenTelemetry, the secrets, and extraEnv. Call with (dict "root" $ "role" "q
 {{- end }}
 {{- with $values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The store's login and TLS files (scylla.auth, scylla.tls), for every container that
+reaches it: variables from the login's Secret, and the paths of the mounted TLS files.
+*/}}
+{{- define "recap.scyllaSecretEnv" -}}
+{{- with .Values.scylla.auth.existingSecret }}
+- name: RECAP_SCYLLA_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.scylla.auth.usernameKey }}
+- name: RECAP_SCYLLA_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.scylla.auth.passwordKey }}
+{{- end }}
+{{- with .Values.scylla.tls }}
+{{- if .existingSecret }}
+- name: RECAP_SCYLLA_TLS_CA
+  value: /etc/recap/scylla-tls/ca.pem
+{{- if or .certKey .keyKey }}
+{{- if not (and .certKey .keyKey) }}
+{{- fail "scylla.tls.certKey and scylla.tls.keyKey go together" }}
+{{- end }}
+- name: RECAP_SCYLLA_TLS_CERT
+  value: /etc/recap/scylla-tls/client.pem
+- name: RECAP_SCYLLA_TLS_KEY
+  value: /etc/recap/scylla-tls/client.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The mount of the store's TLS files, when scylla.tls.existingSecret is set. */}}
+{{- define "recap.scyllaTlsMount" -}}
+{{- if .Values.scylla.tls.existingSecret }}
+- name: scylla-tls
+  mountPath: /etc/recap/scylla-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Its volume: the Secret's keys as the files the variables name. */}}
+{{- define "recap.scyllaTlsVolume" -}}
+{{- with .Values.scylla.tls }}
+{{- if .existingSecret }}
+- name: scylla-tls
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .caKey }}
+        path: ca.pem
+      {{- if .certKey }}
+      - key: {{ .certKey }}
+        path: client.pem
+      - key: {{ .keyKey }}
+        path: client.key
+      {{- end }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -347,11 +414,13 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with (include "recap.scyllaTlsMount" $root | trim) }}{{ . | nindent 12 }}{{- end }}
       volumes:
         {{- /* The root filesystem is read-only; /tmp is the only writable place. */}}
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
+        {{- with (include "recap.scyllaTlsVolume" $root | trim) }}{{ . | nindent 8 }}{{- end }}
 {{- end -}}
 
 {{/* A role's PodDisruptionBudget. Same call as recap.deployment. */}}
