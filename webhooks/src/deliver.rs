@@ -29,7 +29,8 @@
 //!    since they were read; ScyllaDB: read at most [`DelivererConfig::prepared_for`]
 //!    ago), any other reads them from the store. A delivery to an endpoint the account
 //!    deleted (also when another endpoint was created under its id since) or disabled,
-//!    or one disabled for failing too long, is dropped (receivers
+//!    one whose type its `types` no longer include, or one disabled for failing too
+//!    long, is dropped (receivers
 //!    catch up from the feed); so is one whose message expired; one whose message the
 //!    feed head does not cover yet waits (the head the ingest wrote, else the store's);
 //! 2. the message is signed with every secret signing now and POSTed;
@@ -988,6 +989,11 @@ async fn attempt(
     }
     if !endpoint.enabled {
         return drop_delivery(shared, queued, "endpoint disabled by the account").await;
+    }
+    // The endpoint as it is now decides, as it does for its URL and secrets: a type the
+    // account took out of its filter since the delivery was queued is not sent.
+    if !endpoint.wants(message.kind) {
+        return drop_delivery(shared, queued, "type no longer subscribed").await;
     }
     let disabled = {
         let mut cached = state_lock.lock().await;

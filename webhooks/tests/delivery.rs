@@ -603,6 +603,41 @@ async fn deliveries_to_an_endpoint_deleted_or_disabled_by_its_account_are_droppe
     assert_eq!(receiver.received().len(), 2, "no retry was sent");
 }
 
+// docs/webhooks.md: each attempt goes to the endpoint as it is then; a type taken out of
+// its `types` after the delivery was queued is not sent, a type still in them is.
+#[tokio::test]
+async fn a_retry_of_a_type_the_endpoint_no_longer_wants_is_dropped_and_one_it_still_wants_is_sent() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[500, 500]).await;
+    let (narrowed, kept) = (format!("{}/narrowed", receiver.url), format!("{}/kept", receiver.url));
+    setup.endpoint("acc_a", "ep_narrowed", &narrowed, &[], true, 1).await;
+    setup.endpoint("acc_a", "ep_kept", &kept, &[], true, 1).await;
+    setup.outbox(&[(1, message("acc_a", MessageKind::MeetingCreated, "evt_1", "mtg_1"))]).await;
+    let clock = ManualClock::at(START);
+    let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+    receiver.wait_for(|received| received.len() == 2).await;
+    let attempted = || async {
+        let mut counts = Vec::new();
+        for endpoint in ["ep_narrowed", "ep_kept"] {
+            counts.push(setup.webhooks.attempts("acc_a", endpoint, None, 10).await.unwrap().0.len());
+        }
+        counts == [1, 1]
+    };
+    eventually("both attempts are recorded", || async { pending(&setup, &clock).await.len() == 2 && attempted().await }).await;
+    setup.endpoint("acc_a", "ep_narrowed", &narrowed, &[MessageKind::MeetingDeleted], true, 2).await;
+    setup.endpoint("acc_a", "ep_kept", &kept, &[MessageKind::MeetingCreated, MessageKind::MeetingDeleted], true, 2).await;
+    clock.advance(Duration::from_secs(5));
+    let received = receiver.wait_for(|received| received.len() == 3).await;
+    eventually("both retries are settled", || async { pending(&setup, &clock).await.is_empty() }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert_eq!(receiver.received().len(), 3, "the narrowed endpoint's retry was not sent");
+    assert_eq!(received[2].path, "/kept", "the retry sent is the one its endpoint still wants");
+    let (attempts, _) = setup.webhooks.attempts("acc_a", "ep_narrowed", None, 10).await.unwrap();
+    assert_eq!(attempts.len(), 1, "the dropped retry is not an attempt");
+}
+
 #[tokio::test]
 async fn an_endpoint_deleted_and_created_again_under_its_id_inherits_neither_its_state_nor_its_attempts_nor_its_retries() {
     let setup = setup().await;
