@@ -97,6 +97,11 @@ pub struct WebhooksRoleConfig {
     /// what arrived while the previous one was written).
     #[arg(long = "webhooks-batch-wait-ms", env = "RECAP_WEBHOOKS_BATCH_WAIT_MS", default_value_t = 0)]
     pub batch_wait_ms: u64,
+    /// Kafka's `max.poll.interval.ms`: the longest a member may go without polling
+    /// before the group evicts it. The reader polls while a batch waits for the store,
+    /// so a long store outage does not reach it; at least the session timeout (10,000).
+    #[arg(long, env = "RECAP_KAFKA_MAX_POLL_INTERVAL_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(10_000..=86_400_000))]
+    pub max_poll_interval_ms: u64,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "RECAP_ADMIN_LISTEN", default_value = "127.0.0.1:9464")]
     pub admin_listen: SocketAddr,
@@ -124,6 +129,7 @@ pub async fn role(config: WebhooksRoleConfig, telemetry: Telemetry) -> anyhow::R
         topic_prefix: config.kafka.topic_prefix.clone(),
         max_batch: config.max_batch,
         batch_wait: Duration::from_millis(config.batch_wait_ms),
+        max_poll_interval: Duration::from_millis(config.max_poll_interval_ms),
     };
     runtime.run_distributed(kafka, shutdown).await.context("webhooks")?;
     let _ = admin.await;

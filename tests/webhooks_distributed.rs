@@ -678,6 +678,93 @@ fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
     assert_at_least_once_without_strangers(&produced, &pairs);
 }
 
+// docs/webhooks.md (Delivery, distributed edition): a batch the store refuses waits with
+// the reader's partitions paused and its consumer still polled, so a store outage longer
+// than `max.poll.interval.ms` leaves the member in its group (its partitions never move
+// to another process delivering the same shards), and every message arrives once the
+// store is back.
+#[test]
+#[ignore = "needs the real engines: `make up` (make test runs it)"]
+fn store_outage_past_max_poll_interval_keeps_the_reader_in_its_group_and_loses_nothing() {
+    use recap_readmodel::messages::{raw_json, Message, MessageKind};
+    let runtime = runtime();
+    let events = events();
+    let mut sent = Vec::new();
+    let max_poll = Duration::from_secs(10);
+    let mut cluster = Cluster::start(&[
+        ("RECAP_STORE_TIMEOUT_MS".into(), "1000".into()),
+        quick_retries(),
+        ("RECAP_KAFKA_MAX_POLL_INTERVAL_MS".into(), max_poll.as_millis().to_string()),
+    ]);
+    cluster.add_webhooks();
+    let (flowing, direct) = (Receiver::start(&runtime, Duration::ZERO, None), Receiver::start(&runtime, Duration::ZERO, None));
+    let (setup, _) = subscriber(events, "acc_poll", &flowing.url);
+    send(&cluster, &mut sent, &setup);
+    let (setup, _) = subscriber(events, "acc_direct", &direct.url);
+    send(&cluster, &mut sent, &setup);
+    send(&cluster, &mut sent, &meetings(events, "acc_poll", 30));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while flowing.received().is_empty() {
+        assert!(Instant::now() < deadline, "deliveries started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let group_id = format!("{}recap-webhooks", cluster.topic_prefix);
+    let client: BaseConsumer = rdkafka::config::ClientConfig::new().set("bootstrap.servers", &cluster.engines.brokers).create().unwrap();
+    let membership = || -> (String, Vec<String>) {
+        let list = client.fetch_group_list(Some(&group_id), Duration::from_secs(5)).expect("the group's description");
+        let group = list.groups().iter().find(|group| group.name() == group_id).expect("the webhooks group");
+        (group.state().to_string(), group.members().iter().map(|member| member.id().to_string()).collect())
+    };
+    let before = membership();
+    assert_eq!((before.0.as_str(), before.1.len()), ("Stable", 1), "one reader, settled: {before:?}");
+
+    let outage = Outage::begin("cassandra.sh", "stop", "start");
+    // Messages the store has never seen, straight to the log: the reader's next batch
+    // holds them while the store is away.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let held: Vec<AccountMessage> = (0..20)
+        .map(|index| AccountMessage {
+            account_id: "acc_direct".into(),
+            message: Message {
+                id: format!("msg_outage_{index}_{}", cluster.id),
+                kind: MessageKind::MeetingCreated,
+                created_at: recap_schemas::Timestamp(now),
+                data: raw_json(&serde_json::json!({ "meeting_id": format!("mtg_outage_{index}") })),
+            },
+        })
+        .collect();
+    let topic = format!("{}recap.messages.v1", cluster.topic_prefix);
+    runtime.block_on(async {
+        let producer: rdkafka::producer::FutureProducer =
+            rdkafka::config::ClientConfig::new().set("bootstrap.servers", &cluster.engines.brokers).set("acks", "all").create().unwrap();
+        for message in &held {
+            let value = serde_json::to_string(message).unwrap();
+            let record = rdkafka::producer::FutureRecord::to(&topic).key(&message.account_id).payload(&value);
+            producer.send(record, Duration::from_secs(10)).await.map_err(|(error, _)| error).expect("produce a message");
+        }
+    });
+    // Three intervals without a batch written: the member stays, the same one.
+    let until = Instant::now() + max_poll * 3;
+    let mut samples = 0;
+    while Instant::now() < until {
+        assert_eq!(membership(), before, "the group's membership changed while the batch waited ({samples} samples in)");
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    outage.end();
+    let pairs = [("acc_poll", &flowing)];
+    let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
+    assert_at_least_once_without_strangers(&produced, &pairs);
+    let want: BTreeSet<String> = held.iter().map(|message| message.message.id.clone()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !want.is_subset(&direct.ids()) {
+        assert!(Instant::now() < deadline, "the messages held through the outage are delivered: {:?} of {}", direct.ids().len(), want.len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(direct.ids(), want, "nothing else reached acc_direct");
+    assert_eq!(membership(), before, "still the same member after the outage");
+}
+
 // docs/webhooks.md: "each process delivers the shards of the partitions it holds, so
 // the role scales with the partitions … a rebalance hands a partition's reading and
 // delivering to the next holder together": a second `recap webhooks` joining while

@@ -42,7 +42,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, TopicPartitionList};
-use recap_kafka::{ClientErrors, KafkaClient};
+use recap_kafka::{ClientErrors, KafkaClient, Paused};
 use recap_readmodel::messages::AccountMessage;
 use recap_readmodel::{Applied, Batch, Driver, StoreError};
 use recap_schemas::{DecodeError, Envelope};
@@ -472,7 +472,9 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
                     // A stop asked for while the store refuses is not held up by it: the
                     // batch's offsets are not committed, so whoever owns its partitions
                     // next applies it again (the projection is idempotent).
-                    let stopping = *shutdown.borrow() || serve_group(consumer.as_ref(), &fence, backoff, &mut shutdown, &mut carried, &mut paused).await;
+                    let stopping = *shutdown.borrow()
+                        || recap_kafka::poll_paused(consumer.as_ref(), backoff, &mut shutdown, &mut paused, |message| carried.push(&fence, message.detach()))
+                            .await;
                     if stopping {
                         tracing::info!(events = batch.len(), "stopping with a batch not written; it is applied again from the committed offsets");
                         fence.commit_pending(consumer.as_ref());
@@ -505,76 +507,6 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
     }
     fence.commit_pending(consumer.as_ref());
     Ok(())
-}
-
-/// Partitions paused while a refused batch waits, so that polling the consumer for the
-/// group's sake delivers (almost) no message.
-#[derive(Default)]
-struct Paused {
-    partitions: Option<TopicPartitionList>,
-}
-
-impl Paused {
-    /// Pauses every assigned partition, once per batch.
-    fn assignment<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C) {
-        if self.partitions.is_some() {
-            return;
-        }
-        let assignment = consumer.assignment().unwrap_or_default();
-        if let Err(error) = consumer.pause(&assignment) {
-            tracing::warn!(%error, "pausing the assignment failed");
-        }
-        self.partitions = Some(assignment);
-    }
-
-    /// Pauses one more partition (assigned while the batch waited).
-    fn one<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C, topic: &str, partition: i32) {
-        let mut one = TopicPartitionList::new();
-        one.add_partition(topic, partition);
-        if let Err(error) = consumer.pause(&one) {
-            tracing::warn!(%error, topic, partition, "pausing a partition failed");
-        }
-        self.partitions.get_or_insert_with(TopicPartitionList::new).add_partition(topic, partition);
-    }
-
-    /// Resumes what was paused, and the whole assignment: a pause outlives a revocation,
-    /// and a partition given back later must not stay paused.
-    fn resume<C: Consumer<X>, X: ConsumerContext>(self, consumer: &C) {
-        let Some(paused) = self.partitions else { return };
-        for partitions in [paused, consumer.assignment().unwrap_or_default()] {
-            if let Err(error) = consumer.resume(&partitions) {
-                tracing::warn!(%error, "resuming partitions failed");
-            }
-        }
-    }
-}
-
-/// Polls the consumer for `wait` (or until a stop is asked for: true), so that the
-/// member keeps its place in the group and takes part in rebalances while a batch waits
-/// for the store. A message that still arrives (from a partition assigned meanwhile, or
-/// received just before the pause) is kept for the next batch and its partition paused.
-async fn serve_group<C: ConsumerContext + 'static>(
-    consumer: &StreamConsumer<C>,
-    fence: &Fence,
-    wait: Duration,
-    shutdown: &mut watch::Receiver<bool>,
-    carried: &mut Held,
-    paused: &mut Paused,
-) -> bool {
-    let until = tokio::time::Instant::now() + wait;
-    loop {
-        tokio::select! {
-            message = consumer.recv() => match message {
-                Ok(message) => {
-                    paused.one(consumer, message.topic(), message.partition());
-                    carried.push(fence, message.detach());
-                }
-                Err(error) => tracing::warn!(%error, "kafka consumer error"),
-            },
-            _ = tokio::time::sleep_until(until) => return false,
-            _ = shutdown.changed() => return true,
-        }
-    }
 }
 
 /// Publishes contract events (JSON Lines) to their topics with the contract's keys:

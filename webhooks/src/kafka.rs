@@ -10,7 +10,10 @@
 //! ([`crate::handoff::Ledger`]): the topic is the queue of first attempts, so a crash
 //! or a rebalance reads again, never skips, what the offsets do not cover (the same
 //! feed rows, and the first attempts made again). While the store refuses a batch, it
-//! is retried with backoff without committing.
+//! is retried with backoff without committing, the partitions paused and the consumer
+//! still polled: the member stays in the group however long the store is away
+//! (`max.poll.interval.ms` never runs out), so its partitions do not move to another
+//! process that would deliver the same shards beside it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +21,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use recap_kafka::KafkaClient;
+use recap_kafka::{KafkaClient, Paused};
 use recap_readmodel::webhooks::WebhookStore;
 use tokio::sync::watch;
 
@@ -44,6 +47,8 @@ pub struct KafkaReaderConfig {
     /// How long a batch waits for more messages once it has one; zero takes only
     /// those already fetched.
     pub batch_wait: Duration,
+    /// Kafka's `max.poll.interval.ms` (at least the 10 s session timeout).
+    pub max_poll_interval: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +152,7 @@ pub async fn run(
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
+        .set("max.poll.interval.ms", config.max_poll_interval.as_millis().to_string())
         .set("queued.max.messages.kbytes", "16384")
         .create_with_context(ShardContext { topic: topic.clone(), shards: shards.clone(), ledger: ledger.clone() })?;
     consumer.subscribe(&[topic.as_str()])?;
@@ -166,24 +172,29 @@ pub async fn run(
     };
     let mut commit_tick = tokio::time::interval(COMMIT_EVERY);
     commit_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Records received while a refused batch waited, for the next batch.
+    let mut carried = Vec::new();
     'batches: loop {
-        let first = tokio::select! {
-            message = consumer.recv() => message,
-            _ = commit_tick.tick() => {
-                commit(CommitMode::Async);
-                continue;
-            }
-            _ = stop.changed() => break,
-        };
         // Each record with the revocations counted when it came: rebalances run inside
         // `recv`, so one may fall between two records of a batch.
-        let mut records = match first {
-            Ok(message) => vec![(message.detach(), ledger.revocations())],
-            Err(error) => {
-                tracing::warn!(%error, "kafka consumer error");
-                continue;
+        let mut records = std::mem::take(&mut carried);
+        if records.is_empty() {
+            let first = tokio::select! {
+                message = consumer.recv() => message,
+                _ = commit_tick.tick() => {
+                    commit(CommitMode::Async);
+                    continue;
+                }
+                _ = stop.changed() => break,
+            };
+            match first {
+                Ok(message) => records.push((message.detach(), ledger.revocations())),
+                Err(error) => {
+                    tracing::warn!(%error, "kafka consumer error");
+                    continue;
+                }
             }
-        };
+        }
         let deadline = tokio::time::Instant::now() + config.batch_wait;
         while records.len() < config.max_batch {
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
@@ -204,15 +215,18 @@ pub async fn run(
             }
         }
         let mut backoff = Duration::from_millis(100);
+        let mut paused = Paused::default();
         while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
             tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                // Not committed: whoever holds the partitions next reads the batch again.
-                _ = stop.changed() => break 'batches,
+            paused.assignment(consumer.as_ref());
+            let keep = |message: rdkafka::message::BorrowedMessage<'_>| carried.push((message.detach(), ledger.revocations()));
+            // Not committed: whoever holds the partitions next reads the batch again.
+            if recap_kafka::poll_paused(consumer.as_ref(), backoff, &mut stop, &mut paused, keep).await {
+                break 'batches;
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
+        paused.resume(consumer.as_ref());
         let received: Vec<(i32, i64, u64)> = records.iter().map(|(record, revocations)| (record.partition(), record.offset(), *revocations)).collect();
         for (shard, offset) in positions_read(&received, ledger.revocations(), |shard| shards.holds(shard)) {
             ledger.read_to(&shard, offset);

@@ -37,8 +37,13 @@ async fn produce(brokers: &str, topic: &str, messages: &[AccountMessage]) -> Vec
 
 fn start_distributed(setup: &Setup, clock: &ManualClock, prefix: &str) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
     let runtime = runtime(setup, clock, Duration::from_secs(5));
-    let kafka =
-        KafkaReaderConfig { client: recap_kafka::KafkaClient::new(brokers()), topic_prefix: prefix.to_owned(), max_batch: 50, batch_wait: Duration::ZERO };
+    let kafka = KafkaReaderConfig {
+        client: recap_kafka::KafkaClient::new(brokers()),
+        topic_prefix: prefix.to_owned(),
+        max_batch: 50,
+        batch_wait: Duration::ZERO,
+        max_poll_interval: Duration::from_secs(300),
+    };
     let (stop, stopped) = watch::channel(false);
     (stop, tokio::spawn(async move { runtime.run_distributed(kafka, stopped).await.unwrap() }))
 }

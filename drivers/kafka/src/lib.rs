@@ -1,6 +1,7 @@
 //! What every Kafka client of the distributed edition shares: the cluster it connects
 //! to and the deployment's own client options ([`KafkaClient`]), and the lag of a
-//! consumer group's partitions ([`partition_lags`]).
+//! consumer group's partitions ([`partition_lags`]), and how a consumer keeps its place
+//! in its group while a batch waits for the store ([`Paused`], [`poll_paused`]).
 //!
 //! The options are librdkafka properties applied to every client (consumers, producers)
 //! before the settings each client needs: they say how to reach the cluster
@@ -17,7 +18,9 @@ use std::time::Duration;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::ClientContext;
+use rdkafka::message::{BorrowedMessage, Message as _};
+use rdkafka::{ClientContext, TopicPartitionList};
+use tokio::sync::watch;
 
 /// The cluster and the deployment's client options. Its `Debug` names the options'
 /// keys, never their values (a password may be among them).
@@ -151,6 +154,76 @@ pub fn partition_lags<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Optio
         lags.insert(format!("{}/{}", element.topic(), element.partition()), lag(committed, low, high));
     }
     Some(lags)
+}
+
+/// Partitions paused while a batch the store refuses waits, so that polling the consumer
+/// for the group's sake ([`poll_paused`]) delivers (almost) no message.
+#[derive(Default)]
+pub struct Paused {
+    partitions: Option<TopicPartitionList>,
+}
+
+impl Paused {
+    /// Pauses every assigned partition, once per batch.
+    pub fn assignment<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C) {
+        if self.partitions.is_some() {
+            return;
+        }
+        let assignment = consumer.assignment().unwrap_or_default();
+        if let Err(error) = consumer.pause(&assignment) {
+            tracing::warn!(%error, "pausing the assignment failed");
+        }
+        self.partitions = Some(assignment);
+    }
+
+    /// Pauses one more partition (assigned while the batch waited).
+    pub fn one<C: Consumer<X>, X: ConsumerContext>(&mut self, consumer: &C, topic: &str, partition: i32) {
+        let mut one = TopicPartitionList::new();
+        one.add_partition(topic, partition);
+        if let Err(error) = consumer.pause(&one) {
+            tracing::warn!(%error, topic, partition, "pausing a partition failed");
+        }
+        self.partitions.get_or_insert_with(TopicPartitionList::new).add_partition(topic, partition);
+    }
+
+    /// Resumes what was paused, and the whole assignment: a pause outlives a revocation,
+    /// and a partition given back later must not stay paused.
+    pub fn resume<C: Consumer<X>, X: ConsumerContext>(self, consumer: &C) {
+        let Some(paused) = self.partitions else { return };
+        for partitions in [paused, consumer.assignment().unwrap_or_default()] {
+            if let Err(error) = consumer.resume(&partitions) {
+                tracing::warn!(%error, "resuming partitions failed");
+            }
+        }
+    }
+}
+
+/// Polls `consumer` for `wait` (or until a stop is asked for: true), so that the member
+/// keeps its place in the group (`max.poll.interval.ms` never runs out) and takes part
+/// in rebalances while a batch waits for the store; call [`Paused::assignment`] first.
+/// A message that still arrives (from a partition assigned meanwhile, or received just
+/// before the pause) goes to `keep`, for the next batch, and its partition is paused.
+pub async fn poll_paused<C: ConsumerContext + 'static>(
+    consumer: &StreamConsumer<C>,
+    wait: Duration,
+    stop: &mut watch::Receiver<bool>,
+    paused: &mut Paused,
+    mut keep: impl FnMut(BorrowedMessage<'_>),
+) -> bool {
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        tokio::select! {
+            message = consumer.recv() => match message {
+                Ok(message) => {
+                    paused.one(consumer, message.topic(), message.partition());
+                    keep(message);
+                }
+                Err(error) => tracing::warn!(%error, "kafka consumer error"),
+            },
+            _ = tokio::time::sleep_until(until) => return false,
+            _ = stop.changed() => return true,
+        }
+    }
 }
 
 /// Messages of a partition not yet committed: from its committed offset, or from the
