@@ -360,7 +360,7 @@ pub struct QueryApiConfig {
 /// `recap query-api`: the REST API over ScyllaDB and Redis until SIGTERM, then drains.
 pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::Result<()> {
     let mut shutdown = shutdown_watch();
-    let secret = config.rest.cursor_secret_bytes().context("RECAP_CURSOR_SECRET is required: every replica must sign cursors with the same key")?;
+    let secret = config.rest.cursor_secret_bytes().context("RECAP_CURSOR_SECRET is required: every replica must seal cursors with the same key")?;
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;
     let readmodel = ReadModel::new(driver);
@@ -389,6 +389,23 @@ pub async fn query_api(config: QueryApiConfig, telemetry: Telemetry) -> anyhow::
     Ok(())
 }
 
+/// A secret setting, whose `Debug` form never shows it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(text: &str) -> Result<Secret, Self::Err> {
+        Ok(Secret(text.to_string()))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("<redacted>")
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct McpRoleConfig {
     #[command(flatten)]
@@ -397,6 +414,10 @@ pub struct McpRoleConfig {
     pub plans: recap_access::PlanConfig,
     #[command(flatten)]
     pub mcp: recap_mcp::McpConfig,
+    /// The key that seals `list_recent_changes` cursors; every mcp replica behind one URL
+    /// must share it (it may be query-api's). Required.
+    #[arg(long = "cursor-secret", env = "RECAP_CURSOR_SECRET", hide_env_values = true)]
+    pub cursor_secret: Option<Secret>,
     #[command(flatten)]
     pub redis: RedisArgs,
     /// Address of the MCP server; its mcp_url is http://<this>/mcp.
@@ -414,6 +435,12 @@ pub struct McpRoleConfig {
 /// request.
 pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Result<()> {
     config.mcp.load_development_settings().map_err(anyhow::Error::msg)?;
+    let cursor_secret = config
+        .cursor_secret
+        .take()
+        .map(|secret| secret.0)
+        .filter(|secret| !secret.is_empty())
+        .context("RECAP_CURSOR_SECRET is required: every replica must seal cursors with the same key")?;
     let mut shutdown = shutdown_watch();
     let plans = recap_access::Plans::from_config(&config.plans).map_err(anyhow::Error::msg)?;
     let driver = config.scylla.connect(&mut shutdown).await?;
@@ -431,7 +458,7 @@ pub async fn mcp(mut config: McpRoleConfig, telemetry: Telemetry) -> anyhow::Res
     let _ = std::io::stdout().flush();
     let redis_limiter = Arc::new(config.redis.limiter()?);
     crate::telemetry::observe_fail_open(redis_limiter.clone());
-    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_limiter(redis_limiter);
+    let state = recap_mcp::McpState::new(readmodel, plans, &config.mcp).with_limiter(redis_limiter).with_cursor_secret(cursor_secret.as_bytes());
     let router = crate::telemetry::http_layer(recap_mcp::router(state));
     let mut stop = shutdown.clone();
     crate::http::serve(listener, router, &config.http, crate::http::Metered::Yes, async move {

@@ -6,7 +6,7 @@
 //!
 //! Data dir layout: `events.log` (the event stream), `deadletter.jsonl` (invalid
 //! events with reason and offset), `store.lmdb` and `store.lmdb-lock` (the read model),
-//! `cursor-secret` (the key that signs REST cursors, created once), `quota-usage.json`
+//! `cursor-secret` (the key that seals REST and MCP cursors, created once), `quota-usage.json`
 //! (the quota counts of the current billing periods), `demo-token` (with `--demo`).
 
 use std::net::SocketAddr;
@@ -103,7 +103,7 @@ pub struct ServeConfig {
     pub http: crate::http::HttpLimits,
 }
 
-/// Reads the cursor-signing key from the data dir, creating it on first start.
+/// Reads the key that seals cursors from the data dir, creating it on first start.
 fn cursor_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     let path = data_dir.join(CURSOR_SECRET_FILE);
     if let Ok(existing) = std::fs::read(&path) {
@@ -247,10 +247,11 @@ pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry
         readmodel.clone(),
         plans.clone(),
         limiter as Arc<dyn recap_access::Limiter>,
-        secret,
+        secret.clone(),
         &config.rest,
     )));
-    let mcp_router = crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp)));
+    let mcp_router =
+        crate::telemetry::http_layer(recap_mcp::router(recap_mcp::McpState::new(readmodel.clone(), plans, &config.mcp).with_cursor_secret(&secret)));
     let admin_router = crate::admin::router(crate::admin::AdminState { readmodel: readmodel.clone(), stats: Some(stats), log: Some(log.clone()), telemetry });
 
     // Written at once and without `println!`, which panics when standard output is gone

@@ -95,6 +95,38 @@ fn unlimited_mcp() -> (String, String) {
     ("RECAP_MCP_TOOL_CALLS_PER_MINUTE".into(), "1000000".into())
 }
 
+// docs/rest.md and docs/mcp.md, cursors: every replica of the roles that issue cursors
+// seals them with the same --cursor-secret, so each refuses to start without one, before
+// reaching for any engine.
+#[test]
+fn the_roles_that_issue_cursors_refuse_to_start_without_the_key() {
+    for role in ["query-api", "mcp"] {
+        let mut child = Command::new(recap_testkit::process::recap_bin())
+            .arg(role)
+            .env_remove("RECAP_CURSOR_SECRET")
+            .env("RECAP_SCYLLA_NODES", "127.0.0.1:1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run recap");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("recap {role} did not stop without RECAP_CURSOR_SECRET");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(1), "{role}: {stderr}");
+        assert!(stderr.contains("RECAP_CURSOR_SECRET is required"), "{role}: {stderr}");
+    }
+}
+
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn two_query_api_processes_share_one_limit_exactly() {

@@ -203,9 +203,11 @@ fn secrets_are_referenced_never_inlined() {
         let rendered = rendering(values);
         let objects = objects(&rendered);
         assert!(of_kind(&objects, "Secret").is_empty(), "{values}: the chart renders no Secret");
-        let query_api = of_kind(&objects, "Deployment").into_iter().find(|(_, name, _)| name.ends_with("query-api")).expect("query-api");
-        let cursor = query_api.2.split("- name: RECAP_CURSOR_SECRET").nth(1).expect("RECAP_CURSOR_SECRET");
-        assert!(cursor.trim_start().starts_with("valueFrom:\n") && cursor.contains("secretKeyRef:"), "{values}: cursor key not from a Secret");
+        for role in ["query-api", "mcp"] {
+            let deployment = of_kind(&objects, "Deployment").into_iter().find(|(_, name, _)| name.ends_with(role)).expect(role);
+            let cursor = deployment.2.split("- name: RECAP_CURSOR_SECRET").nth(1).unwrap_or_else(|| panic!("{values}: {role} has RECAP_CURSOR_SECRET"));
+            assert!(cursor.trim_start().starts_with("valueFrom:\n") && cursor.contains("secretKeyRef:"), "{values}: {role}'s cursor key not from a Secret");
+        }
     }
     let production = rendering("production");
     assert!(production.contains("value: \"redis://:$(RECAP_REDIS_PASSWORD)@redis-master"), "the Redis password is composed from its Secret");

@@ -5,6 +5,7 @@
 //! REST and MCP both go through here, so they agree on every decision.
 
 pub mod auth;
+pub mod cursor;
 pub mod limits;
 pub mod plans;
 pub mod request_id;

@@ -36,6 +36,10 @@ pub(crate) struct Inner {
     /// (under keys of their own): the one given with [`McpState::with_limiter`], else
     /// one in process on this state's clock.
     pub limiter: std::sync::OnceLock<Arc<dyn Limiter>>,
+    /// Seals `list_recent_changes` cursors: under the secret given with
+    /// [`McpState::with_cursor_secret`] (every replica's), else under one of this
+    /// process's making (its cursors open only here).
+    pub cursors: std::sync::OnceLock<recap_access::cursor::Cursors>,
 }
 
 /// The MCP clock as the limiter's.
@@ -67,6 +71,7 @@ impl McpState {
                 tokens,
                 cimd: crate::oauth::cimd::Cimd::new(config),
                 limiter: std::sync::OnceLock::new(),
+                cursors: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -79,6 +84,19 @@ impl McpState {
             tracing::warn!("the MCP limiter was already in use; keeping it");
         }
         self
+    }
+
+    /// Seals cursors under `secret`, which every replica behind one URL shares. Call it
+    /// before the first request.
+    pub fn with_cursor_secret(self, secret: &[u8]) -> McpState {
+        if self.inner.cursors.set(recap_access::cursor::Cursors::new(secret)).is_err() {
+            tracing::warn!("the MCP cursor key was already in use; keeping it");
+        }
+        self
+    }
+
+    pub(crate) fn cursors(&self) -> &recap_access::cursor::Cursors {
+        self.inner.cursors.get_or_init(|| recap_access::cursor::Cursors::new(crate::oauth::secrets::random_secret().as_bytes()))
     }
 
     pub(crate) fn limiter(&self) -> &Arc<dyn Limiter> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// REST API v1 settings.
 #[derive(clap::Args, Clone)]
 pub struct RestConfig {
-    /// Key that signs pagination cursors. Every replica behind one base_url must share
+    /// Key that seals pagination cursors. Every replica behind one base_url must share
     /// it, or a cursor issued by one is refused by another. Unset: `recap serve` keeps a
     /// random one in its data dir; `recap query-api` refuses to start.
     #[arg(long = "cursor-secret", env = "RECAP_CURSOR_SECRET", hide_env_values = true)]

@@ -16,12 +16,12 @@ use recap_readmodel::{ActionItemFilter, MeetingFilter, Page, Row, Val};
 use recap_schemas::{ActionItemStatus, Id, Timestamp};
 use serde::Serialize;
 
-use crate::cursor::CursorSigner;
 use crate::error::ApiError;
 use crate::feed;
 use crate::params;
 use crate::pipeline::bounded;
 use crate::RestState;
+use recap_access::cursor::Cursors;
 
 /// A matched path; identifiers still raw (percent-encoded) until parameter checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,14 +88,14 @@ pub(crate) struct Paging {
 }
 
 impl Paging {
-    fn parse(query: &str, signer: &CursorSigner, binding: String) -> Result<Paging, ApiError> {
+    fn parse(query: &str, signer: &Cursors, binding: String) -> Result<Paging, ApiError> {
         let limit = params::limit(query)?;
         let after = params::cursor(query, signer, &binding)?;
         Ok(Paging { limit, after, binding })
     }
 
     /// As [`Paging::parse`], for a cursor whose key must have the shape `valid` accepts.
-    fn parse_keyed(query: &str, signer: &CursorSigner, binding: String, valid: impl Fn(&[Val]) -> bool) -> Result<Paging, ApiError> {
+    fn parse_keyed(query: &str, signer: &Cursors, binding: String, valid: impl Fn(&[Val]) -> bool) -> Result<Paging, ApiError> {
         let paging = Paging::parse(query, signer, binding)?;
         if paging.after.as_deref().is_some_and(|key| !valid(key)) {
             return Err(ApiError::invalid("cursor", "cursor is not a next_cursor this endpoint issued"));
@@ -131,7 +131,7 @@ fn micros(instant: Option<Timestamp>) -> Option<String> {
 
 impl Endpoint {
     /// Checks the parameters of a route in the order `params.rs` documents.
-    pub(crate) fn parse(route: Route<'_>, query: &str, account_id: &str, signer: &CursorSigner) -> Result<Endpoint, ApiError> {
+    pub(crate) fn parse(route: Route<'_>, query: &str, account_id: &str, signer: &Cursors) -> Result<Endpoint, ApiError> {
         Ok(match route {
             Route::Meetings => {
                 let since = params::instant(query, "since")?;

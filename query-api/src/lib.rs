@@ -24,11 +24,10 @@
 //! route (404 not_found) → token (401) → plan (402) → parameters (400) → limiter
 //! (429 rate_limited, then 402 quota_exhausted) → the endpoint. Decisions where the
 //! spec is open are documented where they are made: counting and headers in
-//! `pipeline.rs`, parameters in `params.rs`, cursors in `cursor.rs`, rendering in
+//! `pipeline.rs`, parameters in `params.rs`, cursors in recap-access (`access/src/cursor.rs`), rendering in
 //! `endpoints.rs`.
 
 mod config;
-mod cursor;
 mod endpoints;
 mod error;
 mod feed;
@@ -44,9 +43,9 @@ use recap_readmodel::webhooks::WebhookStore;
 use recap_readmodel::ReadModel;
 
 pub use config::{parse_retention, FeedConfig, RestConfig};
-pub use cursor::CursorSigner;
 pub use error::ApiError;
 pub use params::{DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS};
+pub use recap_access::cursor::Cursors;
 
 /// What every request handler shares. Cheap to clone.
 #[derive(Clone)]
@@ -60,7 +59,7 @@ struct Inner {
     webhooks: WebhookStore,
     plans: Plans,
     limiter: Arc<dyn Limiter>,
-    cursors: CursorSigner,
+    cursors: Cursors,
     per_minute: u32,
     store_timeout: Duration,
     rate_limit_policy: HeaderValue,
@@ -68,7 +67,7 @@ struct Inner {
 }
 
 impl RestState {
-    /// `cursor_secret` signs pagination cursors (use at least 32 random bytes; all
+    /// `cursor_secret` seals pagination cursors (use at least 32 random bytes; all
     /// replicas must share it). `config.rate_limit_per_minute` is what the limiter
     /// enforces per account; `config.store_timeout_ms` bounds each backend call
     /// (default: the store driver's own timeout); `config.feed` is the feed's retention.
@@ -82,7 +81,7 @@ impl RestState {
                 readmodel,
                 plans,
                 limiter,
-                cursors: CursorSigner::new(&cursor_secret),
+                cursors: Cursors::new(&cursor_secret),
                 per_minute: config.rate_limit_per_minute,
                 store_timeout,
                 rate_limit_policy,

@@ -28,8 +28,8 @@ use recap_readmodel::messages::MessageKind;
 use recap_readmodel::Val;
 use recap_schemas::{ActionItemStatus, Id, Timestamp, MAX_ID_BYTES};
 
-use crate::cursor::CursorSigner;
 use crate::error::ApiError;
+use recap_access::cursor::Cursors;
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 200;
@@ -177,7 +177,7 @@ pub fn has_unindexable_word(query: &str) -> bool {
 }
 
 /// The cursor parameter, verified against its binding; None when absent.
-pub fn cursor(query: &str, signer: &CursorSigner, binding: &str) -> Result<Option<Vec<Val>>, ApiError> {
+pub fn cursor(query: &str, signer: &Cursors, binding: &str) -> Result<Option<Vec<Val>>, ApiError> {
     let Some(text) = query_param(query, "cursor")? else { return Ok(None) };
     signer
         .open(binding, &text)

@@ -133,7 +133,7 @@ for OpenTelemetry, the secrets, and extraEnv. Call with (dict "root" $ "role" "q
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
-{{- if eq .role "query-api" }}
+{{- if or (eq .role "query-api") (eq .role "mcp") }}
 - name: RECAP_CURSOR_SECRET
   valueFrom:
     secretKeyRef:

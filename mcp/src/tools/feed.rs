@@ -3,12 +3,18 @@
 //! changes as they pass the retention, so an offset would move under a reader, while the
 //! position of the last change read stays put.
 //!
-//! The cursor is the feed position of the last change read, in decimal. It needs no
-//! signature: the feed read is the caller's own whatever the position, so an edited
-//! cursor can only skip or repeat the caller's own changes.
+//! The cursor is the feed position of the last change read, sealed as REST's cursors are
+//! (`recap_access::cursor`) and bound to the tool and the account, not to `types`: the
+//! position is the message log's, shared with other accounts, and must not show how
+//! many messages others had between two of the caller's cursors. A cursor in decimal,
+//! as issued before positions were sealed, is still read as the position it names: the
+//! read is the caller's own whatever the position.
 
 use recap_readmodel::messages::MessageKind;
 use recap_readmodel::webhooks::DEFAULT_RETENTION;
+use recap_readmodel::Val;
+
+use recap_access::cursor::Cursors;
 
 use super::inputs::ListRecentChangesArguments;
 use super::json;
@@ -33,17 +39,27 @@ fn kinds(types: Option<&str>) -> Result<Vec<MessageKind>, ToolError> {
     Ok(kinds)
 }
 
-fn position(cursor: Option<&str>) -> Result<Option<i64>, ToolError> {
+/// What a cursor of `account_id` is bound to.
+fn binding(account_id: &str) -> String {
+    format!("list_recent_changes|{account_id}")
+}
+
+fn position(cursors: &Cursors, account_id: &str, cursor: Option<&str>) -> Result<Option<i64>, ToolError> {
     let Some(cursor) = cursor else { return Ok(None) };
-    match cursor.parse::<i64>() {
-        Ok(seq) if seq >= 0 && cursor.bytes().all(|byte| byte.is_ascii_digit()) => Ok(Some(seq)),
-        _ => Err(ToolError::InvalidArgument("cursor must be a next_cursor list_recent_changes returned".into())),
+    let refused = || ToolError::InvalidArgument("cursor must be a next_cursor list_recent_changes returned".into());
+    if cursor.bytes().all(|byte| byte.is_ascii_digit()) {
+        return cursor.parse::<i64>().map(Some).map_err(|_| refused());
+    }
+    match cursors.open(&binding(account_id), cursor).as_deref() {
+        Some([Val::Int(seq)]) if *seq >= 0 => Ok(Some(*seq)),
+        _ => Err(refused()),
     }
 }
 
 pub async fn list_recent_changes(state: &McpState, account_id: &str, arguments: ListRecentChangesArguments<'_>) -> Result<String, ToolError> {
     let kinds = kinds(arguments.types.as_deref())?;
-    let after = position(arguments.cursor.as_deref())?;
+    let cursors = state.cursors();
+    let after = position(cursors, account_id, arguments.cursor.as_deref())?;
     let limit = arguments.limit.get();
     let inner = &state.inner;
     // Reading does not depend on the retention: rows past it are never returned.
@@ -63,7 +79,7 @@ pub async fn list_recent_changes(state: &McpState, account_id: &str, arguments: 
     json::push_key(&mut out, "has_more");
     json::push_value(&mut out, &page.has_more);
     json::push_key(&mut out, "next_cursor");
-    json::push_value(&mut out, &page.last_seq.or(after).map(|seq| seq.to_string()));
+    json::push_value(&mut out, &page.last_seq.or(after).map(|seq| cursors.issue(&binding(account_id), &[Val::Int(seq)])));
     out.push('}');
     Ok(out)
 }
@@ -79,10 +95,17 @@ mod tests {
         for bad in ["meeting.archived", "meeting.created,", ""] {
             assert!(matches!(kinds(Some(bad)), Err(ToolError::InvalidArgument(message)) if message.starts_with("types")), "{bad}");
         }
-        assert_eq!(position(None), Ok(None));
-        assert_eq!(position(Some("42")), Ok(Some(42)));
-        for bad in ["-1", "+4", "x", "4.0", "99999999999999999999"] {
-            assert!(position(Some(bad)).is_err(), "{bad}");
+        let cursors = Cursors::new(b"secret");
+        assert_eq!(position(&cursors, "acc_a", None), Ok(None));
+        let sealed = cursors.issue(&binding("acc_a"), &[Val::Int(42)]);
+        assert_eq!(position(&cursors, "acc_a", Some(&sealed)), Ok(Some(42)));
+        assert!(!sealed.contains("42"), "{sealed}");
+        assert!(position(&cursors, "acc_b", Some(&sealed)).is_err(), "another account's cursor");
+        assert!(position(&Cursors::new(b"other"), "acc_a", Some(&sealed)).is_err(), "another secret's cursor");
+        // As issued before positions were sealed.
+        assert_eq!(position(&cursors, "acc_a", Some("42")), Ok(Some(42)));
+        for bad in ["-1", "+4", "x", "4.0", "99999999999999999999", ""] {
+            assert!(position(&cursors, "acc_a", Some(bad)).is_err(), "{bad}");
         }
     }
 }

@@ -167,6 +167,27 @@ async fn a_filtered_page_reads_at_most_1000_other_events_and_its_cursor_continue
     assert_eq!(listed, std::slice::from_ref(&joined.id), "the event wanted, once");
 }
 
+// docs/rest.md, Cursors: the feed's position is the message log's, shared with other
+// accounts, so a cursor shows nothing of it; one issued before positions were sealed
+// (the key in the clear, signed) still resumes where it stood.
+#[tokio::test]
+async fn a_feed_cursor_shows_nothing_of_its_position_and_a_signed_one_from_before_still_resumes() {
+    use base64::Engine;
+    let world = world().await;
+    let messages = alice_feed(&world.seeder(), 3).await;
+    let cursor = world.get("/v1/events?limit=1", ALICE).await.json["next_cursor"].as_str().unwrap().to_string();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&cursor).expect("base64url");
+    assert!(!bytes.windows(3).any(|window| window == b"[1]"), "the position in the clear: {bytes:?}");
+    assert_eq!(world.get(&format!("/v1/events?cursor={cursor}"), ALICE).await.ids(), ids(&messages[1..]));
+    // As issued before: the same binding (endpoint, account, no types), signed.
+    let cursors = recap_access::cursor::Cursors::new(b"test cursor secret, 32 bytes long!");
+    let signed = cursors.issue_signed(r#"["events","acc_a",""]"#, &[recap_readmodel::Val::Int(1)]);
+    assert!(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&signed).unwrap().starts_with(b"[1]"));
+    assert_eq!(world.get(&format!("/v1/events?cursor={signed}"), ALICE).await.ids(), ids(&messages[1..]));
+    let response = world.get(&format!("/v1/events?cursor={signed}"), BOB).await;
+    response.assert_error(400, "invalid_request", &["param"]);
+}
+
 #[tokio::test]
 async fn a_cursor_is_bound_to_its_account_and_endpoint() {
     let world = world().await;

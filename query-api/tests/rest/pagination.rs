@@ -124,7 +124,8 @@ async fn pagination_6_edited_forged_or_garbage_cursors_are_400_cursor() {
     let truncated = cursor[..cursor.len() - 1].to_string();
     use base64::Engine;
     let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"[1790000000000000,"m001"]0123456789abcdef0123456789abcdef"#);
-    for bad in [edited.as_str(), truncated.as_str(), forged.as_str(), "", "garbage", "%FF", "null"] {
+    let forged_sealed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([&[1u8][..], &[0x5a; 40]].concat());
+    for bad in [edited.as_str(), truncated.as_str(), forged.as_str(), forged_sealed.as_str(), "", "garbage", "%FF", "null"] {
         let response = world.get(&format!("/v1/meetings?limit=2&cursor={bad}"), CAROL).await;
         response.assert_error(400, "invalid_request", &["param"]);
         assert_eq!(response.json["error"]["param"], "cursor", "{bad}");
