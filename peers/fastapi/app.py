@@ -3,7 +3,7 @@ asyncpg: the read API most teams would write first, kept as the common baseline 
 scripts/peers/bench.sh. Same schema, JSON, checks and their order as the axum peer
 (peers/axum-postgres/src/main.rs): bearer token (SHA-256 looked up in `tokens` joined to
 `accounts`, kept TOKEN_CACHE_MS), plan, parameters, per-minute limit, period quota,
-quota headers; cursors signed like recap's with CURSOR_SECRET_FILE. JSONB columns are
+quota headers; cursors sealed like recap's with CURSOR_SECRET_FILE. JSONB columns are
 decoded to Python objects and the response is rendered by FastAPI's JSONResponse, as an
 idiomatic FastAPI service does.
 
@@ -14,12 +14,12 @@ import hashlib
 import hmac
 import json
 import os
-import struct
 import time
 import uuid
 from datetime import datetime, timezone
 
 import asyncpg
+from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -136,21 +136,23 @@ def admit(caller):
     }
 
 
-def cursor_tag(binding, payload):
-    return hmac.new(SECRET, struct.pack(">Q", len(binding.encode())) + binding.encode() + payload, hashlib.sha256).digest()
+# Cursors as recap seals them: the key as JSON, AES-256-GCM-SIV under a key derived from
+# the secret, the binding as associated data, a fixed nonce, behind a first byte 1.
+SEALING = AESGCMSIV(hmac.new(SECRET, b"recap cursor sealing key v1", hashlib.sha256).digest())
+NONCE = bytes(12)
 
 
 def issue_cursor(binding, created_micros, meeting_id):
     payload = json.dumps([created_micros, meeting_id], separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.urlsafe_b64encode(payload + cursor_tag(binding, payload)).decode().rstrip("=")
+    return base64.urlsafe_b64encode(b"\x01" + SEALING.encrypt(NONCE, payload, binding.encode())).decode().rstrip("=")
 
 
 def open_cursor(binding, cursor):
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        payload, tag = raw[:-32], raw[-32:]
-        if len(raw) < 32 or len(cursor) > 1024 or not hmac.compare_digest(tag, cursor_tag(binding, payload)):
+        if len(cursor) > 1024 or raw[:1] != b"\x01":
             return None
+        payload = SEALING.decrypt(NONCE, raw[1:], binding.encode())
         created_micros, meeting_id = json.loads(payload)
         return datetime.fromtimestamp(created_micros // 1_000_000, timezone.utc).replace(microsecond=created_micros % 1_000_000), meeting_id
     except Exception:

@@ -18,8 +18,9 @@
 //!   `TOKEN_CACHE_MS` (default 1000, as recap's distributed edition runs in production):
 //!   over a database other processes write, the service cannot see a revocation, so it
 //!   keeps a lookup for a bounded time; `0` reads the token and account every request;
-//! - cursors signed like recap's (HMAC-SHA256 over the endpoint, account and filters, key
-//!   `CURSOR_SECRET_FILE`): with recap's key the two issue byte-identical cursors.
+//! - cursors sealed like recap's (AES-256-GCM-SIV under a key derived from
+//!   `CURSOR_SECRET_FILE`'s, bound to the endpoint, account and filters): with recap's key
+//!   the two issue byte-identical cursors.
 //!
 //! Only the parameters the comparison uses are served (`limit`, `cursor`; no `since`,
 //! `until` or `include`).
@@ -29,6 +30,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aes_gcm_siv::aead::{Aead, KeyInit, Payload};
+use aes_gcm_siv::{Aes256GcmSiv, Nonce};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -92,7 +95,7 @@ struct Inner {
     counts: Mutex<HashMap<Arc<str>, Counts>>,
     per_minute: u32,
     default_quota: i64,
-    cursor_key: HmacSha256,
+    cursor_key: Aes256GcmSiv,
     rate_limit_policy: HeaderValue,
 }
 
@@ -271,18 +274,12 @@ impl App {
         })
     }
 
-    fn cursor_tag(&self, binding: &str, payload: &[u8]) -> HmacSha256 {
-        let mut mac = self.0.cursor_key.clone();
-        mac.update(&(binding.len() as u64).to_be_bytes());
-        mac.update(binding.as_bytes());
-        mac.update(payload);
-        mac
-    }
-
     fn issue_cursor(&self, binding: &str, created_micros: i64, id: &str) -> String {
-        let mut bytes = serde_json::to_vec(&(created_micros, id)).unwrap_or_default();
-        let tag = self.cursor_tag(binding, &bytes).finalize().into_bytes();
-        bytes.extend_from_slice(&tag);
+        let payload = serde_json::to_vec(&(created_micros, id)).unwrap_or_default();
+        let sealed = self.0.cursor_key.encrypt(Nonce::from_slice(&[0; 12]), Payload { msg: &payload, aad: binding.as_bytes() }).unwrap_or_default();
+        let mut bytes = Vec::with_capacity(1 + sealed.len());
+        bytes.push(1);
+        bytes.extend_from_slice(&sealed);
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
@@ -291,9 +288,9 @@ impl App {
             return None;
         }
         let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-        let (payload, tag) = bytes.split_at(bytes.len().checked_sub(32)?);
-        self.cursor_tag(binding, payload).verify_slice(tag).ok()?;
-        serde_json::from_slice(payload).ok()
+        let (1, sealed) = bytes.split_first()? else { return None };
+        let payload = self.0.cursor_key.decrypt(Nonce::from_slice(&[0; 12]), Payload { msg: sealed, aad: binding.as_bytes() }).ok()?;
+        serde_json::from_slice(&payload).ok()
     }
 }
 
@@ -620,7 +617,11 @@ fn main() {
             counts: Mutex::new(HashMap::new()),
             per_minute,
             default_quota: env("DEFAULT_API_QUOTA", 50_000),
-            cursor_key: <HmacSha256 as Mac>::new_from_slice(&secret).expect("HMAC takes keys of any length"),
+            cursor_key: {
+                let mut derive = <HmacSha256 as Mac>::new_from_slice(&secret).expect("HMAC takes keys of any length");
+                derive.update(b"recap cursor sealing key v1");
+                Aes256GcmSiv::new(&derive.finalize().into_bytes())
+            },
             rate_limit_policy: HeaderValue::from_str(&format!("\"minute\";q={per_minute};w=60")).expect("header"),
         }));
         let router = axum::Router::new()
