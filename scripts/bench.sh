@@ -27,52 +27,70 @@ if ! command -v wrk >/dev/null 2>&1; then
   $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq wrk
 fi
 
+embedded() {
+  echo "== embedded edition: projector, memory, page cost =="
+  cargo bench --bench embedded
+}
+
+http() {
+  echo "== embedded edition: REST and MCP under load =="
+  cargo bench --bench http
+}
+
+# The engines (idempotent: Kafka, Cassandra and Redis on loopback unless they already run)
+# serve the distributed edition in the comparison and the distributed benchmarks; without
+# them the comparison leaves the distributed edition out and says so.
+peers() {
+  echo "== both editions side by side with read APIs over PostgreSQL: axum + tokio-postgres, FastAPI + asyncpg =="
+  scripts/engines/up.sh || echo "(the engines did not start: the comparison leaves the distributed edition out)"
+  # Installs (once) PostgreSQL, the peers' Python environment and builds the axum
+  # peer; see scripts/peers/setup.sh.
+  scripts/peers/bench.sh
+}
+
+webhooks() {
+  echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, a backlog, feed page cost =="
+  # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_WEBHOOK_BACKLOG:
+  # the backlog (150,000); RECAP_BENCH_FEED_MESSAGES: the large feed (a million by default).
+  cargo bench --bench webhooks
+}
+
+distributed() {
+  echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
+  scripts/engines/up.sh
+  # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
+  # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
+  RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
+}
+
+soak() {
+  echo "== distributed edition soak: mixed REST and MCP reads at half the maximum, events throughout, a projector and a query-api restart =="
+  scripts/engines/up.sh
+  # RECAP_BENCH_SOAK_MINUTES: its length (15 by default); RECAP_BENCH_SOAK_EVENTS_PER_SECOND
+  # (50) and RECAP_BENCH_SOAK_WORKERS (32, the threads sending reads).
+  cargo bench --bench distributed soak
+}
+
+# Each section wanted, in order, in a shell of its own that stops at its first failure;
+# a section that fails is named and the next ones still run; the run fails if any did.
 benchmarks() {
-  if wants embedded; then
-    echo "== embedded edition: projector, memory, page cost =="
-    cargo bench --bench embedded
+  local failed=() section status
+  for section in embedded http peers webhooks distributed soak; do
+    wants "$section" || continue
+    set +e
+    (set -e; "$section")
+    status=$?
+    set -e
     echo
-  fi
-  if wants http; then
-    echo "== embedded edition: REST and MCP under load =="
-    cargo bench --bench http
-    echo
-  fi
-  # The engines (idempotent: Kafka, Cassandra and Redis on loopback unless they already
-  # run) serve the distributed edition in the comparison and the distributed benchmarks;
-  # without them the comparison leaves the distributed edition out and says so.
-  engines_up=0
-  if wants peers; then
-    echo "== both editions side by side with read APIs over PostgreSQL 15: axum + tokio-postgres, FastAPI + asyncpg =="
-    engines_up=1
-    scripts/engines/up.sh || engines_up=0
-    # Installs (once) PostgreSQL 15, the peers' Python environment and builds the axum
-    # peer; see scripts/peers/setup.sh.
-    scripts/peers/bench.sh
-    echo
-  fi
-  if wants webhooks; then
-    echo "== embedded edition: webhooks delivery against the projector, event to delivery latency, a backlog, feed page cost =="
-    # RECAP_BENCH_WEBHOOK_EVENTS: meetings a throughput round; RECAP_BENCH_WEBHOOK_BACKLOG:
-    # the backlog (150,000); RECAP_BENCH_FEED_MESSAGES: the large feed (a million by default).
-    cargo bench --bench webhooks
-    echo
-  fi
-  if wants distributed || wants soak; then
-    [ "$engines_up" = 1 ] || scripts/engines/up.sh
-  fi
-  if wants distributed; then
-    echo "== distributed edition on the real engines: projector, a backlog drained under reads, freshness, REST vs the raw driver =="
-    # RECAP_BENCH_EVENTS: the backlog drained under reads (a million takes tens of minutes
-    # on the 2-core machine); RECAP_BENCH_RATIO_EVENTS: events a projector-vs-driver round.
-    RECAP_BENCH_EVENTS=${RECAP_BENCH_EVENTS:-1000000} cargo bench --bench distributed
-    echo
-  fi
-  if wants soak; then
-    echo "== distributed edition soak: mixed REST and MCP reads at half the maximum, events throughout, a projector and a query-api restart =="
-    # RECAP_BENCH_SOAK_MINUTES: its length (15 by default); RECAP_BENCH_SOAK_EVENTS_PER_SECOND
-    # (50) and RECAP_BENCH_SOAK_WORKERS (32, the threads sending reads).
-    cargo bench --bench distributed soak
+    if [ "$status" -ne 0 ]; then
+      echo "!! section $section failed (status $status); the sections after it still run"
+      echo
+      failed+=("$section")
+    fi
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "failed sections: ${failed[*]}"
+    return 1
   fi
 }
 
@@ -97,7 +115,7 @@ memory=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 # The figures go to the terminal and to the record; cargo's own output (standard error)
 # to the terminal only.
 set +e
-(set -e; benchmarks) | tee -a "$record"
+benchmarks | tee -a "$record"
 status=${PIPESTATUS[0]}
 set -e
 echo '```' >>"$record"

@@ -1,5 +1,5 @@
 """recap's two editions side by side with the read APIs one would otherwise write over
-PostgreSQL 15 (peers/axum-postgres, peers/fastapi), on the same data and the same load.
+PostgreSQL (peers/axum-postgres, peers/fastapi), on the same data and the same load.
 Run by scripts/peers/bench.sh (which prepares everything first); docs/performance.md
 ("Side by side with a Postgres read API") says what it measures and how. A floor is
 measured beside them: recap's recorded answers served by hyper's HTTP/1 loop and nothing

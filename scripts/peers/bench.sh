@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # recap's two editions side by side with an axum/tokio-postgres read API and a
-# FastAPI/asyncpg one over PostgreSQL 15, on the same data and load (scripts/peers/bench.py;
+# FastAPI/asyncpg one over PostgreSQL, on the same data and load (scripts/peers/bench.py;
 # docs/performance.md, "Side by side with a Postgres read API"). Part of `make bench`.
 # The distributed edition (recap query-api over Cassandra and Redis, loaded through
 # Kafka) is measured when the engines of `make up` run on this machine, skipped otherwise.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs and prepares what the Postgres comparison (scripts/peers/bench.sh) needs, once;
 # later runs find it ready:
-# - Debian's PostgreSQL 15 and wrk (apt);
+# - Debian's PostgreSQL (the release's own major: 15 on Debian 12, 17 on Debian 13; one
+#   already installed is used, the newest when there are several) and wrk (apt);
 # - a PostgreSQL cluster of its own on 127.0.0.1:$PEER_PG_PORT (default 54329), trust
 #   authentication on loopback only, role and database `recap`. Its data dir is
-#   ~/.cache/recap/peers/pg15, or, when run as root (PostgreSQL refuses to run as root, and
-#   root's home is closed to other users), /var/lib/postgresql/recap-peers/pg15, owned by
+#   ~/.cache/recap/peers/pg<major>, or, when run as root (PostgreSQL refuses to run as root,
+#   and root's home is closed to other users), /var/lib/postgresql/recap-peers/pg<major>, owned by
 #   the `postgres` user the package creates;
 # - the FastAPI peer's Python environment, ~/.cache/recap/peers/venv (pinned in
 #   peers/fastapi/requirements.txt);
@@ -20,8 +21,10 @@ port=${PEER_PG_PORT:-54329}
 
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+# The newest PostgreSQL installed (/usr/lib/postgresql/<major>/bin), if any.
+installed_postgres() { ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1; }
 need=()
-[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+[ -n "$(installed_postgres)" ] || need+=(postgresql)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
@@ -29,15 +32,18 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >&2
 fi
 # The package's own cluster is not used; ours has its own port and data dir.
-pg_bin=/usr/lib/postgresql/15/bin
+postgres=$(installed_postgres)
+[ -n "$postgres" ] || { echo "setup.sh: no PostgreSQL under /usr/lib/postgresql after installing Debian's postgresql" >&2; exit 1; }
+pg_bin=$(dirname "$postgres")
+pg_major=$(basename "$(dirname "$pg_bin")")
 
 if [ "$(id -u)" -eq 0 ]; then
-  pg_data=/var/lib/postgresql/recap-peers/pg15
+  pg_data=/var/lib/postgresql/recap-peers/pg$pg_major
   as_pg=(runuser -u postgres --)
   mkdir -p "$(dirname "$pg_data")"
   chown postgres:postgres "$(dirname "$pg_data")"
 else
-  pg_data="$cache/pg15"
+  pg_data="$cache/pg$pg_major"
   as_pg=()
 fi
 if [ ! -f "$pg_data/PG_VERSION" ]; then
