@@ -1375,17 +1375,23 @@ fn the_store_is_reached_over_tls_checking_the_node_and_presenting_the_client_cer
         }
         settings
     };
+    // The client checks the node's certificate itself: its reason is always its own. A
+    // node refusing the client's certificate (none, or one of another CA) sends an alert
+    // under TLS 1.3 after the client has finished its side of the handshake, so the client
+    // reads either that alert or, when the node has closed the connection first, a broken
+    // connection.
+    let refused_by_the_node: &[&str] = &["certificate required", "SSL alert", "Connection broken"];
     let refusals = [
-        (tls(&other_ca, Some((&client, &client_key))), "certificate verify failed"),
-        (tls(&ca, None), "certificate required"),
-        (tls(&ca, Some((&other_client, &other_client_key))), "SSL alert"),
+        (tls(&other_ca, Some((&client, &client_key))), &["certificate verify failed"][..]),
+        (tls(&ca, None), refused_by_the_node),
+        (tls(&ca, Some((&other_client, &other_client_key))), refused_by_the_node),
     ];
-    for (settings, reason) in refusals {
+    for (settings, reasons) in refusals {
         let settings: Vec<(&str, Option<&str>)> = settings.iter().map(|(key, value)| (*key, value.as_deref())).collect();
         let output = migrate_with(&keyspace, &settings);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{settings:?}: {stderr}");
-        assert!(stderr.contains(reason), "{settings:?} is refused for {reason}: {stderr}");
+        assert!(reasons.iter().any(|reason| stderr.contains(reason)), "{settings:?} is refused for one of {reasons:?}: {stderr}");
         assert!(!keyspace.keyspaces().contains(&keyspace.name), "nothing was created");
     }
     let settings = tls(&ca, Some((&client, &client_key)));

@@ -231,6 +231,23 @@ fn secrets_are_referenced_never_inlined() {
     assert!(!ok && stderr.contains("cursorSecret.existingSecret is required"), "{stderr}");
 }
 
+// docs/operations.md, RecapWebhooksAbsent: the chart installs the webhooks role's alerts
+// where the role runs, and leaves their group out where it does not (the absence alert
+// would fire there for good).
+#[test]
+fn the_webhooks_alerts_are_installed_only_with_the_webhooks_role() {
+    let rules = repo().join("k8s/alerts/recap-rules.yaml");
+    let rules = rules.to_string_lossy();
+    let with_rules = ["--set", "metrics.prometheusRule.enabled=true", "--set-file"];
+    let (ok, deployed, stderr) = render(&[&with_rules[..], &[&format!("metrics.prometheusRule.rules={rules}")]].concat());
+    assert!(ok, "{stderr}");
+    assert!(deployed.contains("- name: recap.webhooks") && deployed.contains("alert: RecapWebhooksAbsent"), "the webhooks group is installed");
+    let (ok, without, stderr) = render(&[&with_rules[..], &[&format!("metrics.prometheusRule.rules={rules}"), "--set", "webhooks.enabled=false"]].concat());
+    assert!(ok, "{stderr}");
+    assert!(!without.contains("recap.webhooks") && !without.contains("RecapWebhooks"), "no webhooks rule without the role");
+    assert!(without.contains("alert: RecapProjectorAbsent"), "the other groups stay");
+}
+
 #[test]
 fn one_host_routes_both_front_doors() {
     let objects = objects(&rendering("production"));

@@ -681,8 +681,9 @@ fn store_outage_cassandra_paused_during_delivery_loses_nothing() {
 // docs/webhooks.md (Delivery, distributed edition): a batch the store refuses waits with
 // the reader's partitions paused and its consumer still polled, so a store outage longer
 // than `max.poll.interval.ms` leaves the member in its group (its partitions never move
-// to another process delivering the same shards), and every message arrives once the
-// store is back.
+// to another process delivering the same shards); a rebalance that still comes while
+// the batch waits (a member joining, then leaving) fences it; and every message arrives
+// once the store is back.
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn store_outage_past_max_poll_interval_keeps_the_reader_in_its_group_and_loses_nothing() {
@@ -751,6 +752,33 @@ fn store_outage_past_max_poll_interval_keeps_the_reader_in_its_group_and_loses_n
         samples += 1;
         std::thread::sleep(Duration::from_millis(500));
     }
+    // A member joining and leaving while the batch waits: each rebalance revokes the
+    // reader's partitions, which fences the waiting batch (its messages are read again
+    // from the committed offsets when the partitions come back), and none may be lost.
+    {
+        let visitor: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", &cluster.engines.brokers)
+            .set("group.id", &group_id)
+            .set("enable.auto.commit", "false")
+            .set("session.timeout.ms", "10000")
+            .create()
+            .unwrap();
+        visitor.subscribe(&[topic.as_str()]).unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        while membership().1.len() < 2 {
+            assert!(Instant::now() < until, "a second member joined: {:?}", membership());
+            let _ = visitor.poll(Duration::from_millis(100));
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            let _ = visitor.poll(Duration::from_millis(100));
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(60);
+    while membership() != before {
+        assert!(Instant::now() < until, "the reader alone in the group again: {:?}", membership());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     outage.end();
     let pairs = [("acc_poll", &flowing)];
     let produced = wait_delivered(&cluster, &sent, &pairs, Duration::from_secs(120));
@@ -762,7 +790,7 @@ fn store_outage_past_max_poll_interval_keeps_the_reader_in_its_group_and_loses_n
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(direct.ids(), want, "nothing else reached acc_direct");
-    assert_eq!(membership(), before, "still the same member after the outage");
+    assert_eq!(membership(), before, "still the same member after the outage and the visit");
 }
 
 // docs/webhooks.md: "each process delivers the shards of the partitions it holds, so

@@ -7,11 +7,13 @@
 //! for another endpoint or account, or sent with other filters does not open (REST
 //! answers 400 `param: cursor`, MCP an invalid argument).
 //!
-//! Wire form: base64url (no padding) of `1 ‖ sealed`, where `sealed` is the key as JSON
-//! encrypted with AES-256-GCM-SIV (RFC 8452) under a key derived from the secret, with
-//! the binding as associated data and a fixed nonce: GCM-SIV is built for that use
-//! (deterministic authenticated encryption), so the same position under the same binding
-//! gives the same cursor and nothing else is revealed.
+//! Wire form: base64url (no padding) of `1 ‖ sealed`, where `sealed` is the key as JSON,
+//! padded with spaces to a multiple of [`PADDED_TO`] bytes (so that a cursor's length
+//! does not tell how many digits its position has), encrypted with AES-256-GCM-SIV
+//! (RFC 8452) under a key derived from the secret, with the binding as associated data
+//! and a fixed nonce: GCM-SIV is built for that use (deterministic authenticated
+//! encryption), so the same position under the same binding gives the same cursor and
+//! nothing else is revealed.
 //!
 //! Cursors issued before positions were sealed (`payload ‖ tag`, the key as JSON in the
 //! clear and a 32-byte HMAC-SHA256 over `len(binding) ‖ binding ‖ payload`, which starts
@@ -32,6 +34,9 @@ const TAG_BYTES: usize = 32;
 const MAX_CURSOR_CHARS: usize = 1024;
 /// The first byte of a sealed cursor (a signed one starts with the JSON's `[`).
 const SEALED: u8 = 1;
+/// Sealed keys are padded to a multiple of this many bytes: a feed position's JSON
+/// (`[` and up to 19 digits and `]`) always fits in one.
+pub const PADDED_TO: usize = 32;
 /// What the sealing key is derived for, so that it never equals the signing key.
 const SEALING_KEY_LABEL: &[u8] = b"recap cursor sealing key v1";
 
@@ -62,7 +67,9 @@ impl Cursors {
 
     /// The cursor that resumes after `key` under `binding`.
     pub fn issue(&self, binding: &str, key: &[Val]) -> String {
-        let payload = serde_json::to_vec(key).unwrap_or_default();
+        let mut payload = serde_json::to_vec(key).unwrap_or_default();
+        // JSON reads the spaces after a value as nothing.
+        payload.resize(payload.len().div_ceil(PADDED_TO).max(1) * PADDED_TO, b' ');
         let sealed = self.sealing.encrypt(Nonce::from_slice(&[0; 12]), Payload { msg: &payload, aad: binding.as_bytes() }).unwrap_or_default();
         let mut bytes = Vec::with_capacity(1 + sealed.len());
         bytes.push(SEALED);
@@ -137,8 +144,11 @@ mod tests {
         let differing = a.iter().zip(&b).filter(|(x, y)| x != y).count();
         assert!(differing > a.len() / 2, "neighbouring positions seal to unrelated bytes ({differing} of {} differ)", a.len());
         assert_eq!(cursors.issue("events|acc_a|", &[Val::Int(41)]), first, "the same position, the same cursor");
+        // Every feed position seals to the same length.
+        let far = cursors.issue("events|acc_a|", &[Val::Int(i64::MAX)]);
+        assert_eq!(far.len(), first.len(), "{far} / {first}");
         // RFC 8452's AES-256-GCM-SIV, as another implementation (Python's cryptography)
-        // seals the same position under the same secret and binding.
-        assert_eq!(first, "Abek8YK9b0OPWyJCF-igW0UaFLsA");
+        // seals the same padded position under the same secret and binding.
+        assert_eq!(first, "AUz0OAGYuvEJVx4-OAD22e5B2bUKqcIu23Mo-PFE_ytWtC1F9Qw8sScfIGMSBg9rwA");
     }
 }

@@ -117,7 +117,9 @@ async fn the_feed_results_validate_against_their_output_schema() {
         seeder.publish("acc_flow", seq, &message).await;
     }
     let schemas = OutputSchemas::listed(&world).await;
-    for arguments in [json!({}), json!({"limit": 1}), json!({"cursor": "1"}), json!({"cursor": "2"}), json!({"types": "team.joined"})] {
+    let after_first = world.call_ok("list_recent_changes", json!({"limit": 1})).await["next_cursor"].clone();
+    let at_the_end = world.call_ok("list_recent_changes", json!({})).await["next_cursor"].clone();
+    for arguments in [json!({}), json!({"limit": 1}), json!({"cursor": after_first}), json!({"cursor": at_the_end}), json!({"types": "team.joined"})] {
         let response = world.rpc_as(FLOW_PAT, "tools/call", json!({"name": "list_recent_changes", "arguments": arguments}), &STRUCTURED).await;
         let structured = &response["result"]["structuredContent"];
         assert_eq!(response["result"]["isError"], false, "{arguments}: {response}");

@@ -136,14 +136,16 @@ def admit(caller):
     }
 
 
-# Cursors as recap seals them: the key as JSON, AES-256-GCM-SIV under a key derived from
-# the secret, the binding as associated data, a fixed nonce, behind a first byte 1.
+# Cursors as recap seals them: the key as JSON padded with spaces to a multiple of 32
+# bytes, AES-256-GCM-SIV under a key derived from the secret, the binding as associated
+# data, a fixed nonce, behind a first byte 1.
 SEALING = AESGCMSIV(hmac.new(SECRET, b"recap cursor sealing key v1", hashlib.sha256).digest())
 NONCE = bytes(12)
 
 
 def issue_cursor(binding, created_micros, meeting_id):
     payload = json.dumps([created_micros, meeting_id], separators=(",", ":"), ensure_ascii=False).encode()
+    payload = payload.ljust(max(32, -(-len(payload) // 32) * 32))
     return base64.urlsafe_b64encode(b"\x01" + SEALING.encrypt(NONCE, payload, binding.encode())).decode().rstrip("=")
 
 

@@ -11,7 +11,7 @@
 # (PasswordAuthenticator; the login `recap` is created at start, common.sh) and takes
 # TLS connections beside plain ones on the CQL port, from clients presenting a
 # certificate of the local CA. That CA, the node's certificate (for 127.0.0.1) and a
-# client's are made once with openssl into $ENGINES_HOME/cassandra-tls (`tls_material`),
+# client's are made once with openssl and keytool into $ENGINES_HOME/cassandra-tls (`tls_material`),
 # with a second CA the node does not trust, for tests of refusals.
 #
 # usage: cassandra.sh install|start|stop|restart|status|kill9|pause|resume
@@ -55,7 +55,7 @@ install_probe() {
 # The probe itself, written on every install: a venv made by an earlier version of this
 # script keeps its driver but gets this probe.
 write_probe() {
-  cat >"$VENV/cql.py.tmp" <<'PY'
+  cat >"$VENV/cql.py.$$" <<'PY'
 """Runs CQL statements against one node as a login: cql.py <host> <port> <user> <password> <statement>..."""
 import logging
 import sys
@@ -80,7 +80,7 @@ try:
 finally:
     cluster.shutdown()
 PY
-  mv "$VENV/cql.py.tmp" "$VENV/cql.py"
+  mv "$VENV/cql.py.$$" "$VENV/cql.py"
 }
 
 # The statements run as the superuser, which exists before recap's login does.
@@ -101,33 +101,41 @@ STORE_PASSWORD=recap-engines-tls
 tls_material() {
   [ -f "$TLS_DIR/.complete" ] && return 0
   command -v openssl >/dev/null 2>&1 || apt_install openssl
+  local keytool
+  keytool="$(dirname "$(readlink -f "$JAVA17")")/keytool"
+  [ -x "$keytool" ] || die "no keytool beside $JAVA17 (resolved: $(readlink -f "$JAVA17"))"
   log "making the TLS material in $TLS_DIR"
   rm -rf "$TLS_DIR"
   mkdir -p "$TLS_DIR"
   (
-    cd "$TLS_DIR"
-    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+    # Every step must succeed: a subshell on the left of || runs without errexit.
+    cd "$TLS_DIR" || exit 1
+    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" || exit 1; }
     # sign <name> <ca> <extensions>: <name>.pem, for <name>.key, signed by <ca>.pem/<ca>.key.
     sign() {
-      openssl req -new -key "$1.key" -subj "/CN=recap-engines-$1" -out "$1.csr"
-      printf '%s
-' "$3" >"$1.ext"
-      openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.pem" 2>/dev/null
+      openssl req -new -key "$1.key" -subj "/CN=recap-engines-$1" -out "$1.csr" || exit 1
+      printf '%s\n' "$3" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.pem" || exit 1
       rm -f "$1.csr" "$1.ext"
     }
     for ca in ca other-ca; do
       key "$ca.key"
       openssl req -x509 -new -key "$ca.key" -subj "/CN=recap-engines-$ca" -days 3650 -out "$ca.pem" \
-        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign || exit 1
     done
-    key node.key && sign node ca "subjectAltName=IP:$BIND
+    key node.key
+    sign node ca "subjectAltName=IP:$BIND
 extendedKeyUsage=serverAuth"
-    key client.key && sign client ca "extendedKeyUsage=clientAuth"
-    key other-client.key && sign other-client other-ca "extendedKeyUsage=clientAuth"
-    openssl pkcs12 -export -in node.pem -inkey node.key -certfile ca.pem -name node -out node.p12 -passout "pass:$STORE_PASSWORD"
-    "$(dirname "$JAVA17")/keytool" -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 -storetype PKCS12 \
-      -storepass "$STORE_PASSWORD" >/dev/null 2>&1
-  ) || die "making the TLS material in $TLS_DIR failed"
+    key client.key
+    sign client ca "extendedKeyUsage=clientAuth"
+    key other-client.key
+    sign other-client other-ca "extendedKeyUsage=clientAuth"
+    openssl pkcs12 -export -in node.pem -inkey node.key -certfile ca.pem -name node -out node.p12 -passout "pass:$STORE_PASSWORD" || exit 1
+    "$keytool" -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 -storetype PKCS12 -storepass "$STORE_PASSWORD" >/dev/null || exit 1
+    for file in ca.pem node.p12 truststore.p12 client.pem client.key other-ca.pem other-client.pem other-client.key; do
+      [ -s "$file" ] || { echo "$file is missing or empty" >&2; exit 1; }
+    done
+  ) >"$TLS_DIR.log" 2>&1 || die "making the TLS material in $TLS_DIR failed: $(tail -n 5 "$TLS_DIR.log")"
   touch "$TLS_DIR/.complete"
 }
 
@@ -135,8 +143,10 @@ extendedKeyUsage=serverAuth"
 # anything, as recap's migrate needs to). bcrypt's work factor is the smallest
 # (`-Dcassandra.auth_bcrypt_gensalt_log2_rounds=4`): the node checks the password of every
 # connection the tests open, which at the default factor costs tens of milliseconds each.
+# Its password is set again at every start, so a change of it in common.sh takes.
 ensure_login() {
-  cql "CREATE ROLE IF NOT EXISTS $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" >/dev/null ||
+  cql "CREATE ROLE IF NOT EXISTS $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" \
+    "ALTER ROLE $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" >/dev/null ||
     die "could not create the login $CQL_USERNAME"
 }
 

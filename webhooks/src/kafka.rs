@@ -13,7 +13,9 @@
 //! is retried with backoff without committing, the partitions paused and the consumer
 //! still polled: the member stays in the group however long the store is away
 //! (`max.poll.interval.ms` never runs out), so its partitions do not move to another
-//! process that would deliver the same shards beside it.
+//! process that would deliver the same shards beside it. A rebalance that still comes
+//! (a member joining or leaving) fences the batch's records received before it, as the
+//! projector does: they are their partitions' next holder's to read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,6 +133,19 @@ fn positions_read(received: &[(i32, i64, u64)], revocations: u64, holds: impl Fn
     read.into_iter().collect()
 }
 
+/// The messages of `records`; a record that is not one is logged and skipped.
+fn decoded(records: &[(rdkafka::message::OwnedMessage, u64)]) -> Vec<LogMessage> {
+    let mut batch = Vec::with_capacity(records.len());
+    for (record, _) in records {
+        match LogMessage::decode(record.offset(), record.partition().to_string(), std::str::from_utf8(record.payload().unwrap_or_default()).unwrap_or_default())
+        {
+            Ok(message) => batch.push(message),
+            Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
+        }
+    }
+    batch
+}
+
 /// Consumes the message log until `stop`, keeping `shards` to the partitions held.
 pub async fn run(
     config: KafkaReaderConfig,
@@ -203,21 +218,23 @@ pub async fn run(
                 Err(_) => break,
             }
         }
-        let mut batch = Vec::with_capacity(records.len());
-        for (record, _) in &records {
-            match LogMessage::decode(
-                record.offset(),
-                record.partition().to_string(),
-                std::str::from_utf8(record.payload().unwrap_or_default()).unwrap_or_default(),
-            ) {
-                Ok(message) => batch.push(message),
-                Err(error) => tracing::error!(partition = record.partition(), offset = record.offset(), %error, "record is not a message; skipped"),
-            }
-        }
         let mut backoff = Duration::from_millis(100);
         let mut paused = Paused::default();
-        while let Err(error) = ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
-            tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing");
+        loop {
+            // Records received before a revocation are fenced: their partitions' next
+            // holder reads them (this process too, from the committed offset, should it hold
+            // one of them again), so writing them here would hand their first attempts over
+            // twice. A rebalance may come while a refused batch waits, the consumer polled.
+            let revocations = ledger.revocations();
+            records.retain(|(_, seen)| *seen == revocations);
+            let batch = decoded(&records);
+            if batch.is_empty() {
+                break;
+            }
+            match ingest(&store, &batch, clock.now_micros(), &stats, &shards, &handoff).await {
+                Ok(_) => break,
+                Err(error) => tracing::warn!(%error, messages = batch.len(), "message batch not written; retrying without committing"),
+            }
             paused.assignment(consumer.as_ref());
             let keep = |message: rdkafka::message::BorrowedMessage<'_>| carried.push((message.detach(), ledger.revocations()));
             // Not committed: whoever holds the partitions next reads the batch again.

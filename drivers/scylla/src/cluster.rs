@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVersion};
+use openssl::x509::store::X509StoreBuilder;
+use openssl::x509::X509;
 use scylla::client::session::TlsContext;
 use scylla::client::session_builder::SessionBuilder;
 
@@ -76,15 +78,24 @@ impl fmt::Debug for ScyllaTls {
 
 impl ScyllaTls {
     /// TLS 1.2 or later, each node's certificate verified against `ca_file` (PEM, one or
-    /// more certificates) and its IP address; `client` is a certificate chain and its
-    /// private key (PEM files), presented to nodes that ask for one.
+    /// more certificates), and only those (not the system's trusted roots, which
+    /// `SslConnector` loads by default), and its IP address; `client` is a certificate
+    /// chain and its private key (PEM files), presented to nodes that ask for one.
     pub fn from_pem_files(ca_file: &Path, client: Option<(&Path, &Path)>) -> Result<ScyllaTls, String> {
         let failed = |what: &str, path: &Path, error: openssl::error::ErrorStack| format!("{what} {}: {}", path.display(), first_reason(&error));
         let readable = |path: &Path| std::fs::metadata(path).map(|_| ()).map_err(|error| format!("{}: {error}", path.display()));
         let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|error| format!("setting up TLS: {}", first_reason(&error)))?;
         builder.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(|error| format!("setting up TLS: {}", first_reason(&error)))?;
-        readable(ca_file)?;
-        builder.set_ca_file(ca_file).map_err(|error| failed("reading the CA certificates in", ca_file, error))?;
+        let pem = std::fs::read(ca_file).map_err(|error| format!("{}: {error}", ca_file.display()))?;
+        let certificates = X509::stack_from_pem(&pem).map_err(|error| failed("reading the CA certificates in", ca_file, error))?;
+        if certificates.is_empty() {
+            return Err(format!("reading the CA certificates in {}: no certificate found", ca_file.display()));
+        }
+        let mut trusted = X509StoreBuilder::new().map_err(|error| format!("setting up TLS: {}", first_reason(&error)))?;
+        for certificate in certificates {
+            trusted.add_cert(certificate).map_err(|error| failed("trusting the CA certificates in", ca_file, error))?;
+        }
+        builder.set_cert_store(trusted.build());
         let mut files = vec![ca_file.to_path_buf()];
         if let Some((certificate, key)) = client {
             readable(certificate)?;

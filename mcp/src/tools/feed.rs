@@ -6,9 +6,10 @@
 //! The cursor is the feed position of the last change read, sealed as REST's cursors are
 //! (`recap_access::cursor`) and bound to the tool and the account, not to `types`: the
 //! position is the message log's, shared with other accounts, and must not show how
-//! many messages others had between two of the caller's cursors. A cursor in decimal,
-//! as issued before positions were sealed, is still read as the position it names: the
-//! read is the caller's own whatever the position.
+//! many messages others had between two of the caller's cursors. A position in decimal,
+//! as issued before positions were sealed, is refused with the rest: read as given, it
+//! would let a caller probe where its own changes sit in the log, one page of one at a
+//! time, and learn the gaps between them all the same.
 
 use recap_readmodel::messages::MessageKind;
 use recap_readmodel::webhooks::DEFAULT_RETENTION;
@@ -46,13 +47,11 @@ fn binding(account_id: &str) -> String {
 
 fn position(cursors: &Cursors, account_id: &str, cursor: Option<&str>) -> Result<Option<i64>, ToolError> {
     let Some(cursor) = cursor else { return Ok(None) };
-    let refused = || ToolError::InvalidArgument("cursor must be a next_cursor list_recent_changes returned".into());
-    if cursor.bytes().all(|byte| byte.is_ascii_digit()) {
-        return cursor.parse::<i64>().map(Some).map_err(|_| refused());
-    }
     match cursors.open(&binding(account_id), cursor).as_deref() {
         Some([Val::Int(seq)]) if *seq >= 0 => Ok(Some(*seq)),
-        _ => Err(refused()),
+        _ => Err(ToolError::InvalidArgument(
+            "cursor must be a next_cursor list_recent_changes returned to this account; without one it reads from the oldest change kept".into(),
+        )),
     }
 }
 
@@ -102,9 +101,8 @@ mod tests {
         assert!(!sealed.contains("42"), "{sealed}");
         assert!(position(&cursors, "acc_b", Some(&sealed)).is_err(), "another account's cursor");
         assert!(position(&Cursors::new(b"other"), "acc_a", Some(&sealed)).is_err(), "another secret's cursor");
-        // As issued before positions were sealed.
-        assert_eq!(position(&cursors, "acc_a", Some("42")), Ok(Some(42)));
-        for bad in ["-1", "+4", "x", "4.0", "99999999999999999999", ""] {
+        // A bare position, as issued before positions were sealed, is not a cursor.
+        for bad in ["42", "0", "-1", "+4", "x", "4.0", "99999999999999999999", ""] {
             assert!(position(&cursors, "acc_a", Some(bad)).is_err(), "{bad}");
         }
     }

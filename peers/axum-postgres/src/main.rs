@@ -275,7 +275,8 @@ impl App {
     }
 
     fn issue_cursor(&self, binding: &str, created_micros: i64, id: &str) -> String {
-        let payload = serde_json::to_vec(&(created_micros, id)).unwrap_or_default();
+        let mut payload = serde_json::to_vec(&(created_micros, id)).unwrap_or_default();
+        payload.resize(payload.len().div_ceil(32).max(1) * 32, b' ');
         let sealed = self.0.cursor_key.encrypt(Nonce::from_slice(&[0; 12]), Payload { msg: &payload, aad: binding.as_bytes() }).unwrap_or_default();
         let mut bytes = Vec::with_capacity(1 + sealed.len());
         bytes.push(1);
