@@ -48,7 +48,7 @@ impl RedisArgs {
 }
 
 /// How to reach ScyllaDB (or Cassandra standing in for it).
-#[derive(Args, Clone)]
+#[derive(Args, Debug, Clone)]
 pub struct ScyllaArgs {
     /// Comma-separated `host:port` of ScyllaDB nodes.
     #[arg(long, env = "RECAP_SCYLLA_NODES", default_value = "127.0.0.1:9042", value_delimiter = ',')]
@@ -72,7 +72,7 @@ pub struct ScyllaArgs {
     pub scylla_username: Option<String>,
     /// The login's password, never shown.
     #[arg(long, env = "RECAP_SCYLLA_PASSWORD", value_name = "PASSWORD", hide_env_values = true, requires = "scylla_username")]
-    pub scylla_password: Option<String>,
+    pub scylla_password: Option<Secret>,
     /// Connect with TLS: the PEM file of the CA certificates that sign the nodes'. Each
     /// node's certificate must chain to one of them and name the node's IP address.
     #[arg(long, env = "RECAP_SCYLLA_TLS_CA", value_name = "PEM_FILE")]
@@ -86,24 +86,6 @@ pub struct ScyllaArgs {
     pub scylla_tls_key: Option<std::path::PathBuf>,
 }
 
-impl std::fmt::Debug for ScyllaArgs {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("ScyllaArgs")
-            .field("scylla_nodes", &self.scylla_nodes)
-            .field("keyspace", &self.keyspace)
-            .field("consistency", &self.consistency)
-            .field("scylla_timeout_ms", &self.scylla_timeout_ms)
-            .field("write_concurrency", &self.write_concurrency)
-            .field("scylla_username", &self.scylla_username)
-            .field("scylla_password", &self.scylla_password.as_ref().map(|_| "<set>"))
-            .field("scylla_tls_ca", &self.scylla_tls_ca)
-            .field("scylla_tls_cert", &self.scylla_tls_cert)
-            .field("scylla_tls_key", &self.scylla_tls_key)
-            .finish()
-    }
-}
-
 impl ScyllaArgs {
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.scylla_timeout_ms)
@@ -113,7 +95,7 @@ impl ScyllaArgs {
     pub fn cluster(&self) -> anyhow::Result<ScyllaCluster> {
         let mut cluster = ScyllaCluster::open(self.scylla_nodes.clone());
         if let (Some(username), Some(password)) = (&self.scylla_username, &self.scylla_password) {
-            cluster.credentials = Some(Credentials { username: username.clone(), password: password.clone() });
+            cluster.credentials = Some(Credentials { username: username.clone(), password: password.0.clone() });
         }
         if let Some(ca) = &self.scylla_tls_ca {
             let client = self.scylla_tls_cert.as_deref().zip(self.scylla_tls_key.as_deref());

@@ -452,7 +452,7 @@ fn a_revoke_while_a_batch_waits_for_the_store_fences_it_and_the_rebalance_comple
 #[test]
 #[ignore = "needs the real engines: `make up` (make test runs it)"]
 fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::consumer::BaseConsumer;
     let max_poll = Duration::from_secs(10);
     let cluster = Cluster::start(&[
         unlimited(),
@@ -465,12 +465,7 @@ fn a_batch_waiting_past_max_poll_interval_keeps_its_member_in_the_group() {
     cluster.wait_projected();
     let group_id = format!("{}-projector", cluster.id);
     let client: BaseConsumer = kafka_client(&cluster, &format!("{}-observer", cluster.id)).create().unwrap();
-    // The group's state and its members' ids, as the broker's coordinator has them.
-    let membership = || -> (String, Vec<String>) {
-        let list = client.fetch_group_list(Some(&group_id), Duration::from_secs(5)).expect("the group's description");
-        let group = list.groups().iter().find(|group| group.name() == group_id).expect("the projector's group");
-        (group.state().to_string(), group.members().iter().map(|member| member.id().to_string()).collect())
-    };
+    let membership = || recap_testkit::cluster::group_membership(&client, &group_id);
     let before = membership();
     assert_eq!((before.0.as_str(), before.1.len()), ("Stable", 1), "one projector, settled: {before:?}");
 

@@ -711,11 +711,7 @@ fn store_outage_past_max_poll_interval_keeps_the_reader_in_its_group_and_loses_n
     }
     let group_id = format!("{}recap-webhooks", cluster.topic_prefix);
     let client: BaseConsumer = rdkafka::config::ClientConfig::new().set("bootstrap.servers", &cluster.engines.brokers).create().unwrap();
-    let membership = || -> (String, Vec<String>) {
-        let list = client.fetch_group_list(Some(&group_id), Duration::from_secs(5)).expect("the group's description");
-        let group = list.groups().iter().find(|group| group.name() == group_id).expect("the webhooks group");
-        (group.state().to_string(), group.members().iter().map(|member| member.id().to_string()).collect())
-    };
+    let membership = || recap_testkit::cluster::group_membership(&client, &group_id);
     let before = membership();
     assert_eq!((before.0.as_str(), before.1.len()), ("Stable", 1), "one reader, settled: {before:?}");
 

@@ -62,11 +62,7 @@ impl Engines {
 
     /// The store as the driver reaches it: its nodes and its login.
     pub fn cluster(&self) -> recap_scylla::ScyllaCluster {
-        let mut cluster = recap_scylla::ScyllaCluster::open(self.scylla_nodes.split(',').map(str::to_string).collect());
-        if !self.scylla_username.is_empty() {
-            cluster.credentials = Some(recap_scylla::Credentials { username: self.scylla_username.clone(), password: self.scylla_password.clone() });
-        }
-        cluster
+        recap_scylla::ScyllaCluster::from_settings(&self.scylla_nodes, &self.scylla_username, &self.scylla_password)
     }
 }
 

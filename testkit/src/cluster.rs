@@ -70,11 +70,7 @@ impl Engines {
 
     /// The store as the driver reaches it: its nodes and its login.
     pub fn scylla(&self) -> recap_scylla::ScyllaCluster {
-        let mut cluster = recap_scylla::ScyllaCluster::open(self.scylla_nodes.split(',').map(str::to_string).collect());
-        if !self.scylla_username.is_empty() {
-            cluster.credentials = Some(recap_scylla::Credentials { username: self.scylla_username.clone(), password: self.scylla_password.clone() });
-        }
-        cluster
+        recap_scylla::ScyllaCluster::from_settings(&self.scylla_nodes, &self.scylla_username, &self.scylla_password)
     }
 
     /// The settings that give a `recap` process the store's nodes and login.
@@ -86,6 +82,15 @@ impl Engines {
         }
         envs
     }
+}
+
+/// A consumer group's state and its members' ids, as the broker's coordinator has them,
+/// asked through `client` (any client of the cluster).
+pub fn group_membership<C: rdkafka::consumer::ConsumerContext>(client: &rdkafka::consumer::BaseConsumer<C>, group_id: &str) -> (String, Vec<String>) {
+    use rdkafka::consumer::Consumer as _;
+    let list = client.fetch_group_list(Some(group_id), Duration::from_secs(5)).expect("the group's description");
+    let group = list.groups().iter().find(|group| group.name() == group_id).unwrap_or_else(|| panic!("the group {group_id}"));
+    (group.state().to_string(), group.members().iter().map(|member| member.id().to_string()).collect())
 }
 
 static NEXT_RUN: AtomicU64 = AtomicU64::new(0);

@@ -220,14 +220,17 @@ pub async fn run(
         }
         let mut backoff = Duration::from_millis(100);
         let mut paused = Paused::default();
+        let mut batch = decoded(&records);
         loop {
             // Records received before a revocation are fenced: their partitions' next
             // holder reads them (this process too, from the committed offset, should it hold
             // one of them again), so writing them here would hand their first attempts over
             // twice. A rebalance may come while a refused batch waits, the consumer polled.
-            let revocations = ledger.revocations();
+            let (revocations, received) = (ledger.revocations(), records.len());
             records.retain(|(_, seen)| *seen == revocations);
-            let batch = decoded(&records);
+            if records.len() < received {
+                batch = decoded(&records);
+            }
             if batch.is_empty() {
                 break;
             }

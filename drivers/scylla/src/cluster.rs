@@ -32,6 +32,17 @@ impl ScyllaCluster {
         ScyllaCluster { nodes, credentials: None, tls: None }
     }
 
+    /// From settings as `RECAP_SCYLLA_NODES` (comma-separated), `RECAP_SCYLLA_USERNAME` and
+    /// `RECAP_SCYLLA_PASSWORD` give them: no login when the username is empty (what the
+    /// test kit and the benchmarks read from the engines' settings).
+    pub fn from_settings(nodes: &str, username: &str, password: &str) -> ScyllaCluster {
+        let mut cluster = ScyllaCluster::open(nodes.split(',').map(str::to_string).collect());
+        if !username.is_empty() {
+            cluster.credentials = Some(Credentials { username: username.to_owned(), password: password.to_owned() });
+        }
+        cluster
+    }
+
     /// A session builder for these nodes, with the login and TLS set, connections bounded
     /// by `timeout`.
     pub fn builder(&self, timeout: Duration) -> SessionBuilder {

@@ -40,9 +40,6 @@ use async_trait::async_trait;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-
-mod cluster;
-pub use cluster::{Credentials, ScyllaCluster, ScyllaTls};
 use scylla::deserialize::row::{ColumnIterator, DeserializeRow};
 use scylla::deserialize::value::DeserializeValue;
 use scylla::response::query_result::QueryResult;
@@ -57,6 +54,9 @@ use recap_readmodel::driver::{
     check_conditional_write, check_plain_write, now_micros, BodiesPage, Driver, Mutation, Offered, Op, PageBuilder, Row, ScanRange, StoreError,
 };
 use recap_readmodel::table::{cql_type, Clock, ColumnType, Order, Table, Val};
+
+mod cluster;
+pub use cluster::{Credentials, ScyllaCluster, ScyllaTls};
 
 /// How to reach the cluster.
 #[derive(Clone, Debug)]
@@ -1177,13 +1177,12 @@ mod tests {
     /// The store `make up` started (`RECAP_SCYLLA_NODES`), with its login
     /// (`RECAP_SCYLLA_USERNAME`, `RECAP_SCYLLA_PASSWORD`) when it asks for one.
     fn test_cluster() -> ScyllaCluster {
-        let setting = |key: &str| std::env::var(key).ok().filter(|value| !value.is_empty());
-        let mut cluster =
-            ScyllaCluster::open(setting("RECAP_SCYLLA_NODES").unwrap_or_else(|| "127.0.0.1:9042".into()).split(',').map(str::to_string).collect());
-        if let (Some(username), Some(password)) = (setting("RECAP_SCYLLA_USERNAME"), setting("RECAP_SCYLLA_PASSWORD")) {
-            cluster.credentials = Some(Credentials { username, password });
-        }
-        cluster
+        let setting = |key: &str, default: &str| std::env::var(key).unwrap_or_else(|_| default.to_owned());
+        ScyllaCluster::from_settings(
+            &setting("RECAP_SCYLLA_NODES", "127.0.0.1:9042"),
+            &setting("RECAP_SCYLLA_USERNAME", ""),
+            &setting("RECAP_SCYLLA_PASSWORD", ""),
+        )
     }
 
     #[test]
