@@ -75,6 +75,7 @@ use crate::metrics::Stats;
 use crate::recorder::{Linger, Recorder, StateWrite};
 use crate::schedule::{Clock, RetrySchedule};
 pub use crate::shards::Shards;
+use crate::signing::Signer;
 
 /// Settings of the deliverer.
 #[derive(Clone, Debug)]
@@ -920,8 +921,8 @@ async fn drop_delivery(shared: &Shared, queued: &Queued, why: &'static str) -> R
 }
 
 /// Sends the delivery, signed; what became of it.
-async fn send(shared: &Shared, url: &str, message: &PreparedMessage, now: i64, secrets: &[&str]) -> Sent {
-    let headers = match crate::signing::headers(secrets, &message.id, now.div_euclid(1_000_000), &message.body) {
+async fn send(shared: &Shared, url: &str, message: &PreparedMessage, now: i64, signer: &Signer) -> Sent {
+    let headers = match signer.headers(Timestamp(now), &message.id, &message.body) {
         Ok(headers) => headers,
         Err(error) => return Sent { outcome: AttemptOutcome::Unreachable, status: None, error: Some(error.to_string()) },
     };
@@ -968,7 +969,7 @@ async fn what_to_send(shared: &Shared, queued: &Queued) -> Result<Option<(Arc<Pr
         },
     };
     let secrets = store.secrets(&delivery.account_id, &delivery.endpoint_id).await?;
-    Ok(Some((message, Arc::new(PreparedEndpoint { endpoint, secrets, health: Health::Unknown, read_at, changes }))))
+    Ok(Some((message, Arc::new(PreparedEndpoint { endpoint, signer: Signer::new(&secrets), health: Health::Unknown, read_at, changes }))))
 }
 
 /// One attempt of a queued delivery (see the module's steps).
@@ -1015,9 +1016,8 @@ async fn attempt(
         }
     }
     let now = shared.clock.now_micros();
-    let signing = prepared.secrets.signing_at(Timestamp(now));
     let started = Instant::now();
-    let sent = send(shared, &endpoint.url, &message, now, &signing).await;
+    let sent = send(shared, &endpoint.url, &message, now, &prepared.signer).await;
     let elapsed = started.elapsed();
     drop(endpoint_permit);
     // The endpoint's slot is free: its next due delivery need not wait for the poll.

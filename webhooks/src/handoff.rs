@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
 use recap_readmodel::messages::{Message, MessageKind};
-use recap_readmodel::webhooks::{DueDelivery, EndpointRecord, EndpointState, SecretsRecord};
+use recap_readmodel::webhooks::{DueDelivery, EndpointRecord, EndpointState};
 use tokio::sync::Notify;
+
+use crate::signing::Signer;
 
 /// A message as a delivery sends it.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,7 +76,8 @@ impl Health {
 #[derive(Clone, Debug)]
 pub struct PreparedEndpoint {
     pub endpoint: EndpointRecord,
-    pub secrets: SecretsRecord,
+    /// Its secrets, keyed.
+    pub signer: Signer,
     pub health: Health,
     pub read_at: Instant,
     /// The change counts of the endpoint and secret tables taken before they were read,
@@ -475,13 +478,7 @@ mod tests {
                 },
             },
             message: Arc::new(PreparedMessage::new(seq, &message)),
-            endpoint: Arc::new(PreparedEndpoint {
-                endpoint,
-                secrets: SecretsRecord::default(),
-                health: Health::Unknown,
-                read_at: Instant::now(),
-                changes: None,
-            }),
+            endpoint: Arc::new(PreparedEndpoint { endpoint, signer: Signer::default(), health: Health::Unknown, read_at: Instant::now(), changes: None }),
             ticket: Ledger::default().register("0", seq, 1, 0),
         }
     }

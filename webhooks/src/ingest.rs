@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 use crate::deliver::Shards;
 use crate::handoff::{FirstAttempt, Handoff, Health, PreparedEndpoint, PreparedMessage, Ticket};
 use crate::metrics::Stats;
+use crate::signing::Signer;
 
 /// One message as the log carries it: its seq in the account's feed (the outbox's
 /// sequence, or the record's offset), the shard its deliveries go to, the account, what
@@ -278,7 +279,7 @@ pub async fn ingest(store: &WebhookStore, batch: &[LogMessage], now: i64, stats:
                         Secrets::Read(secrets) => secrets,
                         _ => store.secrets(account_id, &endpoint.id).await?,
                     };
-                    Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), secrets, health: Health::of(state), read_at, changes })
+                    Arc::new(PreparedEndpoint { endpoint: endpoint.clone(), signer: Signer::new(&secrets), health: Health::of(state), read_at, changes })
                 }
             };
             *secrets = Secrets::Prepared(endpoint.clone());

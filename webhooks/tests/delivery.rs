@@ -1082,7 +1082,7 @@ async fn a_first_attempt_handed_over_in_memory_waits_until_the_feed_head_covers_
     let secrets = store.secrets("acc_a", "ep").await.unwrap();
     let prepared = PreparedEndpoint {
         endpoint,
-        secrets,
+        signer: recap_webhooks::signing::Signer::new(&secrets),
         health: recap_webhooks::handoff::Health::Unknown,
         read_at: std::time::Instant::now(),
         changes: store.endpoint_changes(),
