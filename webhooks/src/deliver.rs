@@ -238,6 +238,63 @@ impl EndpointQueue {
     }
 }
 
+/// The deliveries queued and not started: each endpoint's queue, and the order the
+/// endpoints take their turns in ([`Deliverer::start_window`]).
+#[derive(Default)]
+struct Window {
+    queues: HashMap<EndpointKey, EndpointQueue>,
+    /// Every endpoint with a queue, once, the one whose turn is next first.
+    turns: VecDeque<EndpointKey>,
+}
+
+impl Window {
+    /// The endpoint's queue, made (its turn after every other's) when it has none.
+    fn queue(&mut self, endpoint: EndpointKey) -> &mut EndpointQueue {
+        match self.queues.entry(endpoint) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                self.turns.push_back(entry.key().clone());
+                entry.insert(EndpointQueue::default())
+            }
+        }
+    }
+
+    fn queues(&mut self) -> impl Iterator<Item = &mut EndpointQueue> {
+        self.queues.values_mut()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Removes the queues left empty, each handed to `dropped` first, and their turns.
+    fn drop_empty(&mut self, mut dropped: impl FnMut(&mut EndpointQueue)) {
+        let before = self.queues.len();
+        self.queues.retain(|_, queue| {
+            if !queue.queued.is_empty() {
+                return true;
+            }
+            dropped(queue);
+            false
+        });
+        if self.queues.len() < before {
+            let queues = &self.queues;
+            self.turns.retain(|endpoint| queues.contains_key(endpoint));
+        }
+    }
+}
+
+/// What an endpoint's turn did ([`Deliverer::start_window`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// It started its next delivery.
+    Started,
+    /// It has nothing to start, or no slot of its own or of its share free.
+    Waits,
+    /// The process's slots are all taken.
+    ProcessFull,
+}
+
 /// What the deliverer shares with its attempts.
 struct Shared {
     store: WebhookStore,
@@ -275,7 +332,7 @@ pub struct Deliverer {
     unproven: Arc<Semaphore>,
     /// The deliveries queued and not started, by endpoint in the order they came: an
     /// attempt that frees a slot starts the next of its endpoint without a scan.
-    window: Mutex<HashMap<EndpointKey, EndpointQueue>>,
+    window: Mutex<Window>,
     /// First attempts taken out of the window to be written as rows, whose write has
     /// not succeeded yet.
     converting: Mutex<Vec<Queued>>,
@@ -440,7 +497,7 @@ impl Deliverer {
         let handed_at = Instant::now();
         for FirstAttempt { due, message, endpoint, ticket } in offered {
             let queued = Queued { due, prepared: Some((message, endpoint)), origin: Origin::Handed { ticket, handed_at } };
-            window.entry(queued.endpoint()).or_default().push(queued, false);
+            window.queue(queued.endpoint()).push(queued, false);
         }
     }
 
@@ -460,7 +517,7 @@ impl Deliverer {
         let Ok(mut window) = self.window.lock() else { return };
         self.shared.handoff.hold(ready.len());
         for queued in ready {
-            window.entry(queued.endpoint()).or_default().push(queued, true);
+            window.queue(queued.endpoint()).push(queued, true);
         }
     }
 
@@ -482,7 +539,7 @@ impl Deliverer {
         let cutoff = Instant::now().checked_sub(hold);
         let held_too_long = |queued: &Queued| matches!((&queued.origin, cutoff), (Origin::Handed { handed_at, .. }, Some(cutoff)) if *handed_at <= cutoff);
         if let Ok(mut window) = self.window.lock() {
-            for queue in window.values_mut() {
+            for queue in window.queues() {
                 if !queue.queued.iter().any(held_too_long) {
                     continue;
                 }
@@ -582,7 +639,7 @@ impl Deliverer {
                 continue;
             }
             let endpoint = (due.delivery.account_id.clone(), due.delivery.endpoint_id.clone());
-            let queue = window.entry(endpoint).or_default();
+            let queue = window.queue(endpoint);
             if queue.scanned >= self.shared.config.window_per_endpoint.min(self.not_answering_bound())
                 && (queue.scanned >= self.shared.config.window_per_endpoint || !self.answering(queue, &due.delivery))
             {
@@ -639,15 +696,11 @@ impl Deliverer {
 
     /// Removes the queues left empty from the window; the rows one left out are read
     /// again.
-    fn drop_empty_queues(&self, window: &mut HashMap<EndpointKey, EndpointQueue>) {
-        window.retain(|_, queue| {
-            if !queue.queued.is_empty() {
-                return true;
-            }
+    fn drop_empty_queues(&self, window: &mut Window) {
+        window.drop_empty(|queue| {
             if let Some((shard, due_at, _)) = queue.left_out.take() {
                 self.revisit(&shard, due_at);
             }
-            false
         });
     }
 
@@ -680,7 +733,7 @@ impl Deliverer {
         let mut forgotten = 0;
         {
             let (Ok(mut window), Ok(mut held)) = (self.window.lock(), self.shared.held.lock()) else { return };
-            for queue in window.values_mut() {
+            for queue in window.queues() {
                 let mut kept = VecDeque::with_capacity(queue.queued.len());
                 while let Some(queued) = queue.pop() {
                     if held_shards.contains(&queued.due.shard) {
@@ -707,35 +760,45 @@ impl Deliverer {
         self.shared.handoff.release(forgotten);
     }
 
-    /// Starts the window's deliveries, each endpoint's in order, while its endpoint
-    /// and the process have free slots.
+    /// Starts the window's deliveries, each endpoint's in order, while its endpoint and
+    /// the process have free slots. The endpoints take turns: they are offered a slot in
+    /// the order of their turns, and one that starts a delivery goes to the back. So
+    /// while the process's slots are all taken, each slot freed goes to the endpoint
+    /// that has waited longest since it last started one (one account's backlog never
+    /// goes whole before another's first delivery), and an endpoint that cannot take it
+    /// (no slot of its own or of its share free) keeps its place.
     fn start_window(&self, attempts: &mut JoinSet<()>) {
         let Ok(mut window) = self.window.lock() else { return };
-        'endpoints: for (endpoint, queue) in window.iter_mut() {
-            if queue.queued.is_empty() {
+        let window = &mut *window;
+        let (mut turn, mut started) = (0, false);
+        loop {
+            if turn == window.turns.len() {
+                // Another pass while the last one started something: those that started
+                // may have slots left, behind the others.
+                if !std::mem::take(&mut started) {
+                    break;
+                }
+                turn = 0;
                 continue;
             }
-            let (in_flight, state_lock) = match &queue.slots {
-                Some(slots) => slots.clone(),
-                None => {
-                    let Some(slots) = self.endpoint_slots(endpoint) else { continue };
-                    queue.slots.insert(slots).clone()
-                }
+            let Some(queue) = window.queues.get_mut(&window.turns[turn]) else {
+                window.turns.remove(turn);
+                continue;
             };
-            while !queue.queued.is_empty() {
-                let Ok(endpoint_permit) = in_flight.clone().try_acquire_owned() else { continue 'endpoints };
-                // An endpoint not known to answer also takes a slot of the unproven
-                // share, and one whose attempts fail a slot of the failing share too.
-                let health = health(&state_lock, queue.queued.front());
-                let Some(shares) = self.shares(health) else { continue 'endpoints };
-                let Ok(global_permit) = self.global.clone().try_acquire_owned() else { break 'endpoints };
-                let Some(queued) = queue.pop() else { break };
-                self.start(attempts, queued, endpoint_permit, (global_permit, shares), state_lock.clone());
+            match self.take_turn(attempts, &window.turns[turn], queue) {
+                Turn::Started => {
+                    started = true;
+                    if let Some(endpoint) = window.turns.remove(turn) {
+                        window.turns.push_back(endpoint);
+                    }
+                }
+                Turn::Waits => turn += 1,
+                Turn::ProcessFull => break,
             }
         }
         // An endpoint drained to a quarter of what it held when a scan left rows of it
         // out: those rows are read again.
-        for queue in window.values_mut() {
+        for queue in window.queues() {
             if let Some((shard, due_at, queued_then)) = &queue.left_out {
                 if queue.scanned <= queued_then / 4 {
                     self.revisit(shard, *due_at);
@@ -743,8 +806,32 @@ impl Deliverer {
                 }
             }
         }
-        self.drop_empty_queues(&mut window);
-        self.rows_queued.store(window.values().map(|queue| queue.scanned).sum(), Ordering::Relaxed);
+        self.drop_empty_queues(window);
+        self.rows_queued.store(window.queues().map(|queue| queue.scanned).sum(), Ordering::Relaxed);
+    }
+
+    /// An endpoint's turn: starts its next queued delivery if its endpoint, its share
+    /// and the process each have a slot free.
+    fn take_turn(&self, attempts: &mut JoinSet<()>, endpoint: &EndpointKey, queue: &mut EndpointQueue) -> Turn {
+        if queue.queued.is_empty() {
+            return Turn::Waits;
+        }
+        let (in_flight, state_lock) = match &queue.slots {
+            Some(slots) => slots.clone(),
+            None => {
+                let Some(slots) = self.endpoint_slots(endpoint) else { return Turn::Waits };
+                queue.slots.insert(slots).clone()
+            }
+        };
+        let Ok(endpoint_permit) = in_flight.try_acquire_owned() else { return Turn::Waits };
+        // An endpoint not known to answer also takes a slot of the unproven share, and
+        // one whose attempts fail a slot of the failing share too.
+        let health = health(&state_lock, queue.queued.front());
+        let Some(shares) = self.shares(health) else { return Turn::Waits };
+        let Ok(global_permit) = self.global.clone().try_acquire_owned() else { return Turn::ProcessFull };
+        let Some(queued) = queue.pop() else { return Turn::Waits };
+        self.start(attempts, queued, endpoint_permit, (global_permit, shares), state_lock);
+        Turn::Started
     }
 
     /// Whether the next round scans again at once: the last scan left more rows due,

@@ -263,6 +263,42 @@ async fn a_hanging_endpoint_never_delays_another() {
     task.await.unwrap();
 }
 
+/// With the process's slots all taken, the endpoints waiting take turns for each slot
+/// freed: one process slot here, four endpoints with five deliveries each, and every
+/// endpoint gets its k-th delivery before any gets its (k+1)-th, rather than one
+/// endpoint's whole backlog going first.
+#[tokio::test]
+async fn with_the_process_slots_all_taken_endpoints_take_turns() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    let accounts = ["acc_a", "acc_b", "acc_c", "acc_d"];
+    for account in accounts {
+        setup.endpoint(account, "ep", &format!("{}/{account}", receiver.url), &[], true, 1).await;
+    }
+    setup.outbox(&backlog(&accounts, 5, 1)).await;
+    let clock = ManualClock::at(START);
+    let mut runtime = runtime(&setup, &clock, Duration::from_secs(2));
+    runtime.deliverer.global = 1;
+    let (stop, task) = start(runtime);
+    let received = receiver.wait_for(|received| received.len() == 20).await;
+    let order: Vec<&str> = received.iter().map(|request| request.path.trim_start_matches('/')).collect();
+    // The k-th delivery of each endpoint, by the index it arrived at.
+    let mut seen = std::collections::HashMap::<&str, usize>::new();
+    let turns: Vec<usize> = order
+        .iter()
+        .map(|account| {
+            let count = seen.entry(account).or_default();
+            *count += 1;
+            *count
+        })
+        .collect();
+    let in_turn = turns.windows(2).all(|pair| pair[1] >= pair[0]);
+    assert!(in_turn, "the endpoints did not take turns: {order:?}");
+    assert_eq!(seen.len(), 4, "{order:?}");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
 /// A dead endpoint's backlog of rows, due before everyone else's, never keeps the
 /// others' rows unread: past its bound in the window (twice its slots, as it is not
 /// known to answer), the scans go on past its rows, page after page, to the rows of
