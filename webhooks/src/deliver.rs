@@ -1118,7 +1118,7 @@ async fn attempt(
     crate::metrics::record_attempt(label, elapsed.as_secs_f64());
 
     let succeeded = sent.outcome == AttemptOutcome::Succeeded;
-    let next_due = if succeeded { None } else { shared.config.schedule.next_due(delivery.attempt, now) };
+    let next_due = if succeeded { None } else { shared.config.schedule.next_due(&delivery.id(), delivery.attempt, due.due_at, now) };
     let record = AttemptRecord {
         id: format!("att_{}", uuid::Uuid::new_v4().simple()),
         endpoint_created_version: Some(endpoint.created_version),

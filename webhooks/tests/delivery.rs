@@ -324,6 +324,40 @@ async fn a_dead_endpoints_rows_due_first_never_keep_the_scans_from_the_rows_afte
     task.await.unwrap();
 }
 
+/// An attempt made twice, by two processes over a rebalance (or again after its row's
+/// removal was lost), schedules its next attempt once: both write the same row, so the
+/// delivery goes on as one chain of retries, not two.
+#[tokio::test]
+async fn an_attempt_made_twice_schedules_one_next_attempt_not_two() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &format!("{}/hang", receiver.url), &[], true, 1).await;
+    // Its second attempt, due a minute ago.
+    retry_rows(&setup, std::iter::once("acc_a")).await;
+    let clock = ManualClock::at(START);
+    let jittered = |mut runtime: recap_webhooks::Runtime| {
+        runtime.deliverer.schedule = recap_webhooks::RetrySchedule::default();
+        runtime
+    };
+    let (stop_a, task_a) = start(jittered(runtime(&setup, &clock, Duration::from_secs(1))));
+    receiver.wait_for(|received| received.len() == 1).await;
+    // A second process, two seconds later, finds the row still there while the first
+    // one's attempt is under way, and makes it too.
+    clock.advance(Duration::from_secs(2));
+    let (stop_b, task_b) = start(jittered(runtime(&setup, &clock, Duration::from_secs(1))));
+    receiver.wait_for(|received| received.len() == 2).await;
+    eventually("both attempts time out and are recorded", || async {
+        let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
+        attempts.len() == 2 && pending(&setup, &clock).await.iter().all(|due| due.delivery.attempt == 3)
+    })
+    .await;
+    let pending = pending(&setup, &clock).await;
+    assert_eq!(pending.len(), 1, "one next attempt, not one a process: {pending:?}");
+    let _ = (stop_a.send(true), stop_b.send(true));
+    task_a.await.unwrap();
+    task_b.await.unwrap();
+}
+
 /// A message of each of `accounts` in turn (seqs from 1), in its feed, and its delivery
 /// to the account's endpoint `ep` as a row of a second attempt, due every half second
 /// from a minute ago (past the shard's low minute, two minutes before it is first held).
