@@ -764,8 +764,8 @@ impl Deliverer {
     /// the process have free slots. The endpoints take turns: they are offered a slot in
     /// the order of their turns, and one that starts a delivery goes to the back. So
     /// while the process's slots are all taken, each slot freed goes to the endpoint
-    /// that has waited longest since it last started one (one account's backlog never
-    /// goes whole before another's first delivery), and an endpoint that cannot take it
+    /// that has waited longest since it last started one (one endpoint's backlog never
+    /// goes whole before another's next delivery), and an endpoint that cannot take it
     /// (no slot of its own or of its share free) keeps its place.
     fn start_window(&self, attempts: &mut JoinSet<()>) {
         let Ok(mut window) = self.window.lock() else { return };

@@ -2,11 +2,12 @@
 //! forward through days of retries) and the retry schedule.
 //!
 //! The schedule follows Svix's: after the first attempt fails, retries come 5 s, 5 min,
-//! 30 min, 2 h, 5 h, 10 h, 14 h, 20 h and 24 h after the previous one (about 3 days and
-//! 3½ hours in all), each delay moved by up to ±20 % so that the retries of many
-//! deliveries that failed together (an endpoint that was down) do not arrive together.
-//! How much is the delivery's own: a hash of its id and the attempt decides it, so that
-//! a retry made twice schedules the same next one ([`RetrySchedule::next_due`]).
+//! 30 min, 2 h, 5 h, 10 h, 14 h, 20 h and 24 h apart (about 3 days and 3½ hours in all),
+//! each delay moved by up to ±20 % so that the retries of many deliveries that failed
+//! together (an endpoint that was down) do not arrive together. How much is the
+//! delivery's own: a hash of its id and the attempt decides it. A delay counts from the
+//! failed attempt, or from when a retry was planned if it was made on time, so that a
+//! retry made twice schedules the same next one ([`RetrySchedule::next_due`]).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -57,7 +58,8 @@ pub(crate) fn micros(duration: Duration) -> i64 {
 /// The delays between attempts and how much each is moved by its jitter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetrySchedule {
-    /// The delay before attempt `n + 2` after attempt `n + 1` failed.
+    /// The delay before attempt `n + 2` once attempt `n + 1` failed (counted as
+    /// [`RetrySchedule::next_due`] says).
     pub delays: Vec<Duration>,
     /// The largest fraction a delay is moved by, either way (0.2 = ±20 %).
     pub jitter: f64,

@@ -339,12 +339,14 @@ async fn an_attempt_made_twice_schedules_one_next_attempt_not_two() {
         runtime.deliverer.schedule = recap_webhooks::RetrySchedule::default();
         runtime
     };
-    let (stop_a, task_a) = start(jittered(runtime(&setup, &clock, Duration::from_secs(1))));
+    // Attempts time out after 5 s: the second process has that long to start and find
+    // the row.
+    let (stop_a, task_a) = start(jittered(runtime(&setup, &clock, Duration::from_secs(5))));
     receiver.wait_for(|received| received.len() == 1).await;
     // A second process, two seconds later, finds the row still there while the first
     // one's attempt is under way, and makes it too.
     clock.advance(Duration::from_secs(2));
-    let (stop_b, task_b) = start(jittered(runtime(&setup, &clock, Duration::from_secs(1))));
+    let (stop_b, task_b) = start(jittered(runtime(&setup, &clock, Duration::from_secs(5))));
     receiver.wait_for(|received| received.len() == 2).await;
     eventually("both attempts time out and are recorded", || async {
         let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
