@@ -61,6 +61,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
+use futures::FutureExt;
 use recap_readmodel::driver::now_micros;
 use recap_readmodel::webhooks::{minute_start, AttemptOutcome, AttemptRecord, Delivery, DueDelivery, EndpointState, WebhookStore};
 use recap_readmodel::StoreError;
@@ -153,10 +155,15 @@ struct EndpointSlots {
 struct CachedState {
     state: Option<EndpointState>,
     ts: i64,
-    /// The state disables the endpoint and that disable's record is not written yet:
-    /// later states carry it, but no delivery is dropped for it until it is written.
-    disable_unwritten: bool,
+    /// The state disables the endpoint and that disable's record is being written:
+    /// later states carry it, and an attempt that finds it waits for the write (the
+    /// same one the disabling attempt waits for), then drops its delivery if it was
+    /// written and sends it if it failed. None once written.
+    disable_write: Option<RecordWrite>,
 }
+
+/// An attempt's record being written, which more than one attempt may wait for.
+type RecordWrite = futures::future::Shared<futures::future::BoxFuture<'static, Result<(), StoreError>>>;
 
 /// A row's key: shard, due time, delivery id.
 type DeliveryKey = (String, i64, String);
@@ -1090,7 +1097,13 @@ async fn attempt(
             None => store.endpoint_state(&delivery.account_id, &delivery.endpoint_id).await?,
         };
         let disables = cached.state.insert(state).disables(endpoint);
-        disables && !cached.disable_unwritten
+        disables.then(|| cached.disable_write.clone())
+    };
+    let disabled = match disabled {
+        None => false,
+        Some(None) => true,
+        // The disable's record is still being written: acted on once it is.
+        Some(Some(write)) => write.await.is_ok(),
     };
     if disabled {
         return drop_delivery(shared, queued, "endpoint disabled for failing").await;
@@ -1169,23 +1182,37 @@ async fn attempt(
                 }
             }
             // Handed in under the lock: the recorder keeps the last of one endpoint's states.
-            let write = StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts };
-            cached.disable_unwritten |= disabling;
-            Some(write)
+            Some(StateWrite { endpoint: (delivery.account_id.clone(), delivery.endpoint_id.clone()), state: state.clone(), ts })
         };
-        shared.recorder.submit_attempt(rows, state, removal)
+        let (recorded, removed) = shared.recorder.submit_attempt(rows, state, removal);
+        // A disable's record is waited for by the attempts that find the disable too.
+        let recorded = if disabling {
+            let write = recorded.written().boxed().shared();
+            cached.disable_write = Some(write.clone());
+            Either::Right(write)
+        } else {
+            Either::Left(recorded)
+        };
+        (recorded, removed)
     };
-    if let Err(error) = recorded.written().await {
+    let (written, disable) = match recorded {
+        Either::Left(pending) => (pending.written().await, None),
+        Either::Right(write) => (write.clone().await, Some(write)),
+    };
+    if let Err(error) = written {
         // The state handed in with the record may not be the store's: read again at the
         // next attempt, so that nothing not written (a disable above all) is acted on.
         let mut cached = state_lock.lock().await;
         cached.state = None;
-        cached.disable_unwritten = false;
+        cached.disable_write = None;
         return Err(error);
     }
-    if disabling {
-        // Written: from now on the endpoint's deliveries are dropped.
-        state_lock.lock().await.disable_unwritten = false;
+    if let Some(write) = disable {
+        // Written: from now on the endpoint's deliveries are dropped at once.
+        let mut cached = state_lock.lock().await;
+        if cached.disable_write.as_ref().is_some_and(|pending| pending.ptr_eq(&write)) {
+            cached.disable_write = None;
+        }
     }
     if let Some(next_due) = next_due {
         shared.shards.lower(&due.shard, next_due);

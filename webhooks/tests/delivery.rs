@@ -617,6 +617,62 @@ async fn an_endpoint_failing_through_the_whole_schedule_is_disabled_until_an_ups
 /// again (as any attempt whose record failed), and the endpoint is disabled once the
 /// store has it, rather than its deliveries dropped while the store still shows it
 /// enabled.
+/// A delivery whose attempt finds the endpoint disabled by another attempt whose record
+/// is still being written waits for that write, and is dropped once it lands: it is not
+/// sent to the endpoint the last attempt just disabled.
+#[tokio::test]
+async fn a_delivery_that_finds_a_disable_being_written_waits_for_it_and_is_dropped() {
+    let setup = setup().await;
+    let receiver = Receiver::start(&[]).await;
+    setup.endpoint("acc_a", "ep", &format!("{}/hang", receiver.url), &[], true, 7).await;
+    let store = &setup.webhooks;
+    // Failing for longer than the whole schedule, with two deliveries due: the first at
+    // its last attempt, the second at its third.
+    let failing = EndpointState { failing_since: Some(Timestamp(START - 4 * 24 * 3600 * SECOND)), ..EndpointState::default() };
+    store.save_endpoint_state("acc_a", "ep", &failing).await.unwrap();
+    let mut rows = Vec::new();
+    for (seq, attempt) in [(1i64, 10u32), (2, 3)] {
+        let created = message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}"));
+        store.claim_many(&[("acc_a", seq, &created.message)]).await.unwrap();
+        rows.push(store.feed_row("acc_a", seq, &created.message));
+        rows.push(store.head_row("acc_a", seq));
+        let delivery = recap_readmodel::webhooks::Delivery {
+            account_id: "acc_a".into(),
+            endpoint_id: "ep".into(),
+            endpoint_created_version: Some(1),
+            message_id: created.message.id.clone(),
+            seq,
+            attempt,
+        };
+        rows.push(store.retry_row("0", START - 3 * SECOND + seq * SECOND, &delivery));
+    }
+    store.write(rows).await.unwrap();
+    let faulty = recap_testkit::FaultyDriver::new(setup.driver());
+    let clock = ManualClock::at(START);
+    // Attempts time out after a second, and one at a time.
+    let mut one_at_a_time = runtime(&setup, &clock, Duration::from_secs(1));
+    one_at_a_time.deliverer.per_endpoint = 1;
+    one_at_a_time.driver = std::sync::Arc::new(faulty.clone());
+    one_at_a_time.store = recap_readmodel::webhooks::WebhookStore::new(std::sync::Arc::new(faulty.clone()), recap_readmodel::webhooks::DEFAULT_RETENTION);
+    let (stop, task) = start(one_at_a_time);
+    receiver.wait_for(|received| received.len() == 1).await;
+    // While the last attempt hangs: its record, which disables the endpoint, will wait
+    // to be written.
+    faulty.hold_writes();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(receiver.received().len(), 1, "the second delivery waits for the disable being written, unsent");
+    faulty.release_writes();
+    eventually("the endpoint is disabled and the second delivery dropped", || async {
+        store.endpoint_state("acc_a", "ep").await.unwrap().disabled_version == Some(7) && pending(&setup, &clock).await.is_empty()
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 1, "nothing sent after the last attempt disabled the endpoint");
+    let (attempts, _) = store.attempts("acc_a", "ep", None, 10).await.unwrap();
+    assert_eq!(attempts.iter().map(|attempt| attempt.attempt).collect::<Vec<_>>(), vec![10], "only the last attempt was made");
+    let _ = stop.send(true);
+    task.await.unwrap();
+}
+
 #[tokio::test]
 async fn a_disable_whose_record_was_not_written_drops_nothing() {
     use recap_readmodel::tables::WEBHOOK_ATTEMPTS;
