@@ -160,6 +160,14 @@ pub struct SigningSecret {
     pub expires_at: Option<Timestamp>,
 }
 
+impl SigningSecret {
+    /// Whether a secret that stops signing at `expires_at` (None: the current one) signs
+    /// a delivery made at `now`.
+    pub fn signs(expires_at: Option<Timestamp>, now: Timestamp) -> bool {
+        expires_at.is_none_or(|expires_at| expires_at > now)
+    }
+}
+
 impl std::fmt::Debug for SigningSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SigningSecret").field("secret", &"(redacted)").field("expires_at", &self.expires_at).finish()
@@ -177,7 +185,7 @@ impl SecretsRecord {
     /// The secrets that sign a delivery made at `now`: the current one and any previous
     /// one still in its overlap.
     pub fn signing_at(&self, now: Timestamp) -> Vec<&str> {
-        self.secrets.iter().filter(|secret| secret.expires_at.is_none_or(|expires_at| expires_at > now)).map(|secret| secret.secret.as_str()).collect()
+        self.secrets.iter().filter(|secret| SigningSecret::signs(secret.expires_at, now)).map(|secret| secret.secret.as_str()).collect()
     }
 }
 

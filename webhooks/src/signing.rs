@@ -13,7 +13,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
-use recap_readmodel::webhooks::SecretsRecord;
+use recap_readmodel::webhooks::{SecretsRecord, SigningSecret};
 use recap_schemas::Timestamp;
 use sha2::Sha256;
 
@@ -118,7 +118,7 @@ impl Signer {
     /// The headers of `body` sent as message `id` at `now`, signed by every secret
     /// signing then ([`SecretsRecord::signing_at`]).
     pub fn headers(&self, now: Timestamp, id: &str, body: &[u8]) -> Result<[(&'static str, String); 3], SigningError> {
-        let signing = self.keys.iter().filter(|(_, expires_at)| expires_at.is_none_or(|expires_at| expires_at > now));
+        let signing = self.keys.iter().filter(|(_, expires_at)| SigningSecret::signs(*expires_at, now));
         signed_headers(signing.map(|(key, _)| key.as_ref()), id, now.0.div_euclid(1_000_000), body)
     }
 }
@@ -132,8 +132,6 @@ impl std::fmt::Debug for Signer {
 
 #[cfg(test)]
 mod tests {
-    use recap_readmodel::webhooks::SigningSecret;
-
     use super::*;
 
     // The example of the Standard Webhooks specification and its reference libraries.

@@ -364,9 +364,14 @@ async fn an_attempt_made_twice_schedules_one_next_attempt_not_two() {
 /// to the account's endpoint `ep` as a row of a second attempt, due every half second
 /// from a minute ago (past the shard's low minute, two minutes before it is first held).
 async fn retry_rows(setup: &Setup, accounts: impl Iterator<Item = &'static str>) {
+    retry_rows_of_attempts(setup, accounts.map(|account| (account, 2))).await;
+}
+
+/// As [`retry_rows`], each delivery at the attempt given with its account.
+async fn retry_rows_of_attempts(setup: &Setup, deliveries: impl Iterator<Item = (&'static str, u32)>) {
     let store = &setup.webhooks;
     let mut rows = Vec::new();
-    for (index, account) in accounts.enumerate() {
+    for (index, (account, attempt)) in deliveries.enumerate() {
         let seq = index as i64 + 1;
         let created = message(account, MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}"));
         store.claim_many(&[(account, seq, &created.message)]).await.unwrap();
@@ -378,7 +383,7 @@ async fn retry_rows(setup: &Setup, accounts: impl Iterator<Item = &'static str>)
             endpoint_created_version: Some(1),
             message_id: created.message.id.clone(),
             seq,
-            attempt: 2,
+            attempt,
         };
         rows.push(store.retry_row("0", START - 60 * SECOND + seq * SECOND / 2, &delivery));
     }
@@ -630,23 +635,7 @@ async fn a_delivery_that_finds_a_disable_being_written_waits_for_it_and_is_dropp
     // its last attempt, the second at its third.
     let failing = EndpointState { failing_since: Some(Timestamp(START - 4 * 24 * 3600 * SECOND)), ..EndpointState::default() };
     store.save_endpoint_state("acc_a", "ep", &failing).await.unwrap();
-    let mut rows = Vec::new();
-    for (seq, attempt) in [(1i64, 10u32), (2, 3)] {
-        let created = message("acc_a", MessageKind::MeetingCreated, &format!("evt_{seq}"), &format!("mtg_{seq}"));
-        store.claim_many(&[("acc_a", seq, &created.message)]).await.unwrap();
-        rows.push(store.feed_row("acc_a", seq, &created.message));
-        rows.push(store.head_row("acc_a", seq));
-        let delivery = recap_readmodel::webhooks::Delivery {
-            account_id: "acc_a".into(),
-            endpoint_id: "ep".into(),
-            endpoint_created_version: Some(1),
-            message_id: created.message.id.clone(),
-            seq,
-            attempt,
-        };
-        rows.push(store.retry_row("0", START - 3 * SECOND + seq * SECOND, &delivery));
-    }
-    store.write(rows).await.unwrap();
+    retry_rows_of_attempts(&setup, [("acc_a", 10), ("acc_a", 3)].into_iter()).await;
     let faulty = recap_testkit::FaultyDriver::new(setup.driver());
     let clock = ManualClock::at(START);
     // Attempts time out after a second, and one at a time.
