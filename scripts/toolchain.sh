@@ -16,7 +16,10 @@ if command -v rustup >/dev/null 2>&1; then
   done
 fi
 # librdkafka is a C and C++ cmake project; OpenSSL, built with it, needs perl and make.
-packages=(cmake pkg-config g++ perl make)
+# librdkafka's sources include curl's header even when built without curl (its
+# configuration defines WITH_OAUTHBEARER_OIDC to 0, and one file tests it with #ifdef),
+# so the header must be there, though nothing links libcurl.
+packages=(cmake pkg-config g++ perl make libcurl4-openssl-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
