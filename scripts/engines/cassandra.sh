@@ -143,11 +143,23 @@ extendedKeyUsage=serverAuth"
 # anything, as recap's migrate needs to). bcrypt's work factor is the smallest
 # (`-Dcassandra.auth_bcrypt_gensalt_log2_rounds=4`): the node checks the password of every
 # connection the tests open, which at the default factor costs tens of milliseconds each.
-# Its password is set again at every start, so a change of it in common.sh takes.
+# A login made at an earlier start gets its password set again, so that a change of it
+# in common.sh takes; a new one is only made. Cassandra refuses a role's password change
+# within 5 s of the last (making the role counts), so a start right after another waits
+# that long and sets it again. No login is tried before: a refused one would stay in
+# the node's credentials cache (credentials_validity) after the password is set.
 ensure_login() {
-  cql "CREATE ROLE IF NOT EXISTS $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" \
-    "ALTER ROLE $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" >/dev/null ||
-    die "could not create the login $CQL_USERNAME"
+  local existing
+  existing=$(cql "SELECT role FROM system_auth.roles WHERE role = '$CQL_USERNAME'") ||
+    die "could not read the roles"
+  if [ -z "$existing" ]; then
+    cql "CREATE ROLE IF NOT EXISTS $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true" >/dev/null ||
+      die "could not create the login $CQL_USERNAME"
+    return
+  fi
+  local alter="ALTER ROLE $CQL_USERNAME WITH PASSWORD = '$CQL_PASSWORD' AND LOGIN = true"
+  cql "$alter" >/dev/null 2>&1 || { sleep 5 && cql "$alter" >/dev/null; } ||
+    die "could not set the password of the login $CQL_USERNAME"
 }
 
 configure() {
