@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{distributed, serve, webhooks};
+use crate::{distributed, listen, serve, webhooks};
 
 #[derive(Parser, Debug)]
 #[command(name = "recap", version, about = "The read side of the meeting-notes service: REST API v1 and MCP server over a projected read model")]
@@ -35,6 +35,9 @@ pub enum Command {
     Mcp(distributed::McpRoleConfig),
     /// Distributed edition: the account feeds and webhook deliveries, from the message topic.
     Webhooks(webhooks::WebhooksRoleConfig),
+    /// Development: a webhook receiver that verifies each delivery (Standard Webhooks)
+    /// with the endpoint's secret and prints its message.
+    Listen(listen::ListenArgs),
 }
 
 impl Command {
@@ -48,6 +51,7 @@ impl Command {
             Command::QueryApi(_) => "query-api",
             Command::Mcp(_) => "mcp",
             Command::Webhooks(_) => "webhooks",
+            Command::Listen(_) => "listen",
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod demo;
 pub mod distributed;
 pub mod http;
+pub mod listen;
 pub mod serve;
 pub mod telemetry;
 pub mod webhooks;

@@ -2,14 +2,15 @@
 //! defined in the library (`src/cli.rs`); this file only parses it and starts the role
 //! asked for: `serve` (the embedded edition: projector + REST + MCP over one data dir),
 //! `events append` (adds contract events to the embedded log or publishes them to
-//! Kafka), and the distributed roles `projector`, `query-api`, `mcp`, `webhooks` and `migrate`.
+//! Kafka), the distributed roles `projector`, `query-api`, `mcp`, `webhooks` and `migrate`,
+//! and `listen` (a webhook receiver for development).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use recap::cli::{self, Cli, Command, EventsCommand};
 use recap::telemetry::Telemetry;
-use recap::{distributed, serve, webhooks};
+use recap::{distributed, listen, serve, webhooks};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Command::Mcp(config) => run_async("recap mcp", distributed::mcp(config, telemetry.clone())),
         Command::Webhooks(config) => run_async("recap webhooks", webhooks::role(config, telemetry.clone())),
         Command::Serve(config) => run_async("recap serve", serve::run(config, telemetry.clone())),
+        Command::Listen(args) => run_async("recap listen", listen::run(args)),
     };
     // The spans of the last requests and the last metrics go out before the exit.
     telemetry.shutdown();
