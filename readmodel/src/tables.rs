@@ -396,6 +396,15 @@ pub static WEBHOOK_SHARDS: Table = Table {
     clock: Clock::Wall,
 };
 
+pub static WEBHOOK_PROGRESS: Table = Table {
+    id: 42,
+    name: "webhook_progress",
+    doc: "delivery: per delivery that made a retry, the furthest attempt made and whether it was delivered, written after the attempt's record and next retry row, so that a second retry row of one attempt (a first attempt made twice, a retry made again late) is dropped when it comes due instead of going on as a second chain; body {attempt, delivered}; write time = 2 attempt + delivered, so the furthest stands; kept the feed's retention",
+    partition: &[text("delivery_id")],
+    clustering: &[],
+    clock: Clock::Version,
+};
+
 /// Word timings per TRANSCRIPT_WORDS row: the largest page get_meeting_transcript
 /// serves, so any page reads at most two rows.
 pub const WORDS_PER_CHUNK: usize = 500;
@@ -442,6 +451,7 @@ pub static ALL: &[&Table] = &[
     &WEBHOOK_SHARDS,
     &FEED_FLOORS,
     &MESSAGE_CLAIMS,
+    &WEBHOOK_PROGRESS,
 ];
 
 pub fn by_id(id: u8) -> Option<&'static Table> {

@@ -38,7 +38,7 @@ use crate::messages::{Message, MessageKind};
 use crate::table::{Table, Val};
 use crate::tables::{
     CLAIMS_SINCE_DAY, FEED, FEED_FLOORS, FEED_FLOOR_HOUR_US, FEED_HEADS, MESSAGES_BY_ID, MESSAGE_CLAIMS, WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES,
-    WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_RETRIES, WEBHOOK_SECRETS, WEBHOOK_SHARDS,
+    WEBHOOK_ENDPOINTS, WEBHOOK_ENDPOINT_STATES, WEBHOOK_PROGRESS, WEBHOOK_RETRIES, WEBHOOK_SECRETS, WEBHOOK_SHARDS,
 };
 
 /// The write time of a claim of `message_claims` for `seq`: it falls as the seq grows,
@@ -323,6 +323,28 @@ pub struct DueDelivery {
     pub shard: String,
     pub due_at: i64,
     pub delivery: Delivery,
+}
+
+/// How far a delivery went (the body of its `webhook_progress` row): the furthest retry
+/// made, and whether it delivered the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub attempt: u32,
+    pub delivered: bool,
+}
+
+impl Progress {
+    /// The row's write time: a further attempt outranks an earlier one, and a delivery
+    /// the failure of the same attempt, whichever lands last.
+    pub fn rank(self) -> i64 {
+        2 * i64::from(self.attempt) + i64::from(self.delivered)
+    }
+
+    /// Whether a row scheduling `attempt` is left over: that attempt, or a later one,
+    /// was made already, or the message was delivered.
+    pub fn covers(self, attempt: u32) -> bool {
+        self.delivered || self.attempt >= attempt
+    }
 }
 
 /// What the store keeps of one shard's queue (the body of its `webhook_shards` row).
@@ -965,6 +987,30 @@ impl WebhookStore {
             clustering: vec![Val::Int(due.due_at), Val::text(due.delivery.id())],
             op: Op::Purge,
             ts: now_micros(),
+        }
+    }
+
+    /// The row that says `delivery` made its attempt `delivery.attempt` (a retry), and
+    /// whether it was delivered. Written after the attempt's record and its next retry
+    /// row (in the same write where writes are atomic), so a retry row whose attempt it
+    /// covers has nothing left to do ([`WebhookStore::progress`]).
+    pub fn progress_row(&self, delivery: &Delivery, delivered: bool) -> Mutation {
+        let progress = Progress { attempt: delivery.attempt, delivered };
+        Mutation {
+            table: &WEBHOOK_PROGRESS,
+            partition: vec![Val::text(delivery.id())],
+            clustering: vec![],
+            op: Op::Put { body: encode(&progress), expires_at: Some(now_micros().saturating_add(micros(self.retention))) },
+            ts: progress.rank(),
+        }
+    }
+
+    /// How far `delivery` went: its furthest retry made, None when it made none (or the
+    /// row expired).
+    pub async fn progress(&self, delivery: &Delivery) -> Result<Option<Progress>, StoreError> {
+        match self.driver.get(&WEBHOOK_PROGRESS, &[Val::text(delivery.id())], &[]).await? {
+            Some(row) => Ok(Some(decode(&WEBHOOK_PROGRESS, &row.body)?)),
+            None => Ok(None),
         }
     }
 

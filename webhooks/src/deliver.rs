@@ -1077,6 +1077,13 @@ async fn attempt(
     let due = &queued.due;
     let delivery = &due.delivery;
     let store = &shared.store;
+    if matches!(queued.origin, Origin::Row) && delivery.attempt > 1 && store.progress(delivery).await?.is_some_and(|progress| progress.covers(delivery.attempt)) {
+        // Another row of the same attempt was made already (or the message delivered):
+        // this one is a leftover, removed without counting as a delivery's end.
+        shared.recorder.write(vec![store.retry_done_row(due)]).await?;
+        tracing::debug!(attempt = delivery.attempt, "retry made already: its second row removed");
+        return Ok(Ended::Done);
+    }
     let Some((message, prepared)) = what_to_send(shared, queued).await? else { return Ok(Ended::Done) };
     let endpoint = &prepared.endpoint;
     if !delivery.is_for(endpoint) {
@@ -1150,7 +1157,16 @@ async fn attempt(
         shared.shards.prepare(store, &due.shard, now).await?;
         rows.push(store.retry_row(&due.shard, next_due, &Delivery { attempt: delivery.attempt + 1, ..delivery.clone() }));
     }
-    let removal = matches!(queued.origin, Origin::Row).then(|| store.retry_done_row(due));
+    // A retry's removal says how far the delivery went: a second row of this attempt
+    // (a first attempt made twice, a retry made again late) is then dropped when it
+    // comes due, not made into a second chain of retries.
+    let removal = matches!(queued.origin, Origin::Row).then(|| {
+        let mut removal = vec![store.retry_done_row(due)];
+        if delivery.attempt > 1 {
+            removal.push(store.progress_row(delivery, succeeded));
+        }
+        removal
+    });
     let mut disabling = false;
     let (recorded, removed) = {
         let mut cached = state_lock.lock().await;

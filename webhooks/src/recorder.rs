@@ -68,8 +68,9 @@ struct Submission {
     rows: Vec<Mutation>,
     state: Option<StateWrite>,
     written: Written,
-    /// A removal written only after `rows`, and told through its own sender.
-    removal: Option<(Mutation, Written)>,
+    /// A removal (with the delivery's progress, for a retry) written only after
+    /// `rows`, and told through its own sender.
+    removal: Option<(Vec<Mutation>, Written)>,
 }
 
 /// The deliverer's writer. Cheap to clone; its task ends with the last clone.
@@ -105,10 +106,10 @@ impl Recorder {
     }
 
     /// Hands in an attempt's record (`rows` and the endpoint's `state`, when it has one
-    /// to keep) and, for a delivery that has a row, the row's removal: the first
-    /// resolves once the record is written, the second once the removal is, never
-    /// before the record.
-    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: Option<StateWrite>, removal: Option<Mutation>) -> (Pending, Option<Pending>) {
+    /// to keep) and, for a delivery that has a row, the row's removal (and the rows
+    /// that go with it): the first resolves once the record is written, the second once
+    /// the removal is, never before the record.
+    pub fn submit_attempt(&self, rows: Vec<Mutation>, state: Option<StateWrite>, removal: Option<Vec<Mutation>>) -> (Pending, Option<Pending>) {
         let (written, record) = oneshot::channel();
         let Some(removal) = removal else {
             let _ = self.submissions.send(Submission { rows, state, written, removal: None });
@@ -128,7 +129,7 @@ impl Recorder {
 async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedReceiver<Submission>) {
     let atomic = store.writes_atomically();
     // Removals whose records are written, for the next group (non-atomic stores).
-    let mut removals: Vec<(Mutation, Written)> = Vec::new();
+    let mut removals: Vec<(Vec<Mutation>, Written)> = Vec::new();
     loop {
         let first = if removals.is_empty() {
             match received.recv().await {
@@ -138,7 +139,7 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
         } else {
             received.try_recv().ok()
         };
-        let mut count = removals.len();
+        let mut count = removals.iter().map(|(removal, _)| removal.len()).sum::<usize>();
         let mut group = Vec::new();
         if let Some(first) = first {
             count += first.rows.len() + 2;
@@ -169,7 +170,7 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
         let mut rows = Vec::with_capacity(count);
         let mut told = Vec::with_capacity(group.len() + removals.len());
         for (removal, removed) in removals.drain(..) {
-            rows.push(removal);
+            rows.extend(removal);
             told.push(removed);
         }
         let mut states: HashMap<EndpointKey, (EndpointState, i64)> = HashMap::new();
@@ -182,7 +183,7 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
             told.push(submission.written);
             match submission.removal {
                 Some((removal, removed)) if atomic => {
-                    rows.push(removal);
+                    rows.extend(removal);
                     told.push(removed);
                 }
                 Some(removal) => after.push(removal),
@@ -330,7 +331,7 @@ mod tests {
                 next_attempt_at: None,
             };
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 7 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(store.retry_done_row(&due)));
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
             recorded.written().await.unwrap();
             removed.unwrap().written().await.unwrap();
             let expected = if atomic {
@@ -343,7 +344,7 @@ mod tests {
             // A record that cannot be written takes its removal with it.
             faulty.fail_table("webhook_attempts");
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 8 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(store.retry_done_row(&due)));
+            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
             assert!(recorded.written().await.is_err());
             assert!(removed.unwrap().written().await.is_err(), "atomic writes: {atomic}");
             assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");

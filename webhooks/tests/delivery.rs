@@ -360,6 +360,45 @@ async fn an_attempt_made_twice_schedules_one_next_attempt_not_two() {
     task_b.await.unwrap();
 }
 
+/// Two rows of one delivery's second attempt at different times, as a first attempt
+/// made twice leaves them (by a crash before its position was committed: each making
+/// schedules its first retry from its own instant): the first made goes on, the second
+/// is removed when it comes due, unsent, whether the first failed (one chain of retries,
+/// not two) or delivered the message.
+#[tokio::test]
+async fn a_second_row_of_an_attempt_already_made_is_removed_unsent_when_it_comes_due() {
+    for (answer, what) in [(500, "failed"), (200, "delivered")] {
+        let setup = setup().await;
+        let receiver = Receiver::start(&[answer]).await;
+        setup.endpoint("acc_a", "ep", &receiver.url, &[], true, 1).await;
+        // Attempt 2 due a minute ago, and again (the second making's row) in 30 s.
+        retry_rows(&setup, std::iter::once("acc_a")).await;
+        let first = pending(&setup, &ManualClock::at(START)).await.remove(0);
+        let later = START + 30 * SECOND;
+        setup.webhooks.write(vec![setup.webhooks.retry_row("0", later, &first.delivery)]).await.unwrap();
+        let clock = ManualClock::at(START);
+        let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+        receiver.wait_for(|received| received.len() == 1).await;
+        eventually("the first row's attempt is recorded and the row removed", || async {
+            let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
+            attempts.len() == 1 && !pending(&setup, &clock).await.iter().any(|due| due.due_at == first.due_at)
+        })
+        .await;
+
+        clock.advance(Duration::from_secs(60));
+        eventually("the second row is removed", || async { !pending(&setup, &clock).await.iter().any(|due| due.due_at == later) }).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(receiver.received().len(), 1, "{what}: the second row sent nothing");
+        let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
+        assert_eq!(attempts.len(), 1, "{what}: one attempt recorded");
+        let left: Vec<u32> = pending(&setup, &clock).await.iter().map(|due| due.delivery.attempt).collect();
+        let expected: Vec<u32> = if answer == 200 { vec![] } else { vec![3] };
+        assert_eq!(left, expected, "{what}: one next attempt at most, from the first row's");
+        let _ = stop.send(true);
+        task.await.unwrap();
+    }
+}
+
 /// A message of each of `accounts` in turn (seqs from 1), in its feed, and its delivery
 /// to the account's endpoint `ep` as a row of a second attempt, due every half second
 /// from a minute ago (past the shard's low minute, two minutes before it is first held).
