@@ -1077,7 +1077,8 @@ async fn attempt(
     let due = &queued.due;
     let delivery = &due.delivery;
     let store = &shared.store;
-    if matches!(queued.origin, Origin::Row) && delivery.attempt > 1 && store.progress(delivery).await?.is_some_and(|progress| progress.covers(delivery.attempt)) {
+    if matches!(queued.origin, Origin::Row) && delivery.attempt > 1 && store.progress(delivery).await?.is_some_and(|progress| progress.covers(delivery.attempt))
+    {
         // Another row of the same attempt was made already (or the message delivered):
         // this one is a leftover, removed without counting as a delivery's end.
         shared.recorder.write(vec![store.retry_done_row(due)]).await?;

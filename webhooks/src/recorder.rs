@@ -331,7 +331,8 @@ mod tests {
                 next_attempt_at: None,
             };
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 7 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
+            let (recorded, removed) =
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
             recorded.written().await.unwrap();
             removed.unwrap().written().await.unwrap();
             let expected = if atomic {
@@ -344,7 +345,8 @@ mod tests {
             // A record that cannot be written takes its removal with it.
             faulty.fail_table("webhook_attempts");
             let state = StateWrite { endpoint: ("acc".into(), "ep".into()), state: EndpointState::default(), ts: 8 };
-            let (recorded, removed) = recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
+            let (recorded, removed) =
+                recorder.submit_attempt(vec![store.attempt_row("acc", "ep", &record)], Some(state), Some(vec![store.retry_done_row(&due)]));
             assert!(recorded.written().await.is_err());
             assert!(removed.unwrap().written().await.is_err(), "atomic writes: {atomic}");
             assert!(faulty.take_recorded().is_empty(), "nothing written: the refused write is not recorded, and no removal follows it");
