@@ -267,6 +267,7 @@ pub async fn run(mut config: ServeConfig, telemetry: crate::telemetry::Telemetry
         banner.push_str(&format!(
             "  curl -s -X POST http://{mcp_address}/mcp -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n       -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_meetings\",\"arguments\":{{\"limit\":3}}}}}}'\n"
         ));
+        banner.push_str("  webhooks: `recap listen` receives and verifies them (docs/webhooks.md, \"Try it locally\")\n");
     }
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
