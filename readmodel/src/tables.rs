@@ -399,8 +399,8 @@ pub static WEBHOOK_SHARDS: Table = Table {
 pub static WEBHOOK_PROGRESS: Table = Table {
     id: 42,
     name: "webhook_progress",
-    doc: "delivery: per delivery that made a retry, the furthest attempt made and whether it was delivered, written after the attempt's record and next retry row, so that a second retry row of one attempt (a first attempt made twice, a retry made again late) is dropped when it comes due instead of going on as a second chain; body {attempt, delivered}; write time = 2 attempt + delivered, so the furthest stands; kept the feed's retention",
-    partition: &[text("delivery_id")],
+    doc: "delivery: per delivery that made a retry (and the version that created its endpoint: an endpoint deleted and created again under its id starts afresh), the furthest attempt made and whether it was delivered, written after the attempt's record and next retry row, so that a second retry row of one attempt (a first attempt made twice, a retry made again late) is removed unsent when taken up instead of going on as a second chain; body {attempt, delivered}; write time = 2 attempt + delivered, so the furthest stands; kept the feed's retention",
+    partition: &[text("delivery_id"), bigint("endpoint_created_version")],
     clustering: &[],
     clock: Clock::Version,
 };

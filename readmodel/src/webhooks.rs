@@ -325,6 +325,14 @@ pub struct DueDelivery {
     pub delivery: Delivery,
 }
 
+/// The `webhook_progress` partition of `delivery`: its id and the version that created
+/// its endpoint (0 when the delivery does not name it), so that the retries of an
+/// endpoint deleted and created again under its id never count as the new one's.
+fn progress_partition(delivery: &Delivery) -> Vec<Val> {
+    let version = delivery.endpoint_created_version.and_then(|version| i64::try_from(version).ok()).unwrap_or(0);
+    vec![Val::text(delivery.id()), Val::Int(version)]
+}
+
 /// How far a delivery went (the body of its `webhook_progress` row): the furthest retry
 /// made, and whether it delivered the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -998,7 +1006,7 @@ impl WebhookStore {
         let progress = Progress { attempt: delivery.attempt, delivered };
         Mutation {
             table: &WEBHOOK_PROGRESS,
-            partition: vec![Val::text(delivery.id())],
+            partition: progress_partition(delivery),
             clustering: vec![],
             op: Op::Put { body: encode(&progress), expires_at: Some(now_micros().saturating_add(micros(self.retention))) },
             ts: progress.rank(),
@@ -1008,7 +1016,7 @@ impl WebhookStore {
     /// How far `delivery` went: its furthest retry made, None when it made none (or the
     /// row expired).
     pub async fn progress(&self, delivery: &Delivery) -> Result<Option<Progress>, StoreError> {
-        match self.driver.get(&WEBHOOK_PROGRESS, &[Val::text(delivery.id())], &[]).await? {
+        match self.driver.get(&WEBHOOK_PROGRESS, &progress_partition(delivery), &[]).await? {
             Some(row) => Ok(Some(decode(&WEBHOOK_PROGRESS, &row.body)?)),
             None => Ok(None),
         }

@@ -24,6 +24,9 @@
 //! the position at most the attempt's timeout.
 //!
 //! One attempt, in order:
+//! 0. a retry row whose attempt the delivery's progress covers (that attempt or a later
+//!    one made from another row of it, or the message delivered) is removed unsent
+//!    ([`WebhookStore::progress`]);
 //! 1. what to send: a first attempt handed over uses the message, endpoint and secrets
 //!    the ingest had while they are current (the embedded store: no endpoint written
 //!    since they were read; ScyllaDB: read at most [`DelivererConfig::prepared_for`]
@@ -40,7 +43,8 @@
 //!    with attempts left) and the endpoint's state, through the [`Recorder`]; then a
 //!    first attempt settles, and a row is removed: in the record's own write where the
 //!    store applies a write atomically (the embedded one), in the next one once the
-//!    record is written where it does not (ScyllaDB). A crash before that repeats the
+//!    record is written where it does not (ScyllaDB), with the delivery's progress when
+//!    the row was a retry's. A crash before that repeats the
 //!    attempt (at least once: the receiver sees the same `webhook-id` again), never
 //!    loses it. An attempt whose record could not be written is made again.
 //!
@@ -884,7 +888,7 @@ impl Deliverer {
                 // again when it ends.
                 let ended = Box::pin(attempt(&shared, &queued, endpoint_permit, &state_lock, &freed)).await;
                 if let Err(error) = &ended {
-                    tracing::warn!(%error, "recording a delivery attempt failed; it is tried again");
+                    tracing::warn!(%error, "a delivery attempt failed in the store (reading what it needs, or recording it); it is tried again");
                 }
                 match queued.origin {
                     Origin::Row => {

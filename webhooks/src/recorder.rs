@@ -73,6 +73,13 @@ struct Submission {
     removal: Option<(Vec<Mutation>, Written)>,
 }
 
+impl Submission {
+    /// The rows it adds to a group: its own, its endpoint's state and its removal's.
+    fn rows(&self) -> usize {
+        self.rows.len() + 1 + self.removal.as_ref().map_or(0, |(removal, _)| removal.len())
+    }
+}
+
 /// The deliverer's writer. Cheap to clone; its task ends with the last clone.
 #[derive(Clone)]
 pub struct Recorder {
@@ -142,13 +149,13 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
         let mut count = removals.iter().map(|(removal, _)| removal.len()).sum::<usize>();
         let mut group = Vec::new();
         if let Some(first) = first {
-            count += first.rows.len() + 2;
+            count += first.rows();
             group.push(first);
         }
         while count < GROUP_ROWS {
             match received.try_recv() {
                 Ok(submission) => {
-                    count += submission.rows.len() + 2;
+                    count += submission.rows();
                     group.push(submission);
                 }
                 Err(_) => break,
@@ -159,7 +166,7 @@ async fn run(store: WebhookStore, linger: Linger, mut received: mpsc::UnboundedR
             while count < GROUP_ROWS && group.len() < linger.hand_ins {
                 match tokio::time::timeout_at(until, received.recv()).await {
                     Ok(Some(submission)) => {
-                        count += submission.rows.len() + 2;
+                        count += submission.rows();
                         group.push(submission);
                     }
                     // The wait is over, or every sender is gone: write what there is.

@@ -399,6 +399,33 @@ async fn a_second_row_of_an_attempt_already_made_is_removed_unsent_when_it_comes
     }
 }
 
+/// A delivery's progress is its endpoint's own: an endpoint deleted and created again
+/// under its id starts afresh (its retries are not the old one's). Of two progress rows
+/// of one delivery the furthest stands, whichever lands last.
+#[tokio::test]
+async fn a_deliverys_progress_stands_at_its_furthest_attempt_and_is_its_endpoints_own() {
+    use recap_readmodel::webhooks::{Delivery, Progress};
+    let setup = setup().await;
+    let store = &setup.webhooks;
+    let delivery =
+        Delivery { account_id: "acc_a".into(), endpoint_id: "ep".into(), endpoint_created_version: Some(1), message_id: "msg_1".into(), seq: 1, attempt: 3 };
+    store.write(vec![store.progress_row(&delivery, false)]).await.unwrap();
+    let progress = store.progress(&delivery).await.unwrap().expect("written");
+    assert_eq!(progress, Progress { attempt: 3, delivered: false });
+    assert!(progress.covers(2) && progress.covers(3) && !progress.covers(4));
+
+    let recreated = Delivery { endpoint_created_version: Some(2), attempt: 2, ..delivery.clone() };
+    assert_eq!(store.progress(&recreated).await.unwrap(), None, "another endpoint of the same id");
+
+    // Attempt 4 failed, then attempt 3's success lands late: attempt 4 stands.
+    store.write(vec![store.progress_row(&Delivery { attempt: 4, ..delivery.clone() }, false)]).await.unwrap();
+    store.write(vec![store.progress_row(&delivery, true)]).await.unwrap();
+    assert_eq!(store.progress(&delivery).await.unwrap(), Some(Progress { attempt: 4, delivered: false }));
+    // Its success outranks its failure.
+    store.write(vec![store.progress_row(&Delivery { attempt: 4, ..delivery.clone() }, true)]).await.unwrap();
+    assert!(store.progress(&delivery).await.unwrap().is_some_and(|progress| progress.delivered && progress.covers(10)));
+}
+
 /// A message of each of `accounts` in turn (seqs from 1), in its feed, and its delivery
 /// to the account's endpoint `ep` as a row of a second attempt, due every half second
 /// from a minute ago (past the shard's low minute, two minutes before it is first held).
