@@ -17,7 +17,10 @@
 //!
 //! Cursors issued before positions were sealed (`payload ‖ tag`, the key as JSON in the
 //! clear and a 32-byte HMAC-SHA256 over `len(binding) ‖ binding ‖ payload`, which starts
-//! with `[`) still open, so a reader that kept one goes on from it; none is issued.
+//! with `[`) still open until [`SIGNED_CURSORS_UNTIL`], so a reader that kept one goes on
+//! from it; none is issued. After that they are refused like a forged cursor.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aes_gcm_siv::aead::{Aead, KeyInit, Payload};
 use aes_gcm_siv::{Aes256GcmSiv, Nonce};
@@ -39,6 +42,18 @@ const SEALED: u8 = 1;
 pub const PADDED_TO: usize = 32;
 /// What the sealing key is derived for, so that it never equals the signing key.
 const SEALING_KEY_LABEL: &[u8] = b"recap cursor sealing key v1";
+
+/// Until when a cursor issued before positions were sealed (2026-11-30) still opens, in
+/// unix seconds: 2027-01-01T00:00:00Z, a month past the feed's default retention of 30
+/// days, by which time a feed reader's last signed cursor points at messages the feed no
+/// longer keeps. A list reader still holding one then starts again without it (its 400
+/// says `param: cursor`).
+pub const SIGNED_CURSORS_UNTIL: u64 = 1_798_761_600;
+
+/// Whether a cursor issued before positions were sealed still opens at `now`.
+pub fn signed_cursors_open_at(now: SystemTime) -> bool {
+    now < UNIX_EPOCH + Duration::from_secs(SIGNED_CURSORS_UNTIL)
+}
 
 #[derive(Clone)]
 pub struct Cursors {
@@ -79,6 +94,11 @@ impl Cursors {
 
     /// The key a cursor carries, when it was issued by this secret under `binding`.
     pub fn open(&self, binding: &str, cursor: &str) -> Option<Vec<Val>> {
+        self.open_at(binding, cursor, SystemTime::now())
+    }
+
+    /// [`Cursors::open`] at `now`, which decides whether a signed cursor still opens.
+    pub fn open_at(&self, binding: &str, cursor: &str, now: SystemTime) -> Option<Vec<Val>> {
         if cursor.is_empty() || cursor.len() > MAX_CURSOR_CHARS {
             return None;
         }
@@ -86,6 +106,9 @@ impl Cursors {
         let payload = match bytes.split_first() {
             Some((&SEALED, sealed)) => self.sealing.decrypt(Nonce::from_slice(&[0; 12]), Payload { msg: sealed, aad: binding.as_bytes() }).ok()?,
             _ => {
+                if !signed_cursors_open_at(now) {
+                    return None;
+                }
                 let split = bytes.len().checked_sub(TAG_BYTES)?;
                 let (payload, tag) = bytes.split_at(split);
                 self.tag(binding, payload).verify_slice(tag).ok()?;
@@ -108,25 +131,43 @@ impl Cursors {
 mod tests {
     use super::*;
 
+    /// 2026-12-01T00:00:00Z, while signed cursors still open.
+    fn before_the_end() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_796_083_200)
+    }
+
     #[test]
     fn a_cursor_opens_only_under_its_secret_and_binding() {
         let cursors = Cursors::new(b"secret one");
         let key = vec![Val::Int(1_790_000_000_000_000), Val::text("mtg_01")];
+        let now = before_the_end();
         for cursor in [cursors.issue("meetings|acc_a|-|-", &key), cursors.issue_signed("meetings|acc_a|-|-", &key)] {
-            assert_eq!(cursors.open("meetings|acc_a|-|-", &cursor), Some(key.clone()));
-            assert_eq!(cursors.open("meetings|acc_b|-|-", &cursor), None, "foreign account");
-            assert_eq!(cursors.open("meetings|acc_a|1|-", &cursor), None, "other filters");
-            assert_eq!(Cursors::new(b"secret two").open("meetings|acc_a|-|-", &cursor), None, "other secret");
+            assert_eq!(cursors.open_at("meetings|acc_a|-|-", &cursor, now), Some(key.clone()));
+            assert_eq!(cursors.open_at("meetings|acc_b|-|-", &cursor, now), None, "foreign account");
+            assert_eq!(cursors.open_at("meetings|acc_a|1|-", &cursor, now), None, "other filters");
+            assert_eq!(Cursors::new(b"secret two").open_at("meetings|acc_a|-|-", &cursor, now), None, "other secret");
             for at in [0, 3, cursor.len() - 1] {
                 let mut edited = cursor.clone().into_bytes();
                 edited[at] = if edited[at] == b'A' { b'B' } else { b'A' };
                 let edited = String::from_utf8(edited).expect("the edited cursor is still text");
-                assert_eq!(cursors.open("meetings|acc_a|-|-", &edited), None, "edited at {at}");
+                assert_eq!(cursors.open_at("meetings|acc_a|-|-", &edited, now), None, "edited at {at}");
             }
         }
         for garbage in ["", "x", "!!!!", "AQ", &"A".repeat(2000)] {
             assert_eq!(cursors.open("meetings|acc_a|-|-", garbage), None);
         }
+    }
+
+    #[test]
+    fn a_signed_cursor_opens_until_its_end_date_and_a_sealed_one_after_it_too() {
+        let cursors = Cursors::new(b"secret one");
+        let key = vec![Val::Int(7)];
+        let (signed, sealed) = (cursors.issue_signed("events|acc_a|", &key), cursors.issue("events|acc_a|", &key));
+        let end = UNIX_EPOCH + Duration::from_secs(SIGNED_CURSORS_UNTIL);
+        assert_eq!(SIGNED_CURSORS_UNTIL, 1_798_761_600, "2027-01-01T00:00:00Z");
+        assert_eq!(cursors.open_at("events|acc_a|", &signed, end - Duration::from_secs(1)), Some(key.clone()), "the last second");
+        assert_eq!(cursors.open_at("events|acc_a|", &signed, end), None, "from the end on, refused like a forged one");
+        assert_eq!(cursors.open_at("events|acc_a|", &sealed, end + Duration::from_secs(86_400 * 365)), Some(key), "sealed cursors have no end date");
     }
 
     // The feed's position is the message log's: a cursor must not show it, nor how far

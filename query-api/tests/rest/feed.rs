@@ -169,7 +169,8 @@ async fn a_filtered_page_reads_at_most_1000_other_events_and_its_cursor_continue
 
 // docs/rest.md, Cursors: the feed's position is the message log's, shared with other
 // accounts, so a cursor shows nothing of it; one issued before positions were sealed
-// (the key in the clear, signed) still resumes where it stood.
+// (the key in the clear, signed) still resumes where it stood until the end date of
+// signed cursors, and is refused from then on.
 #[tokio::test]
 async fn a_feed_cursor_shows_nothing_of_its_position_and_a_signed_one_from_before_still_resumes() {
     use base64::Engine;
@@ -183,7 +184,11 @@ async fn a_feed_cursor_shows_nothing_of_its_position_and_a_signed_one_from_befor
     let cursors = recap_access::cursor::Cursors::new(b"test cursor secret, 32 bytes long!");
     let signed = cursors.issue_signed(r#"["events","acc_a",""]"#, &[recap_readmodel::Val::Int(1)]);
     assert!(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&signed).unwrap().starts_with(b"[1]"));
-    assert_eq!(world.get(&format!("/v1/events?cursor={signed}"), ALICE).await.ids(), ids(&messages[1..]));
+    if recap_access::cursor::signed_cursors_open_at(std::time::SystemTime::now()) {
+        assert_eq!(world.get(&format!("/v1/events?cursor={signed}"), ALICE).await.ids(), ids(&messages[1..]));
+    } else {
+        world.get(&format!("/v1/events?cursor={signed}"), ALICE).await.assert_error(400, "invalid_request", &["param"]);
+    }
     let response = world.get(&format!("/v1/events?cursor={signed}"), BOB).await;
     response.assert_error(400, "invalid_request", &["param"]);
 }
