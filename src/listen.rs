@@ -117,16 +117,12 @@ impl Listener {
     }
 }
 
-/// A verifier of `secret`, which must be `whsec_` and standard base64 of a key.
+/// A verifier of `secret`, which must be `whsec_` and standard base64 of a key. The key
+/// is read as recap's signing reads it: the reference library would also take a secret
+/// without the prefix, or an empty key, which no endpoint of recap has.
 fn verifier(secret: &str) -> anyhow::Result<Webhook> {
-    // The reference library takes a secret without the prefix too, and an empty key;
-    // recap's endpoints never have either, so neither is taken here.
-    let malformed = || anyhow::anyhow!("not whsec_ followed by the base64 of a key");
-    let encoded = secret.strip_prefix("whsec_").ok_or_else(malformed)?;
-    if encoded.is_empty() {
-        return Err(malformed());
-    }
-    Webhook::new(secret).map_err(|_| malformed())
+    let key = recap_webhooks::signing::key(secret).map_err(|_| anyhow::anyhow!("not whsec_ followed by the base64 of a key"))?;
+    Webhook::from_bytes(key).map_err(|_| anyhow::anyhow!("not a key the Standard Webhooks library takes"))
 }
 
 async fn receive(State(listener): State<Arc<Listener>>, method: Method, headers: HeaderMap, body: Bytes) -> Response {

@@ -10,13 +10,12 @@
 //!   headers; it takes either secret of a rotation; it answers a GET 405;
 //! - no secret reaches its output.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use recap_testkit::events::*;
-use recap_testkit::process::{get, recap_bin};
+use recap_testkit::process::{get, lines_of, recap_bin};
 use recap_testkit::server::Server;
 use recap_webhooks::signing;
 use serde_json::Value;
@@ -48,8 +47,8 @@ impl Listen {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start recap listen");
-        let stdout = lines(child.stdout.take().expect("piped"));
-        let stderr = lines(child.stderr.take().expect("piped"));
+        let stdout = lines_of(child.stdout.take().expect("piped"));
+        let stderr = lines_of(child.stderr.take().expect("piped"));
         let first = stderr.recv_timeout(WITHIN).expect("recap listen prints its address");
         let url = first.split_whitespace().find(|word| word.starts_with("http://")).unwrap_or_else(|| panic!("no address in {first:?}")).to_owned();
         Listen { child, url, stdout, stderr, seen: vec![first] }
@@ -103,18 +102,6 @@ impl Listen {
             assert!(self.seen.iter().all(|line| !line.contains(key)), "a secret in recap listen's output: {:#?}", self.seen);
         }
     }
-}
-
-fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    receiver
 }
 
 fn now_seconds() -> i64 {

@@ -63,15 +63,21 @@ pub fn events_file<E: EventLine>(events: &[E]) -> tempfile::NamedTempFile {
 pub fn spawn_with_lines(command: &mut Command) -> std::io::Result<(Child, mpsc::Receiver<String>)> {
     let mut child = command.spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("standard output is not piped"))?;
+    Ok((child, lines_of(stdout)))
+}
+
+/// The lines of `stream` (a child's piped output), forwarded to a channel from a thread
+/// as they come, so the child never blocks on a full pipe.
+pub fn lines_of(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (sender, receiver) = mpsc::channel::<String>();
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
             if sender.send(line).is_err() {
                 break;
             }
         }
     });
-    Ok((child, receiver))
+    receiver
 }
 
 /// Runs `recap events append --data-dir <dir>` with the events in a temporary file.

@@ -211,6 +211,12 @@ impl Queued {
     fn endpoint(&self) -> EndpointKey {
         (self.due.delivery.account_id.clone(), self.due.delivery.endpoint_id.clone())
     }
+
+    /// Whether it is a retry made from its row: such an attempt reads and leaves the
+    /// delivery's progress ([`WebhookStore::progress`]).
+    fn is_retry_row(&self) -> bool {
+        matches!(self.origin, Origin::Row) && self.due.delivery.attempt > 1
+    }
 }
 
 /// One endpoint's queue in the window, with its slots and state lock once looked up.
@@ -1081,8 +1087,7 @@ async fn attempt(
     let due = &queued.due;
     let delivery = &due.delivery;
     let store = &shared.store;
-    if matches!(queued.origin, Origin::Row) && delivery.attempt > 1 && store.progress(delivery).await?.is_some_and(|progress| progress.covers(delivery.attempt))
-    {
+    if queued.is_retry_row() && store.progress(delivery).await?.is_some_and(|progress| progress.covers(delivery.attempt)) {
         // Another row of the same attempt was made already (or the message delivered):
         // this one is a leftover, removed without counting as a delivery's end.
         shared.recorder.write(vec![store.retry_done_row(due)]).await?;
@@ -1167,9 +1172,7 @@ async fn attempt(
     // comes due, not made into a second chain of retries.
     let removal = matches!(queued.origin, Origin::Row).then(|| {
         let mut removal = vec![store.retry_done_row(due)];
-        if delivery.attempt > 1 {
-            removal.push(store.progress_row(delivery, succeeded));
-        }
+        removal.extend(queued.is_retry_row().then(|| store.progress_row(delivery, succeeded)));
         removal
     });
     let mut disabling = false;

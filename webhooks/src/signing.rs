@@ -33,8 +33,9 @@ pub enum SigningError {
     NoSecret,
 }
 
-/// The key a `whsec_` secret encodes.
-fn key(secret: &str) -> Result<Vec<u8>, SigningError> {
+/// The key a `whsec_` secret encodes (refused without the prefix, as bad base64, or
+/// empty).
+pub fn key(secret: &str) -> Result<Vec<u8>, SigningError> {
     let encoded = secret.strip_prefix(SECRET_PREFIX).ok_or(SigningError::MalformedSecret)?;
     let key = STANDARD.decode(encoded).map_err(|_| SigningError::MalformedSecret)?;
     if key.is_empty() {
