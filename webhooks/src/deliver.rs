@@ -1091,6 +1091,8 @@ async fn attempt(
         // Another row of the same attempt was made already (or the message delivered):
         // this one is a leftover, removed without counting as a delivery's end.
         shared.recorder.write(vec![store.retry_done_row(due)]).await?;
+        shared.stats.repeats_removed.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::record_repeat_removed();
         tracing::debug!(attempt = delivery.attempt, "retry made already: its second row removed");
         return Ok(Ended::Done);
     }

@@ -33,6 +33,9 @@ pub struct Stats {
     pub given_up: AtomicU64,
     /// Deliveries dropped unsent (endpoint deleted or disabled, message expired).
     pub dropped: AtomicU64,
+    /// Retry rows removed unsent because their attempt was made already: the second row
+    /// of an attempt made twice (after a crash, or a retry made again late).
+    pub repeats_removed: AtomicU64,
     /// Pending deliveries of the shards held, at the last count.
     pub queue_depth: AtomicU64,
     /// Due time (microseconds) of the soonest pending delivery; 0 when none.
@@ -53,6 +56,7 @@ struct Instruments {
     messages: Counter<u64>,
     attempts: Counter<u64>,
     deliveries: Counter<u64>,
+    repeats_removed: Counter<u64>,
     duration: Histogram<f64>,
 }
 
@@ -75,6 +79,11 @@ fn instruments() -> &'static Instruments {
                 .u64_counter("recap.webhooks.deliveries")
                 .with_unit("{delivery}")
                 .with_description("Deliveries that ended, by outcome (delivered, given_up, dropped)")
+                .build(),
+            repeats_removed: meter
+                .u64_counter("recap.webhooks.repeats_removed")
+                .with_unit("{row}")
+                .with_description("Retry rows removed unsent because their attempt was made already (an attempt made twice, after a crash or a late retry)")
                 .build(),
             duration: meter
                 .f64_histogram("recap.webhooks.attempt.duration")
@@ -100,6 +109,10 @@ pub(crate) fn record_attempt(outcome: &'static str, seconds: f64) {
 
 pub(crate) fn record_delivery(outcome: &'static str) {
     instruments().deliveries.add(1, &[KeyValue::new("outcome", outcome)]);
+}
+
+pub(crate) fn record_repeat_removed() {
+    instruments().repeats_removed.add(1, &[]);
 }
 
 /// Reports the queue of `stats` as gauges: `recap.webhooks.queue_depth`,

@@ -377,7 +377,9 @@ async fn a_second_row_of_an_attempt_already_made_is_removed_unsent_when_it_comes
         let later = START + 30 * SECOND;
         setup.webhooks.write(vec![setup.webhooks.retry_row("0", later, &first.delivery)]).await.unwrap();
         let clock = ManualClock::at(START);
-        let (stop, task) = start(runtime(&setup, &clock, Duration::from_secs(5)));
+        let runtime = runtime(&setup, &clock, Duration::from_secs(5));
+        let stats = runtime.stats.clone();
+        let (stop, task) = start(runtime);
         receiver.wait_for(|received| received.len() == 1).await;
         eventually("the first row's attempt is recorded and the row removed", || async {
             let (attempts, _) = setup.webhooks.attempts("acc_a", "ep", None, 10).await.unwrap();
@@ -394,6 +396,12 @@ async fn a_second_row_of_an_attempt_already_made_is_removed_unsent_when_it_comes
         let left: Vec<u32> = pending(&setup, &clock).await.iter().map(|due| due.delivery.attempt).collect();
         let expected: Vec<u32> = if answer == 200 { vec![] } else { vec![3] };
         assert_eq!(left, expected, "{what}: one next attempt at most, from the first row's");
+        assert_eq!(stats.repeats_removed.load(std::sync::atomic::Ordering::Relaxed), 1, "{what}: the second row counted as a repeat");
+        assert_eq!(
+            stats.delivered.load(std::sync::atomic::Ordering::Relaxed) + stats.given_up.load(std::sync::atomic::Ordering::Relaxed),
+            u64::from(answer == 200),
+            "{what}: and not as a delivery's end"
+        );
         let _ = stop.send(true);
         task.await.unwrap();
     }
