@@ -62,6 +62,44 @@ pub enum EventsCommand {
     /// Reads standard input when no file is named. A file with a line that is not a JSON
     /// object is refused whole and nothing is appended.
     Append(AppendArgs),
+    /// Print the dead letters, oldest first: the invalid events the projector set aside,
+    /// each with its place in the stream and the reason (from the data dir's
+    /// `deadletter.jsonl`, or with --kafka from the dead-letter topic). Reading them
+    /// changes nothing.
+    #[command(name = "dead-letters")]
+    DeadLetters(DeadLettersArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DeadLettersArgs {
+    /// The data dir whose dead letters are read.
+    #[arg(long, env = "RECAP_DATA_DIR", default_value = "./recap-data")]
+    data_dir: PathBuf,
+    /// Read the dead-letter topic of these Kafka brokers instead (distributed edition),
+    /// from the first letter it keeps to its end as it is now.
+    #[arg(long, value_name = "BROKERS")]
+    kafka: Option<String>,
+    /// With --kafka: the dead-letter topic, as the projector's --dead-letter-topic.
+    #[arg(long, env = "RECAP_KAFKA_DEAD_LETTER_TOPIC", default_value = "recap.deadletter.v1")]
+    dead_letter_topic: String,
+    /// With --kafka: prefix of the topics' names, as the projector's.
+    #[arg(long, env = "RECAP_KAFKA_TOPIC_PREFIX", default_value = "")]
+    topic_prefix: String,
+    /// With --kafka: how to reach a secured cluster.
+    #[command(flatten)]
+    kafka_client: distributed::KafkaClientArgs,
+    /// What to print of each letter: `text` (its place, the event's id and the reason),
+    /// `json` (the letter whole, one JSON object a line, as `deadletter.jsonl` holds it)
+    /// or `raw` (the event's exact bytes, one a line: to correct and append again).
+    #[arg(long, value_enum, default_value_t = LetterFormat::Text)]
+    format: LetterFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LetterFormat {
+    Text,
+    Json,
+    Raw,
 }
 
 #[derive(Args, Debug)]
@@ -115,6 +153,64 @@ pub fn append(args: AppendArgs) -> Result<String, String> {
     }
     let bytes = log.append_validated(&validated).map_err(|error| error.to_string())?;
     Ok(format!("appended {events} events ({bytes} bytes) to {}", log.path().display()))
+}
+
+/// `recap events dead-letters`: prints the letters to `out` in the chosen format; returns
+/// the summary for standard error (how many, and where from) and the warnings about
+/// lines of the file that are not letters.
+pub fn dead_letters(args: DeadLettersArgs, out: &mut impl std::io::Write) -> Result<(String, Vec<String>), String> {
+    let (letters, source, warnings) = match &args.kafka {
+        Some(brokers) => {
+            let topic = format!("{}{}", args.topic_prefix, args.dead_letter_topic);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| error.to_string())?;
+            let client = args.kafka_client.client(brokers);
+            let read = runtime.block_on(recap_projector::kafka::read_dead_letters(&client, &topic, std::time::Duration::from_secs(30)))?;
+            let warnings = if read.is_none() { vec![format!("there is no topic {topic}: nothing was dead-lettered there")] } else { Vec::new() };
+            (read.unwrap_or_default(), format!("{topic} at {brokers}"), warnings)
+        }
+        None => {
+            let path = args.data_dir.join(serve::DEAD_LETTER_FILE);
+            let read = recap_projector::read_dead_letters(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+            let (mut letters, mut warnings) = (Vec::new(), Vec::new());
+            for letter in read {
+                match letter {
+                    Ok(letter) => letters.push(letter),
+                    Err(unreadable) => warnings.push(format!("{}: {unreadable}", path.display())),
+                }
+            }
+            (letters, path.display().to_string(), warnings)
+        }
+    };
+    let written = (|| -> std::io::Result<()> {
+        for letter in &letters {
+            match args.format {
+                LetterFormat::Text => {
+                    // The event's own id, when the line is an envelope that has one.
+                    let id = serde_json::from_slice::<serde_json::Value>(&letter.bytes())
+                        .ok()
+                        .and_then(|value| value.get("id").and_then(|id| id.as_str()).map(str::to_owned))
+                        .unwrap_or_else(|| "-".into());
+                    writeln!(out, "{}/{}@{}  {id}  {}", letter.topic, letter.partition, letter.offset, letter.reason)?;
+                }
+                LetterFormat::Json => {
+                    serde_json::to_writer(&mut *out, letter)?;
+                    out.write_all(b"\n")?;
+                }
+                LetterFormat::Raw => {
+                    out.write_all(&letter.bytes())?;
+                    out.write_all(b"\n")?;
+                }
+            }
+        }
+        out.flush()
+    })();
+    match written {
+        // A reader that went away (`| head`) took what it wanted.
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => return Err(format!("writing: {error}")),
+        _ => {}
+    }
+    let noun = if letters.len() == 1 { "dead letter" } else { "dead letters" };
+    Ok((format!("{} {noun} in {source}", letters.len()), warnings))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! defined in the library (`src/cli.rs`); this file only parses it and starts the role
 //! asked for: `serve` (the embedded edition: projector + REST + MCP over one data dir),
 //! `events append` (adds contract events to the embedded log or publishes them to
-//! Kafka), the distributed roles `projector`, `query-api`, `mcp`, `webhooks` and `migrate`,
+//! Kafka), `events dead-letters` (prints the invalid events set aside), the distributed roles `projector`, `query-api`, `mcp`, `webhooks` and `migrate`,
 //! and `listen` (a webhook receiver for development).
 
 use std::process::ExitCode;
@@ -26,6 +26,22 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Events(EventsCommand::DeadLetters(args)) => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match cli::dead_letters(args, &mut out) {
+                Ok((summary, warnings)) => {
+                    for warning in warnings {
+                        eprintln!("recap events dead-letters: {warning}");
+                    }
+                    eprintln!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("recap events dead-letters: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Projector(config) => run_async("recap projector", distributed::projector(config, telemetry.clone())),
         Command::Migrate(config) => run_async("recap migrate", distributed::migrate(config)),
         Command::QueryApi(config) => run_async("recap query-api", distributed::query_api(config, telemetry.clone())),

@@ -178,6 +178,44 @@ fn poison_events_are_dead_lettered_with_their_source_and_the_stream_continues() 
     assert!(header("source_offset").unwrap().parse::<i64>().is_ok());
     assert!(header("reason").unwrap().contains("missing field `meeting`"));
     wait_until_equal(&cluster, &lines, std::slice::from_ref(&token));
+
+    // `recap events dead-letters --kafka` reads the letter back, as text and as the
+    // event's exact bytes, without joining a group; a topic that does not exist has none.
+    let read = |format: &str, topic: &str| {
+        Command::new(recap_testkit::process::recap_bin())
+            .args([
+                "events",
+                "dead-letters",
+                "--kafka",
+                &cluster.engines.brokers,
+                "--topic-prefix",
+                &cluster.topic_prefix,
+                "--dead-letter-topic",
+                topic,
+                "--format",
+                format,
+            ])
+            .output()
+            .expect("recap events dead-letters")
+    };
+    let text = read("text", "recap.deadletter.v1");
+    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
+    let id = serde_json::from_str::<serde_json::Value>(&poison).unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        format!(
+            "{}/{}@{}  {id}  {}\n",
+            header("source_topic").unwrap(),
+            header("source_partition").unwrap(),
+            header("source_offset").unwrap(),
+            header("reason").unwrap()
+        )
+    );
+    assert_eq!(String::from_utf8_lossy(&text.stderr), format!("1 dead letter in {}recap.deadletter.v1 at {}\n", cluster.topic_prefix, cluster.engines.brokers));
+    assert_eq!(read("raw", "recap.deadletter.v1").stdout, format!("{poison}\n").into_bytes());
+    let none = read("text", "recap.nothing.here.v1");
+    assert!(none.status.success() && none.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&none.stderr).contains(&format!("there is no topic {}recap.nothing.here.v1", cluster.topic_prefix)));
 }
 
 #[test]

@@ -136,6 +136,76 @@ fn a_line_that_is_not_utf8_is_dead_lettered_with_its_exact_bytes() {
     assert_eq!(letter["reason"], "not UTF-8");
 }
 
+/// `recap events dead-letters` over a data dir.
+fn dead_letters_of(data_dir: &std::path::Path, format: &str) -> std::process::Output {
+    Command::new(recap_bin()).args(["events", "dead-letters", "--format", format, "--data-dir"]).arg(data_dir).output().unwrap()
+}
+
+// Rule 5's letters, read back: `recap events dead-letters` prints them oldest first, as
+// text (place, the event's id, the reason), as the letters whole, or as the events' exact
+// bytes, which once corrected are appended again and applied. The end of a write a crash
+// cut short (a line with no end) is named on standard error, and the letters written
+// after it are still on lines of their own.
+#[test]
+fn dead_letters_are_printed_as_text_json_or_raw_events_and_a_corrected_one_is_applied() {
+    let server = Server::start();
+    let letters_file = server.data_dir.join("deadletter.jsonl");
+    std::fs::write(&letters_file, br#"{"topic":"log","partition":0,"off"#).unwrap();
+    let bad_timestamp = token_created("acc_1", "tok_1", "svc_pat_x", 1).to_line().replace(&at(0), "20th of September");
+    let torn: Vec<u8> = [&br#"{"id":"e1","type":"meeting.upserted","title":"caf"#[..], &[0xC3]].concat();
+    server.feed(&[account("acc_1", Some("flow"), None, 1).to_line(), bad_timestamp.clone()]);
+    {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new().append(true).open(server.data_dir.join("events.log")).unwrap();
+        log.write_all(&torn).unwrap();
+    }
+    server.feed(&[meeting("acc_1", "mtg_1", "Kept", 1, 1)]);
+    assert_eq!(server.progress()["dead_lettered"], 2);
+    let log = std::fs::read(server.data_dir.join("events.log")).unwrap();
+    let offset_of = |line: &[u8]| log.windows(line.len()).position(|window| window == line).unwrap();
+    let id: String = serde_json::from_str::<serde_json::Value>(&bad_timestamp).unwrap()["id"].as_str().unwrap().to_owned();
+
+    let text = dead_letters_of(&server.data_dir, "text");
+    assert!(text.status.success());
+    let reason: String = String::from_utf8_lossy(&text.stdout).lines().next().unwrap().rsplit("  ").next().unwrap().to_owned();
+    assert!(reason.starts_with("envelope: not an ISO 8601 instant with a time zone"), "{reason}");
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        format!("log/0@{}  {id}  {reason}\nlog/0@{}  -  not UTF-8\n", offset_of(bad_timestamp.as_bytes()), offset_of(&torn))
+    );
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    let stderr: Vec<&str> = stderr.lines().collect();
+    assert_eq!(stderr.len(), 2, "{stderr:?}");
+    assert!(stderr[0].starts_with(&format!("recap events dead-letters: {}: line 1 is not a dead letter (", letters_file.display())), "{stderr:?}");
+    assert_eq!(stderr[1], format!("2 dead letters in {}", letters_file.display()));
+
+    // The letters whole, as the file holds them past its torn line.
+    let json = dead_letters_of(&server.data_dir, "json");
+    let file = std::fs::read_to_string(&letters_file).unwrap();
+    let kept: Vec<serde_json::Value> = file.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect();
+    let printed: Vec<serde_json::Value> = String::from_utf8_lossy(&json.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!((printed.len(), printed), (2, kept));
+
+    // The events' exact bytes, one a line; the first corrected and appended is applied.
+    let raw = dead_letters_of(&server.data_dir, "raw");
+    assert_eq!(raw.stdout, [bad_timestamp.as_bytes(), b"\n", &torn, b"\n"].concat());
+    let corrected = String::from_utf8(raw.stdout.split(|&byte| byte == b'\n').next().unwrap().to_vec()).unwrap().replace("20th of September", &at(0));
+    let applied = server.progress()["applied"].as_u64().unwrap();
+    server.feed(&[corrected]);
+    assert_eq!(server.progress()["applied"].as_u64().unwrap(), applied + 1, "the corrected event is applied");
+    assert_eq!(server.progress()["dead_lettered"], 2);
+}
+
+#[test]
+fn dead_letters_of_a_data_dir_without_any_are_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dead_letters_of(dir.path(), "text");
+    assert!(output.status.success());
+    assert_eq!(output.stdout, b"");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), format!("0 dead letters in {}\n", dir.path().join("deadletter.jsonl").display()));
+    assert!(!dir.path().join("deadletter.jsonl").exists(), "reading creates nothing");
+}
+
 #[test]
 fn dead_letters_are_not_written_twice_after_a_restart() {
     let mut server = Server::start();

@@ -111,6 +111,49 @@ pub struct DeadLetter {
     pub raw_base64: Option<String>,
 }
 
+impl DeadLetter {
+    /// The letter of an event's exact `bytes`: as text, and also as base64 when they are
+    /// not UTF-8.
+    pub fn of(topic: String, partition: u32, offset: u64, reason: String, bytes: &[u8]) -> DeadLetter {
+        DeadLetter {
+            topic,
+            partition,
+            offset,
+            reason,
+            raw: String::from_utf8_lossy(bytes).into_owned(),
+            raw_base64: std::str::from_utf8(bytes).is_err().then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)),
+        }
+    }
+
+    /// The event's exact bytes, as they were in the stream.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.raw_base64
+            .as_deref()
+            .and_then(|encoded| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded).ok())
+            .unwrap_or_else(|| self.raw.clone().into_bytes())
+    }
+}
+
+/// The letters of a dead-letter file, oldest first (none when there is no file). A line
+/// that is not a letter (the end of a write a crash cut short) is an `Err` naming its line
+/// number, and the letters after it are read on.
+pub fn read_dead_letters(path: &Path) -> std::io::Result<Vec<Result<DeadLetter, String>>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    let mut letters = Vec::new();
+    for (index, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
+        let line = line?;
+        if line.is_empty() {
+            continue;
+        }
+        letters.push(serde_json::from_slice::<DeadLetter>(&line).map_err(|error| format!("line {} is not a dead letter ({error})", index + 1)));
+    }
+    Ok(letters)
+}
+
 /// Tuning of the embedded consume loop.
 #[derive(Clone, Debug)]
 pub struct LoopConfig {
@@ -167,6 +210,18 @@ pub async fn committed_progress(driver: &dyn Driver) -> Result<Progress, StoreEr
         Some(row) => serde_json::from_str(&row.body).map_err(|error| StoreError::Corrupt(format!("projector position: {error}"))),
         None => Ok(Progress::default()),
     }
+}
+
+/// Whether `file` is not empty and its last byte is not a line's end.
+fn ends_mid_line(file: &mut std::fs::File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// The highest log offset already in the dead-letter file.
@@ -312,16 +367,7 @@ impl EmbeddedProjector {
                     tracing::warn!(offset = line.offset, %reason, "dead-lettering an invalid event");
                     next.dead_lettered += 1;
                     if pipeline.dead_letters_until.is_none_or(|until| line.offset > until) {
-                        letters.push(DeadLetter {
-                            topic: "log".into(),
-                            partition: 0,
-                            offset: line.offset,
-                            reason,
-                            raw: String::from_utf8_lossy(&line.bytes).into_owned(),
-                            raw_base64: std::str::from_utf8(&line.bytes)
-                                .is_err()
-                                .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &line.bytes)),
-                        });
+                        letters.push(DeadLetter::of("log".into(), 0, line.offset, reason, &line.bytes));
                     }
                 }
             }
@@ -353,8 +399,13 @@ impl EmbeddedProjector {
     async fn write_dead_letters(&self, letters: Vec<DeadLetter>) -> Result<(), ProjectorError> {
         let path = self.dead_letter_path.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(&path)?;
             let mut out = Vec::new();
+            // A write a crash cut short left a line without its end: the letters start on
+            // a line of their own, not glued to it (where no reader would find them).
+            if ends_mid_line(&mut file)? {
+                out.push(b'\n');
+            }
             for letter in &letters {
                 serde_json::to_writer(&mut out, letter).map_err(std::io::Error::other)?;
                 out.push(b'\n');

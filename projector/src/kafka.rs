@@ -544,6 +544,114 @@ pub async fn produce(client: &KafkaClient, lines: &[Vec<u8>], topic_override: Op
     Ok(sent)
 }
 
+/// The dead letters of `topic`, read from the first each partition keeps to its end as it
+/// was when called: per partition in order, partitions one after the other. Nothing is
+/// committed (no group is joined), so reading them changes nothing for anyone. `None`
+/// when the topic does not exist: nothing was ever dead-lettered there.
+///
+/// Each letter names its event's source as the projector's headers do; a record produced
+/// there by something else (no `source_*` headers) is named by its own place in `topic`,
+/// its reason saying so.
+pub async fn read_dead_letters(client: &KafkaClient, topic: &str, timeout: Duration) -> Result<Option<Vec<crate::DeadLetter>>, String> {
+    let (client, topic) = (client.clone(), topic.to_owned());
+    tokio::task::spawn_blocking(move || read_dead_letters_blocking(&client, &topic, timeout)).await.map_err(|error| error.to_string())?
+}
+
+fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Duration) -> Result<Option<Vec<crate::DeadLetter>>, String> {
+    use rdkafka::message::Headers;
+    let errors = ClientErrors::default();
+    let with_cause = |error: String| match errors.last() {
+        Some(cause) => format!("{error} (the cluster: {cause})"),
+        None => error,
+    };
+    let consumer: BaseConsumer<ClientErrors> = client
+        .config()
+        // librdkafka's assign wants a group's name; it is never joined (no subscribe)
+        // and nothing is committed to it.
+        .set("group.id", "recap-dead-letters-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("allow.auto.create.topics", "false")
+        // Letters the retention removed while they were read are skipped, not waited for;
+        // the end of a partition is told, gaps (compaction) and all.
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true")
+        .create_with_context(errors.clone())
+        .map_err(|error| error.to_string())?;
+    let metadata = consumer.fetch_metadata(Some(topic), timeout).map_err(|error| with_cause(error.to_string()))?;
+    let Some(found) = metadata.topics().iter().find(|found| found.name() == topic) else { return Ok(None) };
+    match found.error() {
+        None => {}
+        Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => return Ok(None),
+        Some(code) => return Err(format!("{topic}: {}", rdkafka::types::RDKafkaErrorCode::from(code))),
+    }
+    // Where each partition ends now: the letters before it are read, later ones are not
+    // waited for.
+    let mut ends = BTreeMap::new();
+    let mut assignment = TopicPartitionList::new();
+    for partition in found.partitions() {
+        let (low, high) = consumer.fetch_watermarks(topic, partition.id(), timeout).map_err(|error| with_cause(error.to_string()))?;
+        if high > low {
+            ends.insert(partition.id(), high);
+            assignment.add_partition_offset(topic, partition.id(), rdkafka::Offset::Offset(low)).map_err(|error| error.to_string())?;
+        }
+    }
+    let mut read: BTreeMap<i32, Vec<crate::DeadLetter>> = BTreeMap::new();
+    if ends.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    consumer.assign(&assignment).map_err(|error| error.to_string())?;
+    let mut waited = Duration::ZERO;
+    while !ends.is_empty() {
+        let Some(received) = consumer.poll(Duration::from_millis(200)) else {
+            waited += Duration::from_millis(200);
+            if waited >= timeout {
+                let left: Vec<String> = ends.keys().map(|partition| format!("{topic}/{partition}")).collect();
+                return Err(with_cause(format!("no record came within {timeout:?} from {}", left.join(", "))));
+            }
+            continue;
+        };
+        waited = Duration::ZERO;
+        let message = match received {
+            Ok(message) => message,
+            Err(rdkafka::error::KafkaError::PartitionEOF(partition)) => {
+                ends.remove(&partition);
+                continue;
+            }
+            Err(error) => return Err(with_cause(error.to_string())),
+        };
+        let header = |name: &str| {
+            message
+                .headers()
+                .and_then(|headers| headers.iter().find(|header| header.key == name))
+                .and_then(|header| header.value)
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+        };
+        let source = (
+            header("source_topic"),
+            header("source_partition").and_then(|value| value.parse().ok()),
+            header("source_offset").and_then(|value| value.parse().ok()),
+        );
+        let letter = match source {
+            (Some(source_topic), Some(partition), Some(offset)) => {
+                crate::DeadLetter::of(source_topic, partition, offset, header("reason").unwrap_or_default(), message.payload().unwrap_or_default())
+            }
+            _ => crate::DeadLetter::of(
+                topic.to_owned(),
+                message.partition().max(0) as u32,
+                message.offset().max(0) as u64,
+                "not a dead letter of recap: no source_topic, source_partition and source_offset headers".into(),
+                message.payload().unwrap_or_default(),
+            ),
+        };
+        read.entry(message.partition()).or_default().push(letter);
+        if ends.get(&message.partition()).is_some_and(|end| message.offset() + 1 >= *end) {
+            ends.remove(&message.partition());
+        }
+    }
+    Ok(Some(read.into_values().flatten().collect()))
+}
+
 /// The topic and key of an envelope per the contract's transport table.
 pub fn route(line: &[u8]) -> (String, String) {
     if let Ok(envelope) = Envelope::decode(line) {

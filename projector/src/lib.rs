@@ -6,5 +6,5 @@ pub mod embedded;
 pub mod kafka;
 pub mod log;
 
-pub use embedded::{committed_progress, DeadLetter, EmbeddedProjector, LoopConfig, Progress, ProjectorError, Stats};
+pub use embedded::{committed_progress, read_dead_letters, DeadLetter, EmbeddedProjector, LoopConfig, Progress, ProjectorError, Stats};
 pub use log::{validate_lines, AppendError, EventLog};

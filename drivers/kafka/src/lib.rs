@@ -85,6 +85,9 @@ impl ClientContext for ClientErrors {
     }
 }
 
+/// A consumer that joins no group (it reads assigned partitions) needs nothing more.
+impl ConsumerContext for ClientErrors {}
+
 /// One option as given on the command line or in the environment: `KEY=VALUE`, the key
 /// a librdkafka property name (the value may hold `=`).
 pub fn parse_option(text: &str) -> Result<(String, String), String> {
