@@ -62,10 +62,11 @@ pub enum EventsCommand {
     /// Reads standard input when no file is named. A file with a line that is not a JSON
     /// object is refused whole and nothing is appended.
     Append(AppendArgs),
-    /// Print the dead letters, oldest first: the invalid events the projector set aside,
-    /// each with its place in the stream and the reason (from the data dir's
-    /// `deadletter.jsonl`, or with --kafka from the dead-letter topic). Reading them
-    /// changes nothing.
+    /// Print the dead letters: the invalid events the projector set aside, each with its
+    /// place in the stream and the reason, in the order they were set aside (from the data
+    /// dir's `deadletter.jsonl`, or with --kafka from the dead-letter topic: each
+    /// partition's in its order, a letter sent again printed once). Reading them changes
+    /// nothing.
     #[command(name = "dead-letters")]
     DeadLetters(DeadLettersArgs),
 }
@@ -76,7 +77,10 @@ pub struct DeadLettersArgs {
     #[arg(long, env = "RECAP_DATA_DIR", default_value = "./recap-data")]
     data_dir: PathBuf,
     /// Read the dead-letter topic of these Kafka brokers instead (distributed edition),
-    /// from the first letter it keeps to its end as it is now.
+    /// from the first letter it keeps to its end as it is now. No group is joined and
+    /// nothing committed; the assignment still names one, `recap-dead-letters-reader`
+    /// unless `--kafka-option group.id=NAME` names another (a cluster with ACLs may want
+    /// it described).
     #[arg(long, value_name = "BROKERS")]
     kafka: Option<String>,
     /// With --kafka: the dead-letter topic, as the projector's --dead-letter-topic.

@@ -135,21 +135,26 @@ impl DeadLetter {
 }
 
 /// The letters of a dead-letter file, oldest first (none when there is no file). A line
-/// that is not a letter (the end of a write a crash cut short) is an `Err` naming its line
-/// number, and the letters after it are read on.
+/// that is not a letter (the end of a write a crash cut short, or the last line while a
+/// write is under way) is an `Err` naming its line number, and the letters after it are
+/// read on.
 pub fn read_dead_letters(path: &Path) -> std::io::Result<Vec<Result<DeadLetter, String>>> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
+    let content = match std::fs::read(path) {
+        Ok(content) => content,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(error),
     };
     let mut letters = Vec::new();
-    for (index, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
-        let line = line?;
+    let mut lines = content.split(|&byte| byte == b'\n').enumerate().peekable();
+    while let Some((index, line)) = lines.next() {
         if line.is_empty() {
             continue;
         }
-        letters.push(serde_json::from_slice::<DeadLetter>(&line).map_err(|error| format!("line {} is not a dead letter ({error})", index + 1)));
+        let ended = lines.peek().is_some();
+        letters.push(serde_json::from_slice::<DeadLetter>(line).map_err(|error| match ended {
+            true => format!("line {} is not a dead letter ({error})", index + 1),
+            false => format!("line {} is not ended: a letter being written, or one a crash cut short", index + 1),
+        }));
     }
     Ok(letters)
 }
@@ -231,9 +236,10 @@ fn last_dead_letter_offset(path: &Path) -> std::io::Result<Option<u64>> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
+    // By bytes, not text: a write a crash cut short may end in the middle of a character.
     let mut last = None;
-    for line in std::io::BufReader::new(file).lines() {
-        if let Ok(letter) = serde_json::from_str::<DeadLetter>(&line?) {
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        if let Ok(letter) = serde_json::from_slice::<DeadLetter>(&line?) {
             last = Some(letter.offset);
         }
     }

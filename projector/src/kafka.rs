@@ -545,13 +545,14 @@ pub async fn produce(client: &KafkaClient, lines: &[Vec<u8>], topic_override: Op
 }
 
 /// The dead letters of `topic`, read from the first each partition keeps to its end as it
-/// was when called: per partition in order, partitions one after the other. Nothing is
-/// committed (no group is joined), so reading them changes nothing for anyone. `None`
-/// when the topic does not exist: nothing was ever dead-lettered there.
-///
-/// Each letter names its event's source as the projector's headers do; a record produced
-/// there by something else (no `source_*` headers) is named by its own place in `topic`,
-/// its reason saying so.
+/// was when called: each partition's in its order, partitions one after the other. A
+/// letter sent again (the projector retried its batch) is read once: letters are told
+/// apart by their source. Nothing is committed and no group is joined (librdkafka's
+/// assignment wants a group's name all the same: `group.id` among the client's options,
+/// else `recap-dead-letters-reader`), so reading them changes nothing for anyone. `None`
+/// when the topic does not exist: nothing was ever dead-lettered there. A record
+/// produced there by something else (no `source_*` headers) is named by its own place in
+/// `topic`, its reason saying so. Fails when no partition moves on for `timeout`.
 pub async fn read_dead_letters(client: &KafkaClient, topic: &str, timeout: Duration) -> Result<Option<Vec<crate::DeadLetter>>, String> {
     let (client, topic) = (client.clone(), topic.to_owned());
     tokio::task::spawn_blocking(move || read_dead_letters_blocking(&client, &topic, timeout)).await.map_err(|error| error.to_string())?
@@ -564,11 +565,11 @@ fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Durati
         Some(cause) => format!("{error} (the cluster: {cause})"),
         None => error,
     };
-    let consumer: BaseConsumer<ClientErrors> = client
-        .config()
-        // librdkafka's assign wants a group's name; it is never joined (no subscribe)
-        // and nothing is committed to it.
-        .set("group.id", "recap-dead-letters-reader")
+    let mut config = client.config();
+    if config.get("group.id").is_none() {
+        config.set("group.id", "recap-dead-letters-reader");
+    }
+    let consumer: BaseConsumer<ClientErrors> = config
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false")
@@ -585,8 +586,7 @@ fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Durati
         Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => return Ok(None),
         Some(code) => return Err(format!("{topic}: {}", rdkafka::types::RDKafkaErrorCode::from(code))),
     }
-    // Where each partition ends now: the letters before it are read, later ones are not
-    // waited for.
+    // Where each partition ends now: the letters before it are read, later ones are not.
     let mut ends = BTreeMap::new();
     let mut assignment = TopicPartitionList::new();
     for partition in found.partitions() {
@@ -596,30 +596,47 @@ fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Durati
             assignment.add_partition_offset(topic, partition.id(), rdkafka::Offset::Offset(low)).map_err(|error| error.to_string())?;
         }
     }
-    let mut read: BTreeMap<i32, Vec<crate::DeadLetter>> = BTreeMap::new();
     if ends.is_empty() {
         return Ok(Some(Vec::new()));
     }
     consumer.assign(&assignment).map_err(|error| error.to_string())?;
-    let mut waited = Duration::ZERO;
+    let done = |partition: i32, ends: &mut BTreeMap<i32, i64>| {
+        ends.remove(&partition);
+        let mut finished = TopicPartitionList::new();
+        finished.add_partition(topic, partition);
+        // Only spares the broker the later letters, which are not read anyway.
+        let _ = consumer.pause(&finished);
+    };
+    let mut read: BTreeMap<i32, Vec<crate::DeadLetter>> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    let (mut moved_at, mut last_error) = (std::time::Instant::now(), None);
     while !ends.is_empty() {
-        let Some(received) = consumer.poll(Duration::from_millis(200)) else {
-            waited += Duration::from_millis(200);
-            if waited >= timeout {
-                let left: Vec<String> = ends.keys().map(|partition| format!("{topic}/{partition}")).collect();
-                return Err(with_cause(format!("no record came within {timeout:?} from {}", left.join(", "))));
-            }
-            continue;
-        };
-        waited = Duration::ZERO;
-        let message = match received {
-            Ok(message) => message,
-            Err(rdkafka::error::KafkaError::PartitionEOF(partition)) => {
-                ends.remove(&partition);
+        if moved_at.elapsed() >= timeout {
+            let left: Vec<String> = ends.keys().map(|partition| format!("{topic}/{partition}")).collect();
+            let error = last_error.map(|error| format!(" (last error: {error})")).unwrap_or_default();
+            return Err(with_cause(format!("{} did not reach its end within {timeout:?}{error}", left.join(", "))));
+        }
+        let message = match consumer.poll(Duration::from_millis(200)) {
+            None => continue,
+            Some(Ok(message)) => message,
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(partition))) => {
+                moved_at = std::time::Instant::now();
+                done(partition, &mut ends);
                 continue;
             }
-            Err(error) => return Err(with_cause(error.to_string())),
+            // The consumer recovers from what it reports here (a broker going away, a
+            // leader moving): read on until nothing moves for `timeout`.
+            Some(Err(error)) => {
+                last_error = Some(error.to_string());
+                continue;
+            }
         };
+        let Some(end) = ends.get(&message.partition()).copied() else { continue };
+        if message.offset() >= end {
+            done(message.partition(), &mut ends);
+            continue;
+        }
+        moved_at = std::time::Instant::now();
         let header = |name: &str| {
             message
                 .headers()
@@ -644,9 +661,11 @@ fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Durati
                 message.payload().unwrap_or_default(),
             ),
         };
-        read.entry(message.partition()).or_default().push(letter);
-        if ends.get(&message.partition()).is_some_and(|end| message.offset() + 1 >= *end) {
-            ends.remove(&message.partition());
+        if seen.insert((letter.topic.clone(), letter.partition, letter.offset)) {
+            read.entry(message.partition()).or_default().push(letter);
+        }
+        if message.offset() + 1 >= end {
+            done(message.partition(), &mut ends);
         }
     }
     Ok(Some(read.into_values().flatten().collect()))

@@ -81,3 +81,77 @@ async fn a_cluster_reached_through_sasl_gets_events_compressed_with_every_codec_
     assert!(!reason.contains("not-the-password"), "never the password: {reason}");
     let _ = admin.delete_topics(&[&events_topic, &messages_topic], &AdminOptions::new()).await;
 }
+
+// `recap events dead-letters --kafka` reads the topic through `read_dead_letters`: every
+// partition to its end (an empty one too), each in its order, a letter the projector sent
+// again read once, a record without the projector's headers named by its own place, the
+// exact bytes of an event that is not UTF-8 kept; nothing committed to the group name
+// librdkafka's assignment wants; a topic that does not exist holds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Kafka broker (`make up`)"]
+async fn dead_letters_are_read_from_every_partition_once_each_and_nothing_is_committed() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use recap_projector::kafka::read_dead_letters;
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or_default();
+    let topic = format!("t{}_letters{}.recap.deadletter.v1", std::process::id(), micros % 1_000_000_000);
+    let client = KafkaClient::new(engine_setting("RECAP_KAFKA_BROKERS", "127.0.0.1:9092"));
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = client.config().create().expect("admin");
+    let results = admin.create_topics(&[NewTopic::new(&topic, 3, TopicReplication::Fixed(1))], &AdminOptions::new()).await.expect("create topic");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+
+    let producer: FutureProducer = client.config().create().expect("producer");
+    let letter = |source: (&str, &str, &str), reason: &str| {
+        OwnedHeaders::new()
+            .insert(Header { key: "source_topic", value: Some(source.0) })
+            .insert(Header { key: "source_partition", value: Some(source.1) })
+            .insert(Header { key: "source_offset", value: Some(source.2) })
+            .insert(Header { key: "reason", value: Some(reason) })
+    };
+    let torn: Vec<u8> = [&br#"{"id":"e2","type":"meeting.upserted","title":"caf"#[..], &[0xC3]].concat();
+    let records: Vec<(i32, Vec<u8>, Option<OwnedHeaders>)> = vec![
+        (0, br#"{"id":"e1"}"#.to_vec(), Some(letter(("recap.meetings.v1", "1", "5"), "envelope: missing field `type`"))),
+        (0, br#"{"id":"e1"}"#.to_vec(), Some(letter(("recap.meetings.v1", "1", "5"), "envelope: missing field `type`"))),
+        (0, b"put there by hand".to_vec(), None),
+        (2, torn.clone(), Some(letter(("recap.accounts.v1", "0", "7"), "not UTF-8"))),
+    ];
+    for (partition, payload, headers) in &records {
+        let mut record = FutureRecord::<(), _>::to(&topic).partition(*partition).payload(payload);
+        if let Some(headers) = headers {
+            record = record.headers(headers.clone());
+        }
+        producer.send(record, Duration::from_secs(10)).await.expect("produced");
+    }
+
+    let letters = read_dead_letters(&client, &topic, Duration::from_secs(30)).await.expect("read").expect("the topic exists");
+    let summary: Vec<(String, u32, u64, String, Vec<u8>)> =
+        letters.iter().map(|letter| (letter.topic.clone(), letter.partition, letter.offset, letter.reason.clone(), letter.bytes())).collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("recap.meetings.v1".into(), 1, 5, "envelope: missing field `type`".into(), br#"{"id":"e1"}"#.to_vec()),
+            (
+                topic.clone(),
+                0,
+                2,
+                "not a dead letter of recap: no source_topic, source_partition and source_offset headers".into(),
+                b"put there by hand".to_vec()
+            ),
+            ("recap.accounts.v1".into(), 0, 7, "not UTF-8".into(), torn),
+        ]
+    );
+    assert!(letters[2].raw_base64.is_some() && letters[0].raw_base64.is_none());
+
+    let group: BaseConsumer = client.config().set("group.id", "recap-dead-letters-reader").create().expect("consumer");
+    let mut partitions = rdkafka::TopicPartitionList::new();
+    for partition in 0..3 {
+        partitions.add_partition(&topic, partition);
+    }
+    let committed = group.committed_offsets(partitions, Duration::from_secs(10)).expect("committed offsets");
+    assert!(committed.elements().iter().all(|element| element.offset() == rdkafka::Offset::Invalid), "{committed:?}");
+
+    assert_eq!(read_dead_letters(&client, &format!("{topic}.absent"), Duration::from_secs(30)).await, Ok(None));
+    let _ = admin.delete_topics(&[&topic], &AdminOptions::new()).await;
+}
