@@ -144,8 +144,8 @@ const ENDPOINT_READS: usize = 32;
 
 /// The endpoints of the accounts (each with the kinds of its messages in the batch),
 /// each with its state and, when it takes one of the batch's deliveries, its secrets:
-/// the accounts read side by side, and within one the states and secrets after the
-/// endpoints, side by side too (on ScyllaDB two round trips an account, not one an
+/// the accounts read side by side, and within one the endpoints, then their states, then
+/// the secrets, each side by side (on ScyllaDB three round trips an account, not one an
 /// endpoint, a state and a secret, one after another).
 async fn read_endpoints<'a>(store: &WebhookStore, accounts: Vec<(&'a str, Vec<MessageKind>)>) -> Result<HashMap<&'a str, AccountEndpoints>, StoreError> {
     use futures::{StreamExt, TryStreamExt};
