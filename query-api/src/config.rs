@@ -18,8 +18,9 @@ pub struct RestConfig {
     /// states).
     #[arg(long = "rest-rate-limit-per-minute", env = "RECAP_REST_RATE_LIMIT_PER_MINUTE", default_value_t = 120)]
     pub rate_limit_per_minute: u32,
-    /// Bound of each store and limiter call of a request, in milliseconds; past it the
-    /// request is answered 503 unavailable. Unset: the store driver's own timeout.
+    /// Bound of each store call of a request, in milliseconds; past it the request is
+    /// answered 503 unavailable. Unset: the store driver's own timeout. The limiter is
+    /// bounded by its own timeout (the distributed edition's `--redis-timeout-ms`).
     #[arg(id = "rest_store_timeout_ms", long = "rest-store-timeout-ms", value_name = "REST_STORE_TIMEOUT_MS", env = "RECAP_REST_STORE_TIMEOUT_MS")]
     pub store_timeout_ms: Option<u64>,
     /// How long a successful token lookup (token, account, plan) is reused, in
