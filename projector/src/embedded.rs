@@ -17,7 +17,7 @@
 //! lines are read again; dead letters at or below the file's last offset are not
 //! written twice.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -231,19 +231,7 @@ fn ends_mid_line(file: &mut std::fs::File) -> std::io::Result<bool> {
 
 /// The highest log offset already in the dead-letter file.
 fn last_dead_letter_offset(path: &Path) -> std::io::Result<Option<u64>> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    // By bytes, not text: a write a crash cut short may end in the middle of a character.
-    let mut last = None;
-    for line in std::io::BufReader::new(file).split(b'\n') {
-        if let Ok(letter) = serde_json::from_slice::<DeadLetter>(&line?) {
-            last = Some(letter.offset);
-        }
-    }
-    Ok(last)
+    Ok(read_dead_letters(path)?.into_iter().rev().find_map(Result::ok).map(|letter| letter.offset))
 }
 
 impl EmbeddedProjector {

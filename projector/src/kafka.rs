@@ -516,12 +516,8 @@ pub async fn run(driver: Arc<dyn Driver>, config: KafkaConfig, stats: Arc<Stats>
 pub async fn produce(client: &KafkaClient, lines: &[Vec<u8>], topic_override: Option<&str>, topic_prefix: &str) -> Result<usize, String> {
     let errors = ClientErrors::default();
     let producer = producer_with(client, errors.clone()).map_err(|error| error.to_string())?;
-    // A delivery that fails is told with what the cluster said last (a refused
-    // authentication ends in a delivery timing out).
-    let with_cause = |error: String| match errors.last() {
-        Some(cause) => format!("{error} (the cluster: {cause})"),
-        None => error,
-    };
+    // A delivery that fails is told with what the cluster said last.
+    let with_cause = |error: String| errors.with_cause(error);
     let mut deliveries = Vec::with_capacity(lines.len());
     for line in lines {
         let (topic, key) = route(line);
@@ -561,10 +557,7 @@ pub async fn read_dead_letters(client: &KafkaClient, topic: &str, timeout: Durat
 fn read_dead_letters_blocking(client: &KafkaClient, topic: &str, timeout: Duration) -> Result<Option<Vec<crate::DeadLetter>>, String> {
     use rdkafka::message::Headers;
     let errors = ClientErrors::default();
-    let with_cause = |error: String| match errors.last() {
-        Some(cause) => format!("{error} (the cluster: {cause})"),
-        None => error,
-    };
+    let with_cause = |error: String| errors.with_cause(error);
     let mut config = client.config();
     if config.get("group.id").is_none() {
         config.set("group.id", "recap-dead-letters-reader");

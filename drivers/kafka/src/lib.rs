@@ -74,6 +74,15 @@ impl ClientErrors {
     pub fn last(&self) -> Option<String> {
         self.0.lock().ok().and_then(|last| last.clone())
     }
+
+    /// `error`, told with what the cluster said last (a refused authentication, for one,
+    /// ends in a timeout whose own words do not say why).
+    pub fn with_cause(&self, error: String) -> String {
+        match self.last() {
+            Some(cause) => format!("{error} (the cluster: {cause})"),
+            None => error,
+        }
+    }
 }
 
 impl ClientContext for ClientErrors {
