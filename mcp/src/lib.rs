@@ -25,7 +25,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `POST /mcp` | JSON-RPC: initialize, ping, tools/list, tools/call (2025-03-26 to 2025-11-25); server/discover, tools/list, tools/call (2026-07-28, `modern.rs`); other methods 405 |
+//! | `POST /mcp` | JSON-RPC: initialize, ping, tools/list, tools/call (2025-03-26 to 2025-11-25); server/discover, tools/list, tools/call, subscriptions/listen (2026-07-28, `modern.rs`); other methods 405 |
 //! | `/mcp/.well-known/oauth-protected-resource`, `/.well-known/oauth-protected-resource/mcp`, `/.well-known/oauth-protected-resource` | RFC 9728 metadata |
 //! | `/mcp/.well-known/oauth-authorization-server`, `/.well-known/oauth-authorization-server/mcp`, `/.well-known/oauth-authorization-server` | RFC 8414 metadata |
 //! | `POST /mcp/register`, `GET+POST /mcp/authorize`, `POST /mcp/token`, `POST /mcp/revoke` | OAuth endpoints (advertised); the same at the root (`/register`, …) for clients that fall back to root paths when discovery fails |

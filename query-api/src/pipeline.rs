@@ -8,8 +8,9 @@
 //! and plan-uncovered requests never count. A request the limiter refuses (429 or 402
 //! quota_exhausted) counts nowhere. Every admitted request counts once, whatever the
 //! endpoint then answers: 200, 404 meeting_not_found / shared_note_not_found /
-//! team_not_found for a well-formed identifier, 402 team_plan_required (the caller's own
-//! plan covers the request; the team's plan only gates what it returns), and a 5xx.
+//! team_not_found / event_not_found / webhook_endpoint_not_found for a well-formed
+//! identifier, 402 team_plan_required (the caller's own plan covers the request; the
+//! team's plan only gates what it returns), and a 5xx.
 //!
 //! Reads before the decision: when the limiter says the account's request is very
 //! likely to be admitted ([`recap_access::Limiter::admits_likely`]: Redis's last
