@@ -54,7 +54,7 @@ pub fn envelope_schema(event_type: &str) -> Option<serde_json::Value> {
         "type": "object",
         "required": ["id", "type", "version", "occurred_at", "data"],
         "properties": {
-            "id": {"type": "string", "minLength": 1, "description": "unique event id (a UUID)"},
+            "id": {"type": "string", "minLength": 1, "description": "unique event id (a UUID by convention): 1 to 256 bytes of UTF-8 (bytes, not characters)"},
             "type": {"const": event_type},
             "version": {"type": "integer", "minimum": 1, "maximum": events::MAX_VERSION},
             "occurred_at": {"$ref": "#/$defs/Timestamp"},
