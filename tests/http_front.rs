@@ -37,6 +37,34 @@ impl Answer {
         assert!(json["error"]["message"].is_string(), "{json}");
         assert_eq!(json.as_object().map(|object| object.len()), Some(1), "only the error key: {json}");
     }
+
+    /// The REST API's document (`schemas/openapi.json`) lists this answer's status on
+    /// every operation, as the Error envelope with this code: a REST answer made before
+    /// routing can come from any path.
+    fn assert_documented_on_every_rest_operation(&self) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/openapi.json");
+        let document: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("schemas/openapi.json")).expect("JSON");
+        let resolve = |node: &Value| -> Value {
+            match node["$ref"].as_str() {
+                Some(pointer) => document.pointer(pointer.trim_start_matches('#')).unwrap_or_else(|| panic!("dangling {pointer}")).clone(),
+                None => node.clone(),
+            }
+        };
+        let code = self.json()["error"]["code"].clone();
+        let codes = &document["components"]["schemas"]["ErrorBody"]["properties"]["code"]["enum"];
+        assert!(codes.as_array().expect("the codes").contains(&code), "{code} is not among the documented codes");
+        let status = self.status.to_string();
+        let operations = document["paths"].as_object().expect("paths");
+        assert!(!operations.is_empty());
+        for (route, methods) in operations {
+            let response = resolve(&methods["get"]["responses"][&status]);
+            assert_eq!(response["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error", "GET {route} documents no {status} error");
+            assert!(response["headers"]["X-Request-Id"].is_object(), "GET {route}: {status} without X-Request-Id");
+            if self.header("retry-after").is_some() {
+                assert!(response["headers"]["Retry-After"].is_object(), "GET {route}: {status} without Retry-After");
+            }
+        }
+    }
 }
 
 /// `host:port` of a URL such as `http://127.0.0.1:8080/v1`.
@@ -228,6 +256,7 @@ fn connection_flood_past_the_cap_new_connections_are_refused_503_and_served_agai
     let started = Instant::now();
     let answer = read_answer(&mut refused);
     answer.assert_envelope(503, "unavailable");
+    answer.assert_documented_on_every_rest_operation();
     assert_eq!(answer.header("retry-after"), Some("1"));
     assert_eq!(answer.header("connection"), Some("close"));
     assert!(started.elapsed() < Duration::from_secs(2), "refused after {:?}", started.elapsed());
@@ -516,11 +545,19 @@ fn answers_made_before_routing_are_counted_in_the_http_metrics_under_their_own_r
     // 408: a head that does not finish.
     let mut stream = connect(&rest);
     stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n").expect("write");
-    read_answer(&mut stream).assert_envelope(408, "request_timeout");
+    let timed_out = read_answer(&mut stream);
+    timed_out.assert_envelope(408, "request_timeout");
+    timed_out.assert_documented_on_every_rest_operation();
     drop(stream);
-    refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes()).assert_envelope(414, "uri_too_long");
-    refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes()).assert_envelope(431, "headers_too_large");
-    refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
+    let too_long = refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes());
+    too_long.assert_envelope(414, "uri_too_long");
+    too_long.assert_documented_on_every_rest_operation();
+    let too_large = refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes());
+    too_large.assert_envelope(431, "headers_too_large");
+    too_large.assert_documented_on_every_rest_operation();
+    let malformed = refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n");
+    malformed.assert_envelope(400, "invalid_request");
+    malformed.assert_documented_on_every_rest_operation();
     refused(&rest, b"PATCH /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
     refused(&rest, b"BREW /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
     // 503: the MCP listener at its cap of three.
