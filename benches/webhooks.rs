@@ -421,13 +421,14 @@ async fn throughput() -> (f64, f64) {
     // spent, and the projector's own rate beside the runtime.
     let busy = together_cpu.as_secs_f64() / (cores * together_in.as_secs_f64());
     let full = cores * 1e6 / per_message(together_cpu);
+    let beside = rate(messages, projected_together_in);
     println!(
         "    the cores {:.0}% busy; at that CPU a message, busy throughout {:>6.0} delivered/s (ratio {:.2}); the projector beside the runtime {:>6.0} messages/s (ratio {:.2})",
         busy * 100.0,
         full,
         full / projected,
-        rate(messages, projected_together_in),
-        rate(messages, projected_together_in) / projected
+        beside,
+        beside / projected
     );
     (projected, rate(messages, together_in))
 }

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use recap_testkit::server::Server;
@@ -42,12 +43,11 @@ impl Answer {
     /// every operation, as the Error envelope with this code: a REST answer made before
     /// routing can come from any path.
     fn assert_documented_on_every_rest_operation(&self) {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/openapi.json");
-        let document: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("schemas/openapi.json")).expect("JSON");
-        let resolve = |node: &Value| -> Value {
+        let document = openapi();
+        let resolve = |node: &'static Value| -> &'static Value {
             match node["$ref"].as_str() {
-                Some(pointer) => document.pointer(pointer.trim_start_matches('#')).unwrap_or_else(|| panic!("dangling {pointer}")).clone(),
-                None => node.clone(),
+                Some(pointer) => document.pointer(pointer.trim_start_matches('#')).unwrap_or_else(|| panic!("dangling {pointer}")),
+                None => node,
             }
         };
         let code = self.json()["error"]["code"].clone();
@@ -65,6 +65,15 @@ impl Answer {
             }
         }
     }
+}
+
+/// `schemas/openapi.json`, read once.
+fn openapi() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/openapi.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("schemas/openapi.json")).expect("openapi.json is JSON")
+    })
 }
 
 /// `host:port` of a URL such as `http://127.0.0.1:8080/v1`.
