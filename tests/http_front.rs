@@ -39,6 +39,13 @@ impl Answer {
         assert_eq!(json.as_object().map(|object| object.len()), Some(1), "only the error key: {json}");
     }
 
+    /// [`Answer::assert_envelope`], for a REST answer made before routing, which the REST
+    /// API's document must list on every operation.
+    fn assert_documented_envelope(&self, status: u16, code: &str) {
+        self.assert_envelope(status, code);
+        self.assert_documented_on_every_rest_operation();
+    }
+
     /// The REST API's document (`schemas/openapi.json`) lists this answer's status on
     /// every operation, as the Error envelope with this code: a REST answer made before
     /// routing can come from any path.
@@ -264,8 +271,7 @@ fn connection_flood_past_the_cap_new_connections_are_refused_503_and_served_agai
     let mut refused = connect(&rest);
     let started = Instant::now();
     let answer = read_answer(&mut refused);
-    answer.assert_envelope(503, "unavailable");
-    answer.assert_documented_on_every_rest_operation();
+    answer.assert_documented_envelope(503, "unavailable");
     assert_eq!(answer.header("retry-after"), Some("1"));
     assert_eq!(answer.header("connection"), Some("close"));
     assert!(started.elapsed() < Duration::from_secs(2), "refused after {:?}", started.elapsed());
@@ -559,19 +565,12 @@ fn answers_made_before_routing_are_counted_in_the_http_metrics_under_their_own_r
     // 408: a head that does not finish.
     let mut stream = connect(&rest);
     stream.write_all(b"GET /v1/teams HTTP/1.1\r\nHost: x\r\n").expect("write");
-    let timed_out = read_answer(&mut stream);
-    timed_out.assert_envelope(408, "request_timeout");
-    timed_out.assert_documented_on_every_rest_operation();
+    read_answer(&mut stream).assert_documented_envelope(408, "request_timeout");
     drop(stream);
-    let too_long = refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes());
-    too_long.assert_envelope(414, "uri_too_long");
-    too_long.assert_documented_on_every_rest_operation();
-    let too_large = refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes());
-    too_large.assert_envelope(431, "headers_too_large");
-    too_large.assert_documented_on_every_rest_operation();
-    let malformed = refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n");
-    malformed.assert_envelope(400, "invalid_request");
-    malformed.assert_documented_on_every_rest_operation();
+    refused(&rest, format!("GET /v1/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(20 * 1024)).as_bytes()).assert_documented_envelope(414, "uri_too_long");
+    refused(&rest, format!("GET /v1/teams HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).as_bytes())
+        .assert_documented_envelope(431, "headers_too_large");
+    refused(&rest, b"GET http:///v1/teams HTTP/1.1\r\nHost: x\r\n\r\n").assert_documented_envelope(400, "invalid_request");
     refused(&rest, b"PATCH /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
     refused(&rest, b"BREW /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n").assert_envelope(400, "invalid_request");
     // 503: the MCP listener at its cap.
